@@ -1,0 +1,25 @@
+// ============================================================================
+// kernels/cuda/fp8_convert.h — device-side FP32 <-> FP8 conversion launchers.
+//
+// The first CUDA kernels: quantize a float buffer to E4M3FN/E5M2 codes with a
+// per-tensor scale (saturating, round to nearest even, as ONNX), and back.
+// They are checked bit-exactly against the host codecs in loka/float8.h.
+// ============================================================================
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace loka::cuda {
+
+enum class Fp8Kind { kE4M3FN, kE5M2 };
+
+/// codes[i] = encode(values[i] / scale); `scale` is a host float.
+cudaError_t launch_quantize_fp8(const float* values, uint8_t* codes, int64_t count, float scale, Fp8Kind kind,
+                                cudaStream_t stream);
+/// values[i] = decode(codes[i]) * scale.
+cudaError_t launch_dequantize_fp8(const uint8_t* codes, float* values, int64_t count, float scale, Fp8Kind kind,
+                                  cudaStream_t stream);
+
+}  // namespace loka::cuda

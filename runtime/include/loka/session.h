@@ -1,0 +1,50 @@
+// ============================================================================
+// loka/session.h — one thread's handle for running an Engine.
+//
+// A Session keeps a pool of buffers: each intermediate is released after its
+// last reader and its storage reused by later nodes, so a steady-state run
+// with the same shapes allocates nothing new. Not thread-safe: one per thread.
+// ============================================================================
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loka/observer.h"
+#include "loka/status.h"
+#include "loka/tensor.h"
+
+namespace loka {
+
+class Engine;
+class BufferPool;
+
+class Session {
+ public:
+  explicit Session(const Engine& engine);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  /// Runs the model. `inputs` follow Engine::inputs() order. Returns the outputs in
+  /// Engine::outputs() order; they stay valid after later runs.
+  Result<std::vector<Tensor>> run(std::span<const Tensor> inputs);
+  /// Runs with inputs given by name (any order; all required inputs present).
+  Result<std::vector<Tensor>> run(const std::vector<std::pair<std::string, Tensor>>& named_inputs);
+
+  /// Installs hooks called around every node (nullptr removes them). Not owned.
+  void set_observer(Observer* observer) { observer_ = observer; }
+
+  /// Bytes currently held by the buffer pool (for memory-flatness checks).
+  size_t pooled_bytes() const;
+
+ private:
+  const Engine& engine_;
+  Observer* observer_ = nullptr;
+  std::unique_ptr<BufferPool> pool_;
+};
+
+}  // namespace loka

@@ -1,0 +1,40 @@
+// ============================================================================
+// runtime/ops/op_helpers.h — shared checks and index math for op kernels.
+//
+// Every kernel validates its inputs with these before touching memory, so an
+// ill-formed model or input yields an error instead of an out-of-bounds access.
+// ============================================================================
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loka/status.h"
+#include "loka/tensor.h"
+
+namespace loka::ops {
+
+/// Error unless inputs[index] is present.
+Status require_input(std::span<const Tensor> inputs, size_t index, const char* what);
+/// Error unless the tensor has dtype float32.
+Status require_float32(const Tensor& tensor, const char* what);
+/// Error unless the tensor's dtype is one of the integer index types (int32/int64).
+Status require_index_type(const Tensor& tensor, const char* what);
+
+/// Axis in [-rank, rank) normalised to [0, rank), or an error naming the axis.
+Result<int> normalize_axis(int64_t axis, int rank);
+
+/// Multidirectional (numpy) broadcast of two shapes, or an error naming both.
+Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+/// Strides (in elements) to read a tensor of `shape` as if broadcast to `target`
+/// (0 along broadcast dims); `shape` is right-aligned against `target`.
+std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& target);
+/// Row-major contiguous strides.
+std::vector<int64_t> contiguous_strides(const Shape& shape);
+
+/// Values of a 1-D (or scalar) int32/int64 tensor.
+Result<std::vector<int64_t>> read_int_list(const Tensor& tensor, const char* what);
+
+}  // namespace loka::ops

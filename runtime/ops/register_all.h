@@ -1,0 +1,24 @@
+// ============================================================================
+// runtime/ops/register_all.h — the one list of op families the runtime knows.
+//
+// Registration is explicit (no static initializers) so nothing is dropped by
+// the linker from a static library and the order is visible in one place.
+// ============================================================================
+#pragma once
+
+namespace loka {
+
+class OpRegistry;
+
+void register_elementwise_ops(OpRegistry& registry);     // ops/elementwise.cc
+void register_matmul_ops(OpRegistry& registry);          // ops/matmul.cc
+void register_normalization_ops(OpRegistry& registry);   // ops/normalization.cc
+void register_reduction_ops(OpRegistry& registry);       // ops/reduction.cc
+void register_shape_ops(OpRegistry& registry);           // ops/shape_ops.cc
+void register_data_movement_ops(OpRegistry& registry);   // ops/data_movement.cc
+void register_quantization_ops(OpRegistry& registry);    // ops/quantization.cc
+
+/// Registers every family above.
+void register_all_ops(OpRegistry& registry);
+
+}  // namespace loka

@@ -1,0 +1,120 @@
+// ============================================================================
+// runtime/session.cc — running a plan: input checks, kernels, observers, liveness.
+// ============================================================================
+#include "loka/session.h"
+
+#include <map>
+
+#include "loka/engine.h"
+#include "runtime/buffer_pool.h"
+#include "runtime/execution_plan.h"
+
+namespace loka {
+namespace {
+
+/// Checks one input against its declaration; symbolic dims must agree across inputs.
+Status check_input(const TensorInfo& info, const Tensor& tensor, const EngineOptions& options,
+                   std::map<std::string, int64_t>& bound_dims) {
+  const std::string where = "input '" + info.name + "': ";
+  if (!tensor.defined()) return Status::error(where + "missing");
+  if (tensor.dtype() != info.dtype)
+    return Status::error(where + "expected " + std::string(dtype_name(info.dtype)) + ", got " +
+                         std::string(dtype_name(tensor.dtype())));
+  if (!info.has_shape) return Status::ok();
+  if (tensor.rank() != static_cast<int>(info.shape.size()))
+    return Status::error(where + "expected rank " + std::to_string(info.shape.size()) + ", got shape " +
+                         shape_to_string(tensor.shape()));
+  for (int axis = 0; axis < tensor.rank(); ++axis) {
+    const int64_t declared = info.shape[static_cast<size_t>(axis)];
+    const int64_t actual = tensor.dim(axis);
+    if (declared >= 0 && declared != actual)
+      return Status::error(where + "dim " + std::to_string(axis) + " must be " + std::to_string(declared) +
+                           ", got shape " + shape_to_string(tensor.shape()));
+    const std::string& name = info.dim_names[static_cast<size_t>(axis)];
+    if (declared < 0 && !name.empty()) {
+      auto [it, inserted] = bound_dims.try_emplace(name, actual);
+      if (!inserted && it->second != actual)
+        return Status::error(where + "dim '" + name + "' is " + std::to_string(actual) + " here but " +
+                             std::to_string(it->second) + " in another input");
+    }
+    if (axis == 0 && declared < 0 && options.max_batch > 0 && actual > options.max_batch)
+      return Status::error(where + "batch " + std::to_string(actual) + " exceeds the engine's maximum of " +
+                           std::to_string(options.max_batch));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Session::Session(const Engine& engine) : engine_(engine), pool_(std::make_unique<BufferPool>()) {}
+Session::~Session() = default;
+
+size_t Session::pooled_bytes() const { return pool_->held_bytes(); }
+
+Result<std::vector<Tensor>> Session::run(const std::vector<std::pair<std::string, Tensor>>& named_inputs) {
+  const ExecutionPlan& plan = engine_.plan();
+  std::vector<Tensor> ordered(plan.inputs().size());
+  for (const auto& [name, tensor] : named_inputs) {
+    const int index = plan.input_index(name);
+    if (index < 0) return Status::error("input '" + name + "' is not an input of the model");
+    ordered[static_cast<size_t>(index)] = tensor;
+  }
+  return run(ordered);
+}
+
+Result<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
+  const ExecutionPlan& plan = engine_.plan();
+  if (inputs.size() != plan.inputs().size())
+    return Status::error("the model takes " + std::to_string(plan.inputs().size()) + " inputs, got " +
+                         std::to_string(inputs.size()));
+  std::map<std::string, int64_t> bound_dims;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    LOKA_RETURN_IF_ERROR(check_input(plan.inputs()[i], inputs[i], engine_.options(), bound_dims));
+
+  const auto& value_table = plan.values();
+  std::vector<Tensor> values(value_table.size());
+  for (size_t i = 0; i < inputs.size(); ++i) values[static_cast<size_t>(plan.input_ids()[i])] = inputs[i];
+  const auto value_of = [&](int id) -> const Tensor& {
+    return value_table[static_cast<size_t>(id)].is_constant ? plan.constant(id) : values[static_cast<size_t>(id)];
+  };
+
+  KernelContext context(pool_.get());
+  std::vector<Tensor> step_inputs;
+  std::vector<Tensor> step_outputs;
+  const auto& steps = plan.steps();
+  for (size_t index = 0; index < steps.size(); ++index) {
+    const PlanStep& step = steps[index];
+    step_inputs.clear();
+    for (int id : step.inputs) step_inputs.push_back(id == kNoValue ? Tensor() : value_of(id));
+    const NodeInfo info{index, step.name, step.op_type, step.domain};
+    if (observer_) observer_->before_node(info, step_inputs);
+    step_outputs.assign(step.outputs.size(), Tensor());
+    if (Status status = step.kernel->run(step_inputs, step_outputs, context); !status)
+      return status.with_context("node '" + step.name + "' (" + step.op_type + "): ");
+    if (observer_) observer_->after_node(info, step_outputs);
+    for (size_t j = 0; j < step.outputs.size(); ++j) {
+      const int id = step.outputs[j];
+      if (id == kNoValue) continue;
+      if (!step_outputs[j].defined())
+        return Status::error("node '" + step.name + "' (" + step.op_type + "): output " + std::to_string(j) +
+                             " was not produced");
+      const PlanValue& value = value_table[static_cast<size_t>(id)];
+      if (value.last_reader >= 0 || value.is_graph_output) values[static_cast<size_t>(id)] = std::move(step_outputs[j]);
+    }
+    // Liveness: a value nobody reads after this step goes back to the pool.
+    for (int id : step.inputs) {
+      if (id == kNoValue) continue;
+      const PlanValue& value = value_table[static_cast<size_t>(id)];
+      if (value.last_reader == static_cast<int>(index) && !value.is_graph_output) values[static_cast<size_t>(id)] = Tensor();
+    }
+  }
+  step_inputs.clear();
+  step_outputs.clear();
+
+  std::vector<Tensor> outputs;
+  outputs.reserve(plan.output_ids().size());
+  for (int id : plan.output_ids()) outputs.push_back(value_of(id));
+  return outputs;
+}
+
+}  // namespace loka

@@ -1,0 +1,180 @@
+// ============================================================================
+// runtime/tensor_proto.cc — checked decoding and encoding of ONNX tensors.
+// ============================================================================
+#include "runtime/tensor_proto.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "runtime/file_io.h"
+
+namespace loka {
+namespace {
+
+std::string tensor_label(const onnx::TensorProto& proto) {
+  return "tensor '" + proto.name() + "': ";
+}
+
+/// Resolves an external-data location inside `dir`, refusing anything that escapes it.
+Result<std::filesystem::path> resolve_external_path(const std::string& location,
+                                                    const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) return Status::error("external data '" + location + "' but no model folder to read it from");
+  const fs::path relative(location);
+  if (location.empty() || relative.is_absolute() || relative.has_root_name() || relative.has_root_directory())
+    return Status::error("external data path '" + location + "' is absolute; it must be relative to the model's folder");
+  const fs::path normal = relative.lexically_normal();
+  if (!normal.empty() && *normal.begin() == "..")
+    return Status::error("external data path '" + location + "' leaves the model's folder");
+  std::error_code error;
+  const fs::path root = fs::weakly_canonical(dir, error);
+  const fs::path full = fs::weakly_canonical(dir / normal, error);
+  if (error) return Status::error("external data path '" + location + "': " + error.message());
+  const auto [root_end, unused] = std::mismatch(root.begin(), root.end(), full.begin(), full.end());
+  if (root_end != root.end())
+    return Status::error("external data path '" + location + "' resolves outside the model's folder");
+  return full;
+}
+
+Result<std::vector<std::byte>> read_external(const onnx::TensorProto& proto,
+                                             const std::filesystem::path& dir, size_t expected_bytes) {
+  std::string location;
+  int64_t offset = 0;
+  int64_t length = -1;
+  for (const auto& entry : proto.external_data()) {
+    try {
+      if (entry.key() == "location") location = entry.value();
+      else if (entry.key() == "offset") offset = std::stoll(entry.value());
+      else if (entry.key() == "length") length = std::stoll(entry.value());
+    } catch (const std::exception&) {
+      return Status::error("external data " + entry.key() + " '" + entry.value() + "' is not a number");
+    }
+  }
+  if (offset < 0 || length < -1) return Status::error("external data has a negative offset or length");
+  LOKA_ASSIGN_OR_RETURN(const std::filesystem::path path, resolve_external_path(location, dir));
+  std::error_code error;
+  const uintmax_t file_size = std::filesystem::file_size(path, error);
+  if (error) return Status::error("cannot read external data file '" + path.string() + "': " + error.message());
+  const uint64_t bytes = length < 0 ? expected_bytes : static_cast<uint64_t>(length);
+  if (bytes != expected_bytes)
+    return Status::error("external data length " + std::to_string(bytes) + " does not match the " +
+                         std::to_string(expected_bytes) + " bytes its dims need");
+  if (static_cast<uint64_t>(offset) > file_size || bytes > file_size - static_cast<uint64_t>(offset))
+    return Status::error("external data range [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                         ") lies past the end of '" + path.string() + "' (" + std::to_string(file_size) + " bytes)");
+  return read_file_range(path, static_cast<uint64_t>(offset), bytes);
+}
+
+/// Copies a typed repeated field into the tensor, converting each element with `store`.
+template <typename Field, typename Store>
+Status copy_typed(const Field& field, Tensor& tensor, const onnx::TensorProto& proto, Store store) {
+  if (static_cast<int64_t>(field.size()) != tensor.element_count())
+    return Status::error(tensor_label(proto) + "holds " + std::to_string(field.size()) + " values but its dims " +
+                         shape_to_string(tensor.shape()) + " need " + std::to_string(tensor.element_count()));
+  for (int i = 0; i < field.size(); ++i) store(i, field.Get(i));
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::filesystem::path& external_data_dir) {
+  if (!dtype_is_supported(proto.data_type()))
+    return Status::error(tensor_label(proto) + "unsupported data type " +
+                         std::string(dtype_name(static_cast<DType>(proto.data_type()))));
+  const DType dtype = static_cast<DType>(proto.data_type());
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  auto count = checked_element_count(shape);
+  if (!count) return count.status().with_context(tensor_label(proto));
+  const size_t bytes = static_cast<size_t>(*count) * dtype_size(dtype);
+
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    auto data = read_external(proto, external_data_dir, bytes);
+    if (!data) return data.status().with_context(tensor_label(proto));
+    Tensor tensor = Tensor::zeros(dtype, shape);
+    if (bytes) std::memcpy(tensor.raw(), data->data(), bytes);
+    return tensor;
+  }
+  if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != bytes)
+      return Status::error(tensor_label(proto) + "raw_data has " + std::to_string(proto.raw_data().size()) +
+                           " bytes but its dims " + shape_to_string(shape) + " of " +
+                           std::string(dtype_name(dtype)) + " need " + std::to_string(bytes));
+    Tensor tensor = Tensor::zeros(dtype, shape);
+    if (bytes) std::memcpy(tensor.raw(), proto.raw_data().data(), bytes);
+    return tensor;
+  }
+  // Typed fields: refuse shapes far larger than the data before allocating.
+  const int64_t typed_count = proto.float_data_size() + proto.int32_data_size() + proto.int64_data_size() +
+                              proto.double_data_size() + proto.uint64_data_size();
+  if (*count > typed_count)
+    return Status::error(tensor_label(proto) + "holds " + std::to_string(typed_count) + " values but its dims " +
+                         shape_to_string(shape) + " need " + std::to_string(*count));
+  Tensor tensor = Tensor::zeros(dtype, shape);
+  std::byte* out = static_cast<std::byte*>(tensor.raw());
+  auto store_as = [out]<typename T>(int i, auto value) {
+    const T narrowed = static_cast<T>(value);
+    std::memcpy(out + static_cast<size_t>(i) * sizeof(T), &narrowed, sizeof(T));
+  };
+  Status status;
+  switch (dtype) {
+    case DType::kFloat32:
+      status = copy_typed(proto.float_data(), tensor, proto, [&](int i, float v) { store_as.operator()<float>(i, v); });
+      break;
+    case DType::kFloat64:
+      status = copy_typed(proto.double_data(), tensor, proto, [&](int i, double v) { store_as.operator()<double>(i, v); });
+      break;
+    case DType::kInt64:
+      status = copy_typed(proto.int64_data(), tensor, proto, [&](int i, int64_t v) { store_as.operator()<int64_t>(i, v); });
+      break;
+    case DType::kUInt32:
+      status = copy_typed(proto.uint64_data(), tensor, proto, [&](int i, uint64_t v) { store_as.operator()<uint32_t>(i, v); });
+      break;
+    case DType::kUInt64:
+      status = copy_typed(proto.uint64_data(), tensor, proto, [&](int i, uint64_t v) { store_as.operator()<uint64_t>(i, v); });
+      break;
+    case DType::kInt32:
+      status = copy_typed(proto.int32_data(), tensor, proto, [&](int i, int32_t v) { store_as.operator()<int32_t>(i, v); });
+      break;
+    case DType::kInt16: case DType::kUInt16: case DType::kFloat16: case DType::kBFloat16:
+      // 16-bit types travel as their bit patterns in int32_data.
+      status = copy_typed(proto.int32_data(), tensor, proto, [&](int i, int32_t v) { store_as.operator()<uint16_t>(i, v); });
+      break;
+    default:  // int8, uint8, bool and FP8 codes
+      status = copy_typed(proto.int32_data(), tensor, proto, [&](int i, int32_t v) { store_as.operator()<uint8_t>(i, v); });
+      break;
+  }
+  if (!status) return status;
+  return tensor;
+}
+
+void tensor_to_proto(const Tensor& tensor, const std::string& name, onnx::TensorProto* proto) {
+  proto->Clear();
+  proto->set_name(name);
+  proto->set_data_type(static_cast<int32_t>(tensor.dtype()));
+  for (int64_t dim : tensor.shape()) proto->add_dims(dim);
+  proto->set_raw_data(tensor.raw(), tensor.byte_size());
+}
+
+Result<std::pair<std::string, Tensor>> read_tensor_file(const std::filesystem::path& path) {
+  LOKA_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, read_file(path));
+  onnx::TensorProto proto;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return Status::error(path.string() + ": not a valid serialized TensorProto");
+  auto tensor = tensor_from_proto(proto, path.parent_path());
+  if (!tensor) return tensor.status().with_context(path.string() + ": ");
+  return std::make_pair(proto.name(), std::move(tensor).value());
+}
+
+Status write_tensor_file(const std::filesystem::path& path, const std::string& name, const Tensor& tensor) {
+  onnx::TensorProto proto;
+  tensor_to_proto(tensor, name, &proto);
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !proto.SerializeToOstream(&out) || !out.flush())
+    return Status::error("cannot write '" + path.string() + "'");
+  return Status::ok();
+}
+
+}  // namespace loka

@@ -1,0 +1,37 @@
+// ============================================================================
+// runtime/tensor_proto.h — ONNX TensorProto <-> Tensor, with every size checked.
+//
+// Reads raw_data and the typed fields (float_data, int32_data holding 16- and
+// 8-bit codes, int64_data, double_data, uint64_data) and external data files.
+// Hostile input is refused with a message naming the tensor: dims that are
+// negative or overflow, data shorter or longer than the dims, external paths
+// that are absolute or leave the model's folder, offsets past the file's end.
+// ============================================================================
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "loka/status.h"
+#include "loka/tensor.h"
+
+namespace onnx {
+class TensorProto;
+}
+
+namespace loka {
+
+/// Decodes `proto`. External data is read relative to `external_data_dir`;
+/// an empty dir refuses external data.
+Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto,
+                                 const std::filesystem::path& external_data_dir = {});
+
+/// Encodes `tensor` as raw_data with the given name.
+void tensor_to_proto(const Tensor& tensor, const std::string& name, onnx::TensorProto* proto);
+
+/// Reads a serialized TensorProto file (an `input_<i>.pb`), naming the file in errors.
+Result<std::pair<std::string, Tensor>> read_tensor_file(const std::filesystem::path& path);
+/// Writes a serialized TensorProto file.
+Status write_tensor_file(const std::filesystem::path& path, const std::string& name, const Tensor& tensor);
+
+}  // namespace loka

@@ -1,0 +1,1 @@
+// TEMPORARY: being written (helper task).

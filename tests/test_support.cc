@@ -1,0 +1,58 @@
+// ============================================================================
+// tests/test_support.cc — shared helpers for the GoogleTest suites.
+// ============================================================================
+#include "test_support.h"
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace loka::testing {
+
+std::filesystem::path source_dir() { return LOKA_SOURCE_DIR; }
+std::filesystem::path tools_dir() { return LOKA_TOOLS_DIR; }
+
+std::filesystem::path make_temp_dir(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  const auto dir = std::filesystem::temp_directory_path() /
+                   (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  size_t read = 0;
+  while ((read = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), read);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+Tensor random_tensor(std::mt19937& rng, const Shape& shape, float low, float high) {
+  std::uniform_real_distribution<float> dist(low, high);
+  Tensor tensor = Tensor::zeros(DType::kFloat32, shape);
+  for (float& v : tensor.values<float>()) v = dist(rng);
+  return tensor;
+}
+
+float max_abs_difference(const Tensor& a, const Tensor& b) {
+  const auto av = a.to_floats();
+  const auto bv = b.to_floats();
+  float worst = 0.0f;
+  for (size_t i = 0; i < av.size() && i < bv.size(); ++i) {
+    const float d = std::fabs(av[i] - bv[i]);
+    if (std::isnan(d)) return INFINITY;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+}  // namespace loka::testing

@@ -1,0 +1,34 @@
+// ============================================================================
+// tests/test_support.h — shared helpers for the GoogleTest suites.
+// ============================================================================
+#pragma once
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "loka/tensor.h"
+
+namespace loka::testing {
+
+/// The source tree (for bundled models and data).
+std::filesystem::path source_dir();
+/// Where loka-run, loka-opt and loka-inspect were built.
+std::filesystem::path tools_dir();
+/// A fresh, empty directory under the system temp dir, unique per call.
+std::filesystem::path make_temp_dir(const std::string& prefix);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  ///< stdout and stderr together
+};
+/// Runs a shell command, capturing its output.
+CommandResult run_command(const std::string& command);
+
+/// Fresh random FP32 tensor, uniform in [low, high), from a seeded engine.
+Tensor random_tensor(std::mt19937& rng, const Shape& shape, float low = -1.0f, float high = 1.0f);
+/// Largest |a - b| over two float32 tensors of the same shape.
+float max_abs_difference(const Tensor& a, const Tensor& b);
+
+}  // namespace loka::testing
