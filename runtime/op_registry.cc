@@ -3,6 +3,7 @@
 // ============================================================================
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "runtime/buffer_pool.h"
 #include "runtime/op_kernel.h"
@@ -49,8 +50,15 @@ std::vector<std::string> OpRegistry::op_names() const {
 Result<Tensor> KernelContext::allocate(DType dtype, const Shape& shape) {
   LOKA_ASSIGN_OR_RETURN(const int64_t count, checked_element_count(shape));
   const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
-  if (pool_ == nullptr) return Tensor::zeros(dtype, shape);
-  return Tensor::on_storage(dtype, shape, pool_->acquire(bytes));
+  // A valid but enormous shape must fail as a Status, never as an exception
+  // escaping into the host program.
+  try {
+    if (pool_ == nullptr) return Tensor::zeros(dtype, shape);
+    return Tensor::on_storage(dtype, shape, pool_->acquire(bytes));
+  } catch (const std::bad_alloc&) {
+    return Status::error("out of memory allocating " + std::to_string(bytes) + " bytes for a tensor of shape " +
+                         shape_to_string(shape));
+  }
 }
 
 Result<Tensor> KernelContext::allocate_zeros(DType dtype, const Shape& shape) {

@@ -101,7 +101,24 @@ Status apply_binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) 
   return Status::ok();
 }
 
-Status run_binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, KernelContext& context) {
+/// Pow's exponent may have another numeric type than its base (ONNX T1/T2);
+/// it is converted to the base's type first.
+Result<Tensor> exponent_as(const Tensor& exponent, DType dtype) {
+  if (exponent.dtype() == dtype) return exponent;
+  const std::vector<float> values = exponent.to_floats();
+  if (dtype == DType::kFloat32) return Tensor::from_floats(exponent.shape(), values);
+  if (dtype == DType::kInt64) {
+    std::vector<int64_t> ints(values.begin(), values.end());
+    return Tensor::from_int64s(exponent.shape(), ints);
+  }
+  return Status::error("Pow with a " + std::string(dtype_name(dtype)) + " base needs an exponent of the same type");
+}
+
+Status run_binary(BinaryOp op, const Tensor& a, const Tensor& b_in, Tensor& out, KernelContext& context) {
+  Tensor b = b_in;
+  if (op == BinaryOp::kPow) {
+    LOKA_ASSIGN_OR_RETURN(b, exponent_as(b_in, a.dtype()));
+  }
   if (a.dtype() != b.dtype())
     return Status::error("operands have different types " + std::string(dtype_name(a.dtype())) + " and " +
                          std::string(dtype_name(b.dtype())));
@@ -148,12 +165,28 @@ void add_variadic(OpRegistry& registry, const char* name, BinaryOp op) {
 
 using UnaryFn = std::function<float(float)>;
 
+/// Neg and Abs also apply to the integer types shape arithmetic uses.
+template <typename T>
+void apply_integer_unary(const std::string& op, const Tensor& x, Tensor& y) {
+  const T* in = x.data<T>();
+  T* out = y.data<T>();
+  for (int64_t i = 0; i < x.element_count(); ++i) out[i] = op == "Neg" ? static_cast<T>(-in[i]) : (in[i] < 0 ? static_cast<T>(-in[i]) : in[i]);
+}
+
 void add_unary(OpRegistry& registry, const char* name, int min_opset,
                std::function<Result<UnaryFn>(const Attributes&)> make) {
   registry.add("", name, min_opset, 22, [make](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
     LOKA_ASSIGN_OR_RETURN(UnaryFn fn, make(init.attributes));
-    return make_function_kernel([fn](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+    const std::string op(init.op_type);
+    return make_function_kernel([fn, op](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
       LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "X"));
+      const DType dtype = in[0].dtype();
+      if ((op == "Neg" || op == "Abs") && (dtype == DType::kInt64 || dtype == DType::kInt32)) {
+        LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(dtype, in[0].shape()));
+        if (dtype == DType::kInt64) apply_integer_unary<int64_t>(op, in[0], out[0]);
+        else apply_integer_unary<int32_t>(op, in[0], out[0]);
+        return Status::ok();
+      }
       LOKA_RETURN_IF_ERROR(ops::require_float32(in[0], "X"));
       LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, in[0].shape()));
       const float* x = in[0].data<float>();
