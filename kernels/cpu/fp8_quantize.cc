@@ -1,0 +1,64 @@
+// ============================================================================
+// kernels/cpu/fp8_quantize.cc — FP8 quantize-dequantize emulation.
+// ============================================================================
+#include "kernels/cpu/fp8_quantize.h"
+
+#include <cmath>
+#include <vector>
+
+#include "loka/float8.h"
+
+namespace loka::cpu {
+namespace {
+
+inline float round_trip(float value, Fp8Format format) {
+  return format == Fp8Format::kE4M3FN ? fp8e4m3fn_to_float(float_to_fp8e4m3fn(value))
+                                      : fp8e5m2_to_float(float_to_fp8e5m2(value));
+}
+
+}  // namespace
+
+float fp8_max(Fp8Format format) { return format == Fp8Format::kE4M3FN ? 448.0f : 57344.0f; }
+
+float fp8_scale_for_amax(float amax, Fp8Format format) {
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
+  return amax / fp8_max(format);
+}
+
+float finite_amax(std::span<const float> values) {
+  float amax = 0.0f;
+  for (float v : values)
+    if (std::isfinite(v)) amax = std::max(amax, std::fabs(v));
+  return amax;
+}
+
+void fake_quantize_per_tensor(std::span<float> values, float scale, Fp8Format format) {
+  // Divide (not multiply by a reciprocal): bit-exact with ONNX QuantizeLinear.
+  for (float& v : values) v = round_trip(v / scale, format) * scale;
+}
+
+void fake_quantize_per_row(std::span<float> values, int64_t rows, int64_t cols, Fp8Format format) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::span<float> row = values.subspan(static_cast<size_t>(r * cols), static_cast<size_t>(cols));
+    fake_quantize_per_tensor(row, fp8_scale_for_amax(finite_amax(row), format), format);
+  }
+}
+
+void fake_quantize_per_column(std::span<float> values, int64_t rows, int64_t cols, Fp8Format format) {
+  std::vector<float> amax(static_cast<size_t>(cols), 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = values[static_cast<size_t>(r * cols + c)];
+      if (std::isfinite(v)) amax[static_cast<size_t>(c)] = std::max(amax[static_cast<size_t>(c)], std::fabs(v));
+    }
+  std::vector<float> scale(static_cast<size_t>(cols));
+  for (int64_t c = 0; c < cols; ++c) scale[static_cast<size_t>(c)] = fp8_scale_for_amax(amax[static_cast<size_t>(c)], format);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float& v = values[static_cast<size_t>(r * cols + c)];
+      const float s = scale[static_cast<size_t>(c)];
+      v = round_trip(v / s, format) * s;
+    }
+}
+
+}  // namespace loka::cpu
