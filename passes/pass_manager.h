@@ -1,0 +1,52 @@
+// ============================================================================
+// passes/pass_manager.h — runs a pipeline over the IR, with debugging built in.
+//
+// Between passes it runs the verifier (always in tests; on by default), times
+// each pass and collects its statistics, prints the IR after a named pass or
+// after every pass that changed it, and — when a pass fails or breaks an
+// invariant — saves the pipeline's input IR and the pipeline string so the
+// failure can be reproduced with `loka-opt REPRO.ir --pipeline "$(cat REPRO.pipeline)"`.
+// ============================================================================
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "loka/status.h"
+#include "passes/pipeline.h"
+
+namespace loka {
+
+struct PassManagerOptions {
+  bool verify_each = true;
+  std::string print_ir_after;         ///< pass name, or empty
+  bool print_ir_after_change = false;
+  std::ostream* ir_stream = nullptr;  ///< where printed IR goes (stderr when null)
+  std::filesystem::path reproducer_dir = std::filesystem::temp_directory_path();
+};
+
+struct PassRunRecord {
+  std::string pass;
+  bool changed = false;
+  double seconds = 0;
+  std::map<std::string, double> statistics;
+};
+
+class PassManager {
+ public:
+  PassManager(const PassRegistry& registry, PassManagerOptions options)
+      : registry_(registry), options_(std::move(options)) {}
+
+  /// Runs every entry in order; stops at the first failure (after saving a reproducer).
+  Result<std::vector<PassRunRecord>> run(ir::Graph& graph, const Pipeline& pipeline, const CompileSettings& settings);
+
+ private:
+  Status save_reproducer(const std::string& input_ir, const Pipeline& pipeline, const Status& failure) const;
+
+  const PassRegistry& registry_;
+  PassManagerOptions options_;
+};
+
+}  // namespace loka

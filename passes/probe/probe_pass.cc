@@ -1,0 +1,488 @@
+// ============================================================================
+// passes/probe/probe_pass.cc — the Probe: calibration and per-site FP8 error.
+// ============================================================================
+#include "passes/probe/probe_pass.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <unordered_map>
+
+#include "kernels/cpu/fp8_quantize.h"
+#include "loka/engine.h"
+#include "loka/session.h"
+#include "passes/onnx/onnx_export.h"
+#include "passes/probe/annotations.h"
+#include "passes/probe/budget.h"
+#include "passes/probe/sites.h"
+#include "passes/probe/statistics.h"
+#include "runtime/test_data.h"
+
+namespace loka {
+namespace {
+
+using probe::BatchMeans;
+using probe::Site;
+using probe::SiteKind;
+using probe::ValueStatistics;
+using cpu::Fp8Format;
+
+enum class Recipe { kE4M3Tensor, kE4M3Row };
+constexpr Recipe kAllRecipes[] = {Recipe::kE4M3Tensor, Recipe::kE4M3Row};
+
+const char* recipe_name(Recipe recipe) { return recipe == Recipe::kE4M3Tensor ? "e4m3_tensor" : "e4m3_row"; }
+
+// ---------------------------------------------------------------- errors ----
+
+/// One batch's comparison of a result against its FP32 reference.
+struct ErrorSample {
+  double rel_l2 = 0, sqnr_db = 0, max_abs = 0, cosine = 1;
+};
+
+ErrorSample compare(std::span<const float> reference, std::span<const float> test) {
+  double ref2 = 0, diff2 = 0, test2 = 0, dot = 0, max_abs = 0;
+  for (size_t i = 0; i < reference.size() && i < test.size(); ++i) {
+    const double r = reference[i], t = test[i], d = t - r;
+    ref2 += r * r;
+    test2 += t * t;
+    diff2 += d * d;
+    dot += r * t;
+    max_abs = std::max(max_abs, std::fabs(d));
+  }
+  ErrorSample sample;
+  sample.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  sample.sqnr_db = diff2 > 0 ? 10.0 * std::log10(ref2 / diff2) : 200.0;
+  sample.max_abs = max_abs;
+  sample.cosine = (ref2 > 0 && test2 > 0) ? dot / std::sqrt(ref2 * test2) : 1.0;
+  return sample;
+}
+
+struct ErrorEstimate {
+  BatchMeans rel_l2, sqnr_db, max_abs, cosine, logloss_drift;
+
+  void add(const ErrorSample& sample) {
+    rel_l2.add(sample.rel_l2);
+    sqnr_db.add(sample.sqnr_db);
+    max_abs.add(sample.max_abs);
+    cosine.add(sample.cosine);
+  }
+  /// The estimate the verdict is judged on.
+  const BatchMeans& metric(probe::BudgetMetric which) const {
+    switch (which) {
+      case probe::BudgetMetric::kMaxAbs: return max_abs;
+      case probe::BudgetMetric::kLogloss: return logloss_drift;
+      default: return rel_l2;
+    }
+  }
+};
+
+nlohmann::json finite_or_null(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(); }
+
+nlohmann::json error_json(const ErrorEstimate& estimate, bool with_logloss) {
+  const auto [lo, hi] = estimate.rel_l2.ci95();
+  nlohmann::json out = {{"rel_l2_mean", estimate.rel_l2.mean()},
+                        {"rel_l2_ci95", {finite_or_null(std::max(0.0, lo)), finite_or_null(hi)}},
+                        {"sqnr_db", estimate.sqnr_db.mean()},
+                        {"max_abs", estimate.max_abs.mean()},
+                        {"cosine", estimate.cosine.mean()},
+                        {"batches", estimate.rel_l2.count()}};
+  if (with_logloss) {
+    const auto [llo, lhi] = estimate.logloss_drift.ci95();
+    out["logloss_drift_mean"] = estimate.logloss_drift.mean();
+    out["logloss_drift_ci95"] = {finite_or_null(llo), finite_or_null(lhi)};
+  }
+  return out;
+}
+
+// ------------------------------------------------------------ quantizing ----
+
+/// Fake-quantizes the rows of the last dim (each row its own dynamic scale).
+Tensor quantize_rows(const Tensor& x) {
+  Tensor copy = x.clone();
+  const int64_t cols = x.rank() ? x.dim(x.rank() - 1) : 1;
+  const int64_t rows = cols ? x.element_count() / cols : 0;
+  cpu::fake_quantize_per_row(copy.values<float>(), rows, cols, Fp8Format::kE4M3FN);
+  return copy;
+}
+
+Tensor quantize_tensor(const Tensor& x, float scale) {
+  Tensor copy = x.clone();
+  cpu::fake_quantize_per_tensor(copy.values<float>(), scale, Fp8Format::kE4M3FN);
+  return copy;
+}
+
+/// Per-output-channel weights: channels are the columns of each trailing [K, N]
+/// matrix, or the rows when stored transposed ([N, K], Gemm transB=1).
+Tensor quantize_weight_channels(const Tensor& w, bool transposed) {
+  if (transposed) return quantize_rows(w);
+  Tensor copy = w.clone();
+  const int64_t n = w.rank() ? w.dim(w.rank() - 1) : 1;
+  const int64_t k = w.rank() >= 2 ? w.dim(w.rank() - 2) : 1;
+  const int64_t matrices = (k * n) ? w.element_count() / (k * n) : 0;
+  for (int64_t m = 0; m < matrices; ++m)
+    cpu::fake_quantize_per_column(copy.values<float>().subspan(static_cast<size_t>(m * k * n), static_cast<size_t>(k * n)),
+                                  k, n, Fp8Format::kE4M3FN);
+  return copy;
+}
+
+// ------------------------------------------------------------- observing ----
+
+struct SiteState {
+  Site site;
+  ValueStatistics activation;   ///< first operand (or the table, for embeddings)
+  ValueStatistics second;       ///< weight, or the second activation
+  float static_scale_a = 1.0f;  ///< e4m3_tensor scale of the activation
+  float static_scale_b = 1.0f;  ///< e4m3_tensor scale of a second activation
+  bool weight_seen = false;
+  Tensor weight_quantized[2];   ///< per recipe, computed once (weights are constant)
+  Tensor reference_output;      ///< this batch's FP32 output of the node
+  ErrorEstimate end_to_end[2];
+  ErrorEstimate local[2];
+};
+
+class ProbeObserver final : public Observer {
+ public:
+  enum class Mode { kCalibrate, kReference, kQuantize };
+
+  explicit ProbeObserver(std::vector<SiteState>& sites) : sites_(sites) {
+    for (size_t i = 0; i < sites.size(); ++i) index_[sites[i].site.node] = i;
+  }
+  void set_mode(Mode mode, size_t site = 0, Recipe recipe = Recipe::kE4M3Tensor) {
+    mode_ = mode;
+    target_ = site;
+    recipe_ = recipe;
+  }
+
+  void before_node(const NodeInfo& node, std::span<Tensor> inputs) override {
+    auto it = index_.find(std::string(node.name));
+    if (it == index_.end()) return;
+    SiteState& state = sites_[it->second];
+    const Site& site = state.site;
+    if (inputs.size() <= std::max(site.activation_input, site.weight_input)) return;
+    Tensor& a = inputs[site.activation_input];
+    Tensor& b = inputs[site.weight_input];
+    if (mode_ == Mode::kCalibrate) {
+      if (site.kind == SiteKind::kEmbedding) {
+        if (!state.weight_seen) state.activation.add(b.to_floats());
+      } else {
+        if (a.dtype() == DType::kFloat32) state.activation.add(a.values<float>());
+        if (site.kind == SiteKind::kActivationMatMul && b.dtype() == DType::kFloat32) state.second.add(b.values<float>());
+        else if (!state.weight_seen && b.dtype() == DType::kFloat32) state.second.add(b.values<float>());
+      }
+      state.weight_seen = true;
+      return;
+    }
+    if (mode_ != Mode::kQuantize || it->second != target_) return;
+    if (a.dtype() != DType::kFloat32 && site.kind != SiteKind::kEmbedding) return;
+    if (b.dtype() != DType::kFloat32) return;
+    const size_t r = static_cast<size_t>(recipe_);
+    switch (site.kind) {
+      case SiteKind::kWeightGemm:
+        a = (recipe_ == Recipe::kE4M3Row && !site.activation_transposed) ? quantize_rows(a)
+                                                                           : quantize_tensor(a, state.static_scale_a);
+        if (!state.weight_quantized[r].defined()) state.weight_quantized[r] = quantize_weight_channels(b, site.weight_transposed);
+        b = state.weight_quantized[r];
+        break;
+      case SiteKind::kActivationMatMul:
+        if (recipe_ == Recipe::kE4M3Row) {
+          a = quantize_rows(a);
+          b = quantize_weight_channels(b, false);  // per output column, dynamic
+        } else {
+          a = quantize_tensor(a, state.static_scale_a);
+          b = quantize_tensor(b, state.static_scale_b);
+        }
+        break;
+      case SiteKind::kEmbedding:
+        if (!state.weight_quantized[r].defined())
+          state.weight_quantized[r] = recipe_ == Recipe::kE4M3Row
+                                          ? quantize_rows(b)
+                                          : quantize_tensor(b, cpu::fp8_scale_for_amax(state.activation.amax(), Fp8Format::kE4M3FN));
+        b = state.weight_quantized[r];
+        break;
+    }
+  }
+
+  void after_node(const NodeInfo& node, std::span<Tensor> outputs) override {
+    if (mode_ == Mode::kCalibrate || outputs.empty()) return;
+    auto it = index_.find(std::string(node.name));
+    if (it == index_.end()) return;
+    SiteState& state = sites_[it->second];
+    if (outputs[0].dtype() != DType::kFloat32) return;
+    if (mode_ == Mode::kReference) {
+      state.reference_output = outputs[0];  // shares storage; the pool will not reuse it while held
+    } else if (it->second == target_ && state.reference_output.defined()) {
+      state.local[static_cast<size_t>(recipe_)].add(
+          compare(state.reference_output.values<float>(), outputs[0].values<float>()));
+    }
+  }
+
+ private:
+  std::vector<SiteState>& sites_;
+  std::unordered_map<std::string, size_t> index_;
+  Mode mode_ = Mode::kCalibrate;
+  size_t target_ = 0;
+  Recipe recipe_ = Recipe::kE4M3Tensor;
+};
+
+// ----------------------------------------------------------------- data -----
+
+std::vector<float> flatten_outputs(const std::vector<Tensor>& outputs) {
+  std::vector<float> all;
+  for (const Tensor& t : outputs)
+    if (dtype_is_float(t.dtype())) {
+      const std::vector<float> values = t.to_floats();
+      all.insert(all.end(), values.begin(), values.end());
+    }
+  return all;
+}
+
+/// Binary cross-entropy of the first output against 0/1 labels; logits are
+/// recognised by values outside [0, 1].
+double logloss(const Tensor& prediction, const std::vector<float>& labels) {
+  const std::vector<float> values = prediction.to_floats();
+  bool logits = false;
+  for (float v : values) logits |= (v < 0.0f || v > 1.0f);
+  double total = 0;
+  const size_t n = std::min(values.size(), labels.size());
+  for (size_t i = 0; i < n; ++i) {
+    double p = logits ? 1.0 / (1.0 + std::exp(-static_cast<double>(values[i]))) : values[i];
+    p = std::clamp(p, 1e-7, 1.0 - 1e-7);
+    total -= labels[i] > 0.5f ? std::log(p) : std::log(1.0 - p);
+  }
+  return n ? total / static_cast<double>(n) : 0.0;
+}
+
+Status check_finite_inputs(const DataSet& data, const std::vector<Tensor>& inputs,
+                           const std::vector<TensorInfo>& infos) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!dtype_is_float(inputs[i].dtype())) continue;
+    for (float v : inputs[i].to_floats())
+      if (!std::isfinite(v))
+        return Status::error("calibration data " + data.location.string() + ": input '" + infos[i].name +
+                             "' contains NaN or infinity");
+  }
+  return Status::ok();
+}
+
+// ------------------------------------------------------------------ pass ----
+
+class ProbePass final : public Pass {
+ public:
+  Result<bool> run(ir::Graph& graph, PassContext& context) override {
+    const CompileSettings& settings = context.settings();
+    if (settings.calibration_data.empty())
+      return Status::error("needs calibration data: pass --calib DATA (a folder of test_data_set_<k>/ or .npz)");
+    LOKA_ASSIGN_OR_RETURN(const probe::Budget requested, probe::parse_budget(settings.budget));
+    LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(settings.calibration_data));
+    if (reader.size() == 0) return Status::error("no data sets in " + settings.calibration_data.string());
+    const size_t max_batches = std::min<size_t>(reader.size(), static_cast<size_t>(context.int_option("batches")));
+    const size_t min_batches = std::min<size_t>(max_batches, static_cast<size_t>(std::max<int64_t>(2, context.int_option("min_batches"))));
+    const size_t amax_batches = std::min<size_t>(reader.size(), static_cast<size_t>(std::max<int64_t>(1, context.int_option("amax_batches"))));
+    const bool early_stop = context.bool_option("early_stop");
+
+    std::vector<SiteState> sites;
+    for (Site& site : probe::find_sites(graph)) sites.push_back(SiteState{std::move(site)});
+
+    LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(graph));
+    LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), {}, {},
+                                                          "probe model"));
+    auto session = engine->new_session();
+    ProbeObserver observer(sites);
+    session->set_observer(&observer);
+    std::vector<std::string> input_names;
+    for (const TensorInfo& info : engine->inputs()) input_names.push_back(info.name);
+
+    const auto load = [&](size_t index) -> Result<std::pair<DataSet, std::vector<Tensor>>> {
+      LOKA_ASSIGN_OR_RETURN(DataSet data, reader.read(index));
+      LOKA_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, order_inputs(data, input_names));
+      LOKA_RETURN_IF_ERROR(check_finite_inputs(data, inputs, engine->inputs()));
+      return std::make_pair(std::move(data), std::move(inputs));
+    };
+
+    // Phase 1: amax calibration.
+    observer.set_mode(ProbeObserver::Mode::kCalibrate);
+    for (size_t b = 0; b < amax_batches; ++b) {
+      LOKA_ASSIGN_OR_RETURN(auto batch, load(b));
+      auto outputs = session->run(batch.second);
+      if (!outputs) return outputs.status().with_context("calibration batch " + batch.first.location.string() + ": ");
+    }
+    for (SiteState& state : sites) {
+      state.static_scale_a = cpu::fp8_scale_for_amax(state.activation.amax(), Fp8Format::kE4M3FN);
+      state.static_scale_b = cpu::fp8_scale_for_amax(state.second.amax(), Fp8Format::kE4M3FN);
+    }
+
+    // Phase 2: error measurement with early stopping.
+    bool have_labels = false;
+    probe::Budget budget = requested.resolve(false);
+    size_t batches_used = 0;
+    bool stopped_early = false;
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t b = 0; b < max_batches; ++b) {
+      LOKA_ASSIGN_OR_RETURN(auto batch, load(b));
+      const DataSet& data = batch.first;
+      if (b == 0) {
+        have_labels = data.labels.has_value();
+        budget = requested.resolve(have_labels);
+        if (budget.metric == probe::BudgetMetric::kLogloss && !have_labels)
+          return Status::error("--budget " + budget.to_string() + " needs labels.pb in the calibration data");
+      }
+      const std::vector<float> labels = data.labels ? data.labels->to_floats() : std::vector<float>{};
+      observer.set_mode(ProbeObserver::Mode::kReference);
+      auto reference = session->run(batch.second);
+      if (!reference) return reference.status().with_context("calibration batch " + data.location.string() + ": ");
+      const std::vector<float> reference_flat = flatten_outputs(*reference);
+      const double reference_logloss = have_labels ? logloss((*reference)[0], labels) : 0.0;
+      for (size_t s = 0; s < sites.size(); ++s) {
+        for (Recipe recipe : kAllRecipes) {
+          observer.set_mode(ProbeObserver::Mode::kQuantize, s, recipe);
+          auto quantized = session->run(batch.second);
+          if (!quantized) return quantized.status().with_context("site '" + sites[s].site.node + "': ");
+          ErrorEstimate& estimate = sites[s].end_to_end[static_cast<size_t>(recipe)];
+          estimate.add(compare(reference_flat, flatten_outputs(*quantized)));
+          if (have_labels && reference_logloss > 0)
+            estimate.logloss_drift.add(std::fabs(logloss((*quantized)[0], labels) - reference_logloss) / reference_logloss);
+        }
+      }
+      for (SiteState& state : sites) state.reference_output = Tensor();
+      batches_used = b + 1;
+      const size_t undecided = count_undecided(sites, budget);
+      if (settings.show_progress)
+        std::fprintf(stderr, "\rprobe: batch %zu/%zu, %zu sites, %zu undecided   ", batches_used, max_batches,
+                     sites.size(), undecided);
+      if (early_stop && batches_used >= min_batches && undecided == 0 && batches_used < max_batches) {
+        stopped_early = true;
+        break;
+      }
+    }
+    if (settings.show_progress) std::fprintf(stderr, "\n");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    LOKA_ASSIGN_OR_RETURN(nlohmann::json document, read_annotations(graph));
+    document["model"]["probe"] = {{"budget", budget.to_string()},
+                                  {"site_threshold", budget.site_threshold(sites.size())},
+                                  {"sites", sites.size()},
+                                  {"batches_used", batches_used},
+                                  {"batches_available", reader.size()},
+                                  {"batches_limit", max_batches},
+                                  {"amax_batches", amax_batches},
+                                  {"early_stopped", stopped_early},
+                                  {"batches_saved", max_batches - batches_used},
+                                  {"seconds", seconds},
+                                  {"calibration", settings.calibration_data.string()}};
+    size_t safe = 0;
+    for (const SiteState& state : sites) {
+      nlohmann::json& node = document["nodes"][state.site.node];
+      annotate_site(state, budget, sites.size(), have_labels, node);
+      safe += node["verdict"] == "safe";
+    }
+    context.add_statistic("sites", static_cast<double>(sites.size()));
+    context.add_statistic("safe-sites", static_cast<double>(safe));
+    context.add_statistic("batches", static_cast<double>(batches_used));
+    write_annotations(graph, document);
+    return false;  // annotations only: the computation is unchanged
+  }
+
+ private:
+  enum class Verdict { kSafe, kUnsafe, kUndecided };
+
+  static Verdict judge(const ErrorEstimate& estimate, const probe::Budget& budget, double threshold) {
+    const auto [lo, hi] = estimate.metric(budget.metric).ci95();
+    if (hi < threshold) return Verdict::kSafe;
+    if (lo > threshold) return Verdict::kUnsafe;
+    return Verdict::kUndecided;
+  }
+
+  /// The recipe a site would use: the first safe one (static per-tensor is
+  /// cheapest), else the one with the smaller error.
+  static Recipe preferred_recipe(const SiteState& state, const probe::Budget& budget, double threshold) {
+    for (Recipe recipe : kAllRecipes)
+      if (judge(state.end_to_end[static_cast<size_t>(recipe)], budget, threshold) == Verdict::kSafe) return recipe;
+    const double tensor_error = state.end_to_end[0].metric(budget.metric).mean();
+    const double row_error = state.end_to_end[1].metric(budget.metric).mean();
+    return row_error < tensor_error ? Recipe::kE4M3Row : Recipe::kE4M3Tensor;
+  }
+
+  static Verdict site_verdict(const SiteState& state, const probe::Budget& budget, double threshold) {
+    bool all_unsafe = true;
+    for (Recipe recipe : kAllRecipes) {
+      const Verdict v = judge(state.end_to_end[static_cast<size_t>(recipe)], budget, threshold);
+      if (v == Verdict::kSafe) return Verdict::kSafe;
+      all_unsafe &= v == Verdict::kUnsafe;
+    }
+    return all_unsafe ? Verdict::kUnsafe : Verdict::kUndecided;
+  }
+
+  static size_t count_undecided(const std::vector<SiteState>& sites, const probe::Budget& budget) {
+    const double threshold = budget.site_threshold(sites.size());
+    size_t undecided = 0;
+    for (const SiteState& state : sites) undecided += site_verdict(state, budget, threshold) == Verdict::kUndecided;
+    return undecided;
+  }
+
+  static nlohmann::json stats_json(const ValueStatistics& stats, float scale) {
+    return {{"amax", stats.amax()},
+            {"mean", stats.mean()},
+            {"std", stats.stddev()},
+            {"kurtosis", stats.kurtosis()},
+            {"p50", stats.magnitude_percentile(0.5)},
+            {"p99", stats.magnitude_percentile(0.99)},
+            {"p999", stats.magnitude_percentile(0.999)},
+            {"dynamic_range_log2", stats.dynamic_range_log2()},
+            {"zero_fraction", stats.count() ? static_cast<double>(stats.zeros()) / static_cast<double>(stats.count()) : 0.0},
+            {"underflow_fraction_e4m3", stats.underflow_fraction(scale, Fp8Format::kE4M3FN)},
+            {"saturation_fraction_e4m3", stats.saturation_fraction(scale, Fp8Format::kE4M3FN)},
+            {"underflow_fraction_e5m2", stats.underflow_fraction(cpu::fp8_scale_for_amax(stats.amax(), Fp8Format::kE5M2), Fp8Format::kE5M2)},
+            {"amax_drift_cv", stats.batch_amax_drift()},
+            {"scale_e4m3", scale},
+            {"values", stats.count()}};
+  }
+
+  static void annotate_site(const SiteState& state, const probe::Budget& budget, size_t site_count, bool have_labels,
+                            nlohmann::json& node) {
+    const double threshold = budget.site_threshold(site_count);
+    const Recipe recipe = preferred_recipe(state, budget, threshold);
+    const size_t r = static_cast<size_t>(recipe);
+    const Verdict verdict = site_verdict(state, budget, threshold);
+    node["name"] = state.site.node;
+    node["op"] = state.site.op;
+    node["site"] = probe::site_kind_name(state.site.kind);
+    node["shape"] = state.site.shape;
+    node["flops"] = state.site.flops_per_sample;
+    if (!node.contains("precision")) node["precision"] = "fp32";
+    node["verdict"] = verdict == Verdict::kSafe ? "safe" : verdict == Verdict::kUnsafe ? "unsafe" : "undecided";
+    node["recipe"] = recipe_name(recipe);
+    node["threshold"] = threshold;
+    node["error"] = error_json(state.end_to_end[r], have_labels);
+    node["local_error"] = error_json(state.local[r], false);
+    nlohmann::json recipes = nlohmann::json::object();
+    for (Recipe each : kAllRecipes) {
+      const size_t i = static_cast<size_t>(each);
+      const Verdict v = judge(state.end_to_end[i], budget, threshold);
+      recipes[recipe_name(each)] = {{"error", error_json(state.end_to_end[i], have_labels)},
+                                    {"local_error", error_json(state.local[i], false)},
+                                    {"verdict", v == Verdict::kSafe ? "safe" : v == Verdict::kUnsafe ? "unsafe" : "undecided"}};
+    }
+    node["recipes"] = recipes;
+    node["stats"] = {{"activation", stats_json(state.activation, state.static_scale_a)}};
+    if (state.site.kind != SiteKind::kEmbedding)
+      node["stats"][state.site.kind == SiteKind::kActivationMatMul ? "activation_b" : "weight"] =
+          stats_json(state.second, state.static_scale_b);
+    if (!node.contains("kernel")) node["kernel"] = nullptr;
+  }
+};
+
+}  // namespace
+
+PassInfo probe_pass_info() {
+  return PassInfo{"probe",
+                  "calibrate on --calib data and measure, per FP8 candidate site, its local and end-to-end FP8 error",
+                  {{"batches", OptionType::kInt, "64", "most calibration batches to measure errors on"},
+                   {"min_batches", OptionType::kInt, "3", "batches before early stopping may stop"},
+                   {"amax_batches", OptionType::kInt, "8", "batches used to calibrate static scales (amax)"},
+                   {"early_stop", OptionType::kBool, "true", "stop once every site's verdict is decided"}},
+                  {"sites", "safe-sites", "batches"}};
+}
+
+std::unique_ptr<Pass> make_probe_pass() { return std::make_unique<ProbePass>(); }
+
+}  // namespace loka

@@ -1,0 +1,218 @@
+// ============================================================================
+// tools/loka_opt.cc — `loka-opt`: import, run a pass pipeline, export.
+//
+//   loka-opt MODEL.onnx -o OUT.onnx [--calib DATA] [--budget SPEC] [--pipeline STR]
+//            [--pin RULE]... [--device cpu|cuda] [--report FILE.json]
+//            [--print-ir-after=PASS] [--print-ir-after-change] [--list-passes]
+//
+// MODEL may also be a textual IR file (.ir), as the pass manager's reproducers
+// are. The resolved pipeline is recorded in the output model's metadata
+// ("loka.pipeline"). A closing summary reports sites, verdicts, the share of
+// GEMM FLOPs at FP8-safe sites and weight bytes. On a crash, the model path
+// and pipeline are written to /tmp/loka-opt-crash-<pid>.txt for reproduction.
+// ============================================================================
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "tools/cli/arguments.h"
+#include "passes/ir/text_format.h"
+#include "passes/onnx/onnx_export.h"
+#include "passes/onnx/onnx_import.h"
+#include "passes/pass_manager.h"
+#include "passes/pipelines.h"
+#include "passes/probe/annotations.h"
+#include "runtime/file_io.h"
+
+namespace loka {
+namespace {
+
+constexpr const char* kProgram = "loka-opt";
+
+// Written by the crash handler with async-signal-safe calls only.
+std::string g_crash_note;
+
+void on_crash(int signal_number) {
+  const std::string path = "/tmp/loka-opt-crash-" + std::to_string(::getpid()) + ".txt";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    [[maybe_unused]] auto written = ::write(fd, g_crash_note.data(), g_crash_note.size());
+    ::close(fd);
+  }
+  const char message[] = "loka-opt: crashed; the model path and pipeline were saved to /tmp/loka-opt-crash-<pid>.txt\n";
+  [[maybe_unused]] auto written = ::write(STDERR_FILENO, message, sizeof message - 1);
+  std::signal(signal_number, SIG_DFL);
+  std::raise(signal_number);
+}
+
+cli::ArgumentParser make_parser() {
+  cli::ArgumentParser parser(kProgram, "optimize an ONNX recommendation model for FP8 (Probe, Mods, Dispatch)");
+  parser.positional("MODEL", "input model (.onnx, or a textual .ir reproducer)", /*optional=*/true)
+      .option("--output", "OUT.onnx", "where to write the optimized model").alias("-o")
+      .option("--calib", "DATA", "calibration data: a folder of test_data_set_<k>/ (or .npz files)")
+      .option("--budget", "SPEC", "accuracy budget: rel_l2=X | max_abs=X | logloss=X | auto").default_value("auto")
+      .option("--pipeline", "STR", "passes to run, e.g. 'infer-shapes,probe{batches=16}'").default_value(default_pipeline())
+      .option("--pin", "REGEX=PREC", "pin nodes matching REGEX to bf16|fp32|fp8").repeated()
+      .option("--device", "DEV", "device to calibrate and tune on").choices({"cpu", "cuda"}).default_value("cpu")
+      .option("--report", "FILE.json", "write a JSON report (passes, timings, statistics, summary)")
+      .option("--print-ir-after", "PASS", "print the IR after the named pass (stderr)")
+      .flag("--print-ir-after-change", "print the IR after every pass that changed it (stderr)")
+      .flag("--no-verify", "skip the IR verifier between passes")
+      .flag("--list-passes", "list the available passes with their options and exit")
+      .flag("--quiet", "no progress output");
+  return parser;
+}
+
+void list_passes() {
+  for (const PassInfo* info : PassRegistry::builtin().all()) {
+    std::printf("%-16s %s\n", info->name.c_str(), info->summary.c_str());
+    for (const PassOption& option : info->options)
+      std::printf("    %-14s (default %s) %s\n", option.name.c_str(), option.default_value.c_str(), option.help.c_str());
+  }
+}
+
+Result<std::unique_ptr<ir::Graph>> load_input(const std::filesystem::path& path) {
+  if (path.extension() == ".ir") {
+    LOKA_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, read_file(path));
+    auto graph = ir::parse_graph(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    if (!graph) return graph.status().with_context(path.string() + ": ");
+    return graph;
+  }
+  return onnx_io::import_model_file(path);
+}
+
+struct Summary {
+  size_t nodes = 0, sites = 0, safe = 0, unsafe = 0, undecided = 0;
+  double site_flops = 0, safe_flops = 0;
+  size_t weight_bytes = 0;
+};
+
+Summary summarize(const ir::Graph& graph) {
+  Summary summary;
+  summary.nodes = graph.node_count();
+  for (const ir::Value* value : graph.values())
+    if (value->is_initializer()) summary.weight_bytes += value->initializer()->byte_size();
+  auto document = read_annotations(graph);
+  if (!document) return summary;
+  for (const auto& [name, node] : (*document)["nodes"].items()) {
+    if (!node.contains("verdict")) continue;
+    ++summary.sites;
+    const double flops = node.value("flops", 0.0);
+    summary.site_flops += flops;
+    const std::string verdict = node.value("verdict", "");
+    if (verdict == "safe") {
+      ++summary.safe;
+      summary.safe_flops += flops;
+    } else if (verdict == "unsafe") {
+      ++summary.unsafe;
+    } else {
+      ++summary.undecided;
+    }
+  }
+  return summary;
+}
+
+int main_checked(int argc, char** argv) {
+  const cli::ArgumentParser parser = make_parser();
+  auto args = parser.parse(argc, argv);
+  if (!args) return cli::usage_error(kProgram, args.status().message());
+  if (args->help_requested()) {
+    std::fputs(parser.help().c_str(), stdout);
+    return 0;
+  }
+  if (args->has("--list-passes")) {
+    list_passes();
+    return 0;
+  }
+  if (args->positionals().empty()) return cli::usage_error(kProgram, "missing MODEL (see --help)");
+  if (!args->has("--output")) return cli::usage_error(kProgram, "missing -o OUT.onnx (see --help)");
+  const std::filesystem::path model_path = args->positionals()[0];
+  const std::filesystem::path output_path = args->value("--output");
+
+  const PassRegistry& registry = PassRegistry::builtin();
+  auto pipeline = parse_pipeline(args->value("--pipeline"), registry);
+  if (!pipeline) return cli::usage_error(kProgram, pipeline.status().message());
+  if (!args->value("--print-ir-after").empty() && !registry.find(args->value("--print-ir-after")))
+    return cli::usage_error(kProgram, "--print-ir-after: unknown pass '" + args->value("--print-ir-after") + "'");
+  const std::string resolved = print_pipeline(*pipeline, registry, /*with_defaults=*/true);
+
+  g_crash_note = "model: " + std::filesystem::absolute(model_path).string() + "\npipeline: " + resolved + "\n";
+  std::signal(SIGSEGV, on_crash);
+  std::signal(SIGABRT, on_crash);
+  std::signal(SIGFPE, on_crash);
+
+  CompileSettings settings;
+  settings.calibration_data = args->value("--calib");
+  settings.budget = args->value("--budget");
+  settings.device = args->value("--device");
+  settings.pin_rules = args->values("--pin");
+  settings.show_progress = !args->has("--quiet") && ::isatty(STDERR_FILENO);
+  if (settings.device == "cuda")
+    return cli::runtime_error(kProgram, "--device cuda: the CUDA runtime is not available in this build yet; use --device cpu");
+
+  const auto start = std::chrono::steady_clock::now();
+  auto graph = load_input(model_path);
+  if (!graph) return cli::runtime_error(kProgram, graph.status().message());
+  const size_t weight_bytes_before = summarize(**graph).weight_bytes;
+
+  PassManagerOptions manager_options;
+  manager_options.verify_each = !args->has("--no-verify");
+  manager_options.print_ir_after = args->value("--print-ir-after");
+  manager_options.print_ir_after_change = args->has("--print-ir-after-change");
+  PassManager manager(registry, manager_options);
+  auto records = manager.run(**graph, *pipeline, settings);
+  if (!records) return cli::runtime_error(kProgram, model_path.string() + ": " + records.status().message());
+
+  (*graph)->metadata["loka.pipeline"] = resolved;
+  if (Status status = onnx_io::write_model_file(**graph, output_path); !status)
+    return cli::runtime_error(kProgram, status.message());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const Summary summary = summarize(**graph);
+  if (!args->has("--quiet")) {
+    std::printf("loka-opt: %s -> %s in %.2f s\n", model_path.string().c_str(), output_path.string().c_str(), seconds);
+    std::printf("  pipeline   %s\n", resolved.c_str());
+    for (const PassRunRecord& record : *records) {
+      std::printf("  %-14s %8.3f s  %s", record.pass.c_str(), record.seconds, record.changed ? "changed" : "unchanged");
+      for (const auto& [name, value] : record.statistics) std::printf("  %s=%g", name.c_str(), value);
+      std::printf("\n");
+    }
+    if (summary.sites > 0)
+      std::printf("  FP8 sites  %zu candidate sites: %zu safe, %zu unsafe, %zu undecided; %.1f%% of GEMM FLOPs at safe sites\n",
+                  summary.sites, summary.safe, summary.unsafe, summary.undecided,
+                  summary.site_flops > 0 ? 100.0 * summary.safe_flops / summary.site_flops : 0.0);
+    std::printf("  weights    %zu bytes before, %zu bytes after\n", weight_bytes_before, summary.weight_bytes);
+  }
+  if (args->has("--report")) {
+    nlohmann::json report = {{"model", model_path.string()},   {"output", output_path.string()},
+                             {"pipeline", resolved},           {"seconds", seconds},
+                             {"weight_bytes_before", weight_bytes_before},
+                             {"weight_bytes_after", summary.weight_bytes},
+                             {"sites", summary.sites},         {"safe_sites", summary.safe},
+                             {"unsafe_sites", summary.unsafe}, {"undecided_sites", summary.undecided},
+                             {"safe_flop_share", summary.site_flops > 0 ? summary.safe_flops / summary.site_flops : 0.0}};
+    for (const PassRunRecord& record : *records)
+      report["passes"].push_back({{"pass", record.pass}, {"changed", record.changed}, {"seconds", record.seconds},
+                                  {"statistics", record.statistics}});
+    std::ofstream out(args->value("--report"));
+    out << report.dump(2) << "\n";
+    if (!out) return cli::runtime_error(kProgram, "cannot write report '" + args->value("--report") + "'");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace loka
+
+int main(int argc, char** argv) {
+  try {
+    return loka::main_checked(argc, argv);
+  } catch (const std::exception& error) {
+    return loka::cli::runtime_error(loka::kProgram, std::string("unexpected failure: ") + error.what());
+  }
+}
