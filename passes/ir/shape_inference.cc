@@ -157,36 +157,47 @@ Result<std::vector<TensorType>> run_rule(const InferenceFn& rule, InferenceConte
   return types;
 }
 
-/// Traces the tracked contents of `value` through its producers (bounded depth), using the
-/// types the graph currently carries. Memoised per call so shared subexpressions run once.
+/// Re-derives the type and tracked contents of a value through its producers (bounded depth),
+/// starting from the types the graph carries, which may not have been inferred yet. Memoised
+/// per call so shared subexpressions run once.
 class ValueTracer {
  public:
+  struct Traced {
+    TensorType type;
+    std::optional<TrackedValues> values;
+  };
+
   explicit ValueTracer(const InferenceOptions& options) : options_(options) {}
 
-  const TrackedValues* trace(const Value* value, int depth) {
+  const Traced* trace(const Value* value, int depth) {
     if (value == nullptr) return nullptr;
-    // std::map iterators stay valid as it grows; the entry stays empty while in progress (no cycles).
-    auto [it, inserted] = memo_.try_emplace(value);
-    if (!inserted) return it->second ? &*it->second : nullptr;
-    const TensorType& type = value->type();
-    const bool small = !type.has_rank() || type.rank() <= 1;
-    std::optional<TrackedValues> result;
+    // std::map nodes stay put as the map grows; an entry in progress reads as the stored type
+    // without values, which also stops cycles.
+    auto [it, inserted] = memo_.try_emplace(value, Traced{value->type(), std::nullopt});
+    if (!inserted) return &it->second;
+    Traced& traced = it->second;
+    const bool small = !value->type().has_rank() || value->type().rank() <= 1;
     if (value->is_initializer()) {
-      result = tracked_from_tensor(*value->initializer());
+      traced.values = tracked_from_tensor(*value->initializer());
     } else if (const Node* producer = value->producer(); producer != nullptr && small && depth > 0) {
       if (const InferenceFn* rule = find_rule(*producer, options_)) {
         std::vector<const TensorType*> types;
         std::vector<const TrackedValues*> values;
         for (const Value* input : producer->inputs()) {
-          types.push_back(input ? &input->type() : nullptr);
-          values.push_back(trace(input, depth - 1));
+          const Traced* in = trace(input, depth - 1);
+          types.push_back(in ? &in->type : nullptr);
+          values.push_back(in && in->values ? &*in->values : nullptr);
         }
         InferenceContext ctx(*producer, std::move(types), std::move(values));
-        if (run_rule(*rule, ctx)) result = ctx.output_values()[value->producer_output_index()];
+        if (auto inferred = run_rule(*rule, ctx)) {
+          const size_t index = value->producer_output_index();
+          auto merged = merge_types((*inferred)[index], value->type());
+          traced.type = merged ? std::move(merged).value() : (*inferred)[index];
+          traced.values = std::move(ctx.output_values()[index]);
+        }
       }
     }
-    it->second = std::move(result);
-    return it->second ? &*it->second : nullptr;
+    return &traced;
   }
 
   /// Shape chains are short; the bound keeps re-inference of one node cheap in deep graphs.
@@ -194,7 +205,7 @@ class ValueTracer {
 
  private:
   const InferenceOptions& options_;
-  std::map<const Value*, std::optional<TrackedValues>> memo_;
+  std::map<const Value*, Traced> memo_;
 };
 
 }  // namespace
@@ -205,7 +216,10 @@ Result<std::vector<TensorType>> infer_node_types(const Node& node, const std::ve
   if (rule == nullptr) return std::vector<TensorType>(node.outputs().size());
   ValueTracer tracer(options);
   std::vector<const TrackedValues*> values;
-  for (const Value* input : node.inputs()) values.push_back(tracer.trace(input, ValueTracer::kMaxDepth));
+  for (const Value* input : node.inputs()) {
+    const ValueTracer::Traced* traced = tracer.trace(input, ValueTracer::kMaxDepth);
+    values.push_back(traced && traced->values ? &*traced->values : nullptr);
+  }
   InferenceContext ctx(node, input_types, std::move(values));
   return run_rule(*rule, ctx);
 }

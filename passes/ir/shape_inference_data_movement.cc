@@ -99,7 +99,9 @@ Result<TypeList> concat(InferenceContext& ctx) {
     for (size_t d = 0; d < out.size(); ++d) {
       const Dim& dim = (*type.shape)[d];
       if (static_cast<int>(d) == axis) {
-        total = total.is_known() && dim.is_known() ? Dim::known(total.value + dim.value) : Dim::unknown();
+        int64_t sum = 0;
+        const bool fits = total.is_known() && dim.is_known() && !__builtin_add_overflow(total.value, dim.value, &sum);
+        total = fits ? Dim::known(sum) : Dim::unknown();
         continue;
       }
       if (dim.is_known() && out[d].is_known() && dim.value != out[d].value)
@@ -123,6 +125,18 @@ Result<TypeList> concat(InferenceContext& ctx) {
     if (all) ctx.set_output_values(0, std::move(joined));
   }
   return TypeList{make_type(dtype, std::move(out))};
+}
+
+/// `x` with unknown sizes along `axes` (every axis when the axes are not known): what can be said
+/// of Slice or Pad when the amounts are not constants.
+Result<TypeList> changed_along(const InferenceContext& ctx, const TensorType& x, const ListArgument& axes) {
+  Dims out(x.shape->size(), Dim::unknown());
+  if (axes.kind == ListArgument::Kind::kKnown) {
+    out = *x.shape;
+    LOKA_ASSIGN_OR_RETURN(const std::vector<int> normalized, normalize_axes(ctx, axes.values, x.rank(), "axes"));
+    for (int axis : normalized) out[static_cast<size_t>(axis)] = Dim::unknown();
+  }
+  return TypeList{make_type(x.dtype, std::move(out))};
 }
 
 // ---- Slice ----------------------------------------------------------------
@@ -175,14 +189,7 @@ Result<TypeList> slice(InferenceContext& ctx) {
   const int rank = x.rank();
   if (starts.kind == Kind::kUnknown || ends.kind == Kind::kUnknown || axes.kind == Kind::kUnknown ||
       steps.kind == Kind::kUnknown) {
-    // Which dims change is known only when the axes are.
-    Dims out(x.shape->size(), Dim::unknown());
-    if (axes.kind == Kind::kKnown) {
-      out = *x.shape;
-      LOKA_ASSIGN_OR_RETURN(const std::vector<int> normalized, normalize_axes(ctx, axes.values, rank, "axes"));
-      for (int axis : normalized) out[static_cast<size_t>(axis)] = Dim::unknown();
-    }
-    return TypeList{make_type(x.dtype, std::move(out))};
+    return changed_along(ctx, x, axes);
   }
   const size_t n = starts.values.size();
   if (axes.kind == Kind::kAbsent)
@@ -292,16 +299,12 @@ Result<TypeList> pad(InferenceContext& ctx) {
   if (pads.kind == ListArgument::Kind::kAbsent) return ctx.error("needs pads (attribute or input 1)");
   if (!x.has_rank()) return TypeList{make_type(x.dtype, std::nullopt)};
   const int rank = x.rank();
-  if (axes.kind == ListArgument::Kind::kAbsent)
+  if (axes.kind == ListArgument::Kind::kAbsent) {
+    axes.kind = ListArgument::Kind::kKnown;
     for (int i = 0; i < rank; ++i) axes.values.push_back(i);
+  }
   if (pads.kind == ListArgument::Kind::kUnknown || axes.kind == ListArgument::Kind::kUnknown) {
-    Dims out(x.shape->size(), Dim::unknown());
-    if (axes.kind != ListArgument::Kind::kUnknown) {
-      out = *x.shape;
-      LOKA_ASSIGN_OR_RETURN(const std::vector<int> normalized, normalize_axes(ctx, axes.values, rank, "axes"));
-      for (int axis : normalized) out[static_cast<size_t>(axis)] = Dim::unknown();
-    }
-    return TypeList{make_type(x.dtype, std::move(out))};
+    return changed_along(ctx, x, axes);
   }
   LOKA_ASSIGN_OR_RETURN(const std::vector<int> normalized, normalize_axes(ctx, axes.values, rank, "axes"));
   const size_t n = normalized.size();
@@ -314,10 +317,11 @@ Result<TypeList> pad(InferenceContext& ctx) {
     if (std::abs(before) > kMaxTensorElements || std::abs(after) > kMaxTensorElements)
       return ctx.error("pads entry is too large");
     Dim& dim = out[static_cast<size_t>(normalized[i])];
-    if (dim.is_known() && dim.value + before + after < 0)
+    const Dim padded = add_to_dim(dim, before + after);
+    if (dim.is_known() && !padded.is_known())
       return ctx.error("pads " + std::to_string(before) + "," + std::to_string(after) + " remove more than dim " +
                        std::to_string(normalized[i]) + " of " + describe(x));
-    dim = add_to_dim(dim, before + after);
+    dim = padded;
   }
   return TypeList{make_type(x.dtype, std::move(out))};
 }

@@ -41,7 +41,9 @@ Dim multiply_dims(std::span<const Dim> dims) {
 }
 
 Dim add_to_dim(const Dim& dim, int64_t delta) {
-  if (dim.is_known()) return dim.value + delta >= 0 ? Dim::known(dim.value + delta) : Dim::unknown();
+  int64_t sum = 0;
+  if (dim.is_known())
+    return !__builtin_add_overflow(dim.value, delta, &sum) && sum >= 0 ? Dim::known(sum) : Dim::unknown();
   return delta == 0 ? dim : Dim::unknown();
 }
 

@@ -109,8 +109,13 @@ Result<TypeList> reshape(InferenceContext& ctx) {
     LOKA_ASSIGN_OR_RETURN(out[*hole], infer_minus_one(ctx, *x.shape, out, *hole));
   }
   const TensorType result = make_type(x.dtype, out);
-  if (x.is_static() && result.is_static() && element_count(x.static_shape()) != element_count(result.static_shape()))
-    return ctx.error("cannot reshape " + describe(x) + " to " + describe(result));
+  if (result.is_static()) {
+    auto count = checked_element_count(result.static_shape());
+    if (!count) return ctx.error("shape " + describe(result) + " is too large");
+    auto input_count = x.is_static() ? checked_element_count(x.static_shape()) : Result<int64_t>(int64_t{-1});
+    if (input_count && *input_count >= 0 && *input_count != *count)
+      return ctx.error("cannot reshape " + describe(x) + " to " + describe(result));
+  }
   if (const TrackedValues* values = ctx.input_values(0); values != nullptr && out.size() <= 1) {
     TrackedValues moved = *values;
     moved.scalar = out.empty();
@@ -301,7 +306,7 @@ Result<TypeList> constant_of_shape(InferenceContext& ctx) {
   const TensorType out = make_type(fill.dtype(), dims_from_values(*shape_values));
   // A small integer result (e.g. a vector of ones feeding Expand) is tracked too.
   if (std::optional<TrackedValues> element = tracked_from_tensor(fill); element && out.rank() <= 1 && out.is_static()) {
-    const int64_t count = element_count(out.static_shape());
+    const int64_t count = out.shape->empty() ? 1 : (*out.shape)[0].value;
     if (count <= static_cast<int64_t>(kMaxTrackedElements))
       ctx.set_output_values(0, TrackedValues{std::vector<SymbolicInt>(static_cast<size_t>(count), element->elements[0]),
                                              out.rank() == 0});
