@@ -1,13 +1,18 @@
 // ============================================================================
 // runtime/ops/elementwise.cc — unary and broadcasting binary ops, ONNX semantics.
 //
-// Float ops compute in FP32. Add/Sub/Mul/Div/comparisons also accept INT64 and
-// INT32, which exporters use for shape arithmetic. Integer division truncates
-// toward zero (as ONNX Runtime), and division by zero is an error, not a trap.
+// FP32 and FP64 compute natively, FP16/BF16 in FP32 with one rounding per op.
+// Binary arithmetic, Max/Min and comparisons accept every integer width
+// (exporters use INT64/INT32 for shape arithmetic); integer arithmetic wraps on
+// overflow, division truncates toward zero (as ONNX Runtime), and division by
+// zero is an error, not a trap. Neg/Abs/Relu also accept integers.
 // ============================================================================
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <type_traits>
 
+#include "loka/bfloat16.h"
 #include "runtime/op_kernel.h"
 #include "runtime/ops/op_helpers.h"
 
@@ -58,11 +63,80 @@ enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kEqual, kLess, k
 
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::kEqual; }
 
+/// Calls fn(T{}) with T the C++ element type of `dtype`, for the types whose
+/// arithmetic runs natively (every int width, float32, float64); false otherwise.
+template <typename Fn>
+bool visit_native(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: fn(float{}); return true;
+    case DType::kFloat64: fn(double{}); return true;
+    case DType::kInt8: fn(int8_t{}); return true;
+    case DType::kInt16: fn(int16_t{}); return true;
+    case DType::kInt32: fn(int32_t{}); return true;
+    case DType::kInt64: fn(int64_t{}); return true;
+    case DType::kUInt8: fn(uint8_t{}); return true;
+    case DType::kUInt16: fn(uint16_t{}); return true;
+    case DType::kUInt32: fn(uint32_t{}); return true;
+    case DType::kUInt64: fn(uint64_t{}); return true;
+    default: return false;
+  }
+}
+
+/// FP16 and BF16 compute in FP32 and round back once per op (nearest even).
+bool is_half(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
+
+Tensor half_to_float(const Tensor& tensor) { return Tensor::from_floats(tensor.shape(), tensor.to_floats()); }
+
+void float_to_half(const Tensor& values, Tensor& out) {
+  const float* in = values.data<float>();
+  uint16_t* codes = out.data<uint16_t>();
+  const bool bf16 = out.dtype() == DType::kBFloat16;
+  for (int64_t i = 0; i < out.element_count(); ++i) codes[i] = bf16 ? float_to_bf16(in[i]) : float_to_fp16(in[i]);
+}
+
+/// Integer arithmetic wraps on overflow (as two's complement hardware and ONNX
+/// Runtime do) instead of being undefined: it runs in an unsigned type at least
+/// as wide as `unsigned`, so narrow types cannot overflow through promotion either.
+template <typename T>
+using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+/// A double converted to T, saturating (NaN becomes 0) where the value does not fit:
+/// a plain cast of an out-of-range double to an integer is undefined behaviour.
+template <typename T>
+T saturate_cast(double value) {
+  if constexpr (std::is_integral_v<T>) {
+    if (std::isnan(value)) return T(0);
+    if (value <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (value >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  }
+  return static_cast<T>(value);
+}
+
+/// Elements of a numeric tensor as doubles (Pow's exponent may have any numeric type).
+std::vector<double> to_doubles(const Tensor& tensor) {
+  if (tensor.dtype() == DType::kFloat64) return {tensor.data<double>(), tensor.data<double>() + tensor.element_count()};
+  if (dtype_is_float(tensor.dtype())) {
+    const std::vector<float> values = tensor.to_floats();
+    return {values.begin(), values.end()};
+  }
+  const std::vector<int64_t> values = tensor.to_int64s();
+  return {values.begin(), values.end()};
+}
+
 template <typename T>
 Status apply_binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   const T* pa = a.data<T>();
-  const T* pb = b.data<T>();
   bool divided_by_zero = false;
+  if (op == BinaryOp::kPow) {
+    // pow in double, then to T: exact for every float32 and for integer results below 2^53.
+    const std::vector<double> exponent = to_doubles(b);
+    T* po = out.data<T>();
+    for_each_broadcast(out.shape(), a.shape(), b.shape(), [&](int64_t o, int64_t i, int64_t j) {
+      po[o] = saturate_cast<T>(std::pow(static_cast<double>(pa[i]), exponent[static_cast<size_t>(j)]));
+    });
+    return Status::ok();
+  }
+  const T* pb = b.data<T>();
   if (is_comparison(op)) {
     uint8_t* po = out.data<uint8_t>();
     for_each_broadcast(out.shape(), a.shape(), b.shape(), [&](int64_t o, int64_t i, int64_t j) {
@@ -80,59 +154,65 @@ Status apply_binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) 
   T* po = out.data<T>();
   for_each_broadcast(out.shape(), a.shape(), b.shape(), [&](int64_t o, int64_t i, int64_t j) {
     const T x = pa[i], y = pb[j];
-    switch (op) {
-      case BinaryOp::kAdd: po[o] = x + y; break;
-      case BinaryOp::kSub: po[o] = x - y; break;
-      case BinaryOp::kMul: po[o] = x * y; break;
-      case BinaryOp::kDiv:
-        if constexpr (std::is_integral_v<T>) {
-          if (y == 0) { divided_by_zero = true; po[o] = 0; } else { po[o] = x / y; }
-        } else {
-          po[o] = x / y;
-        }
-        break;
-      case BinaryOp::kPow: po[o] = static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(y))); break;
-      case BinaryOp::kMax: po[o] = (std::isnan(static_cast<double>(x)) || x > y) ? x : y; break;
-      case BinaryOp::kMin: po[o] = (std::isnan(static_cast<double>(x)) || x < y) ? x : y; break;
-      default: break;
+    if constexpr (std::is_integral_v<T>) {
+      using W = WrapType<T>;
+      switch (op) {
+        case BinaryOp::kAdd: po[o] = static_cast<T>(static_cast<W>(x) + static_cast<W>(y)); break;
+        case BinaryOp::kSub: po[o] = static_cast<T>(static_cast<W>(x) - static_cast<W>(y)); break;
+        case BinaryOp::kMul: po[o] = static_cast<T>(static_cast<W>(x) * static_cast<W>(y)); break;
+        case BinaryOp::kDiv:
+          if (y == 0) {
+            divided_by_zero = true;
+            po[o] = 0;
+          } else if (std::is_signed_v<T> && x == std::numeric_limits<T>::lowest() && y == static_cast<T>(-1)) {
+            po[o] = x;  // the one signed quotient that overflows (and traps on x86): wraps to itself
+          } else {
+            po[o] = static_cast<T>(x / y);
+          }
+          break;
+        case BinaryOp::kMax: po[o] = x > y ? x : y; break;
+        case BinaryOp::kMin: po[o] = x < y ? x : y; break;
+        default: break;
+      }
+    } else {
+      switch (op) {
+        case BinaryOp::kAdd: po[o] = x + y; break;
+        case BinaryOp::kSub: po[o] = x - y; break;
+        case BinaryOp::kMul: po[o] = x * y; break;
+        case BinaryOp::kDiv: po[o] = x / y; break;
+        case BinaryOp::kMax: po[o] = (std::isnan(x) || x > y) ? x : y; break;
+        case BinaryOp::kMin: po[o] = (std::isnan(x) || x < y) ? x : y; break;
+        default: break;
+      }
     }
   });
   if (divided_by_zero) return Status::error("integer division by zero");
   return Status::ok();
 }
 
-/// Pow's exponent may have another numeric type than its base (ONNX T1/T2);
-/// it is converted to the base's type first.
-Result<Tensor> exponent_as(const Tensor& exponent, DType dtype) {
-  if (exponent.dtype() == dtype) return exponent;
-  const std::vector<float> values = exponent.to_floats();
-  if (dtype == DType::kFloat32) return Tensor::from_floats(exponent.shape(), values);
-  if (dtype == DType::kInt64) {
-    std::vector<int64_t> ints(values.begin(), values.end());
-    return Tensor::from_int64s(exponent.shape(), ints);
-  }
-  return Status::error("Pow with a " + std::string(dtype_name(dtype)) + " base needs an exponent of the same type");
-}
-
-Status run_binary(BinaryOp op, const Tensor& a, const Tensor& b_in, Tensor& out, KernelContext& context) {
-  Tensor b = b_in;
-  if (op == BinaryOp::kPow) {
-    LOKA_ASSIGN_OR_RETURN(b, exponent_as(b_in, a.dtype()));
-  }
-  if (a.dtype() != b.dtype())
+Status run_binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, KernelContext& context) {
+  // Pow's exponent may have another numeric type than its base (ONNX T1/T2).
+  if (op != BinaryOp::kPow && a.dtype() != b.dtype())
     return Status::error("operands have different types " + std::string(dtype_name(a.dtype())) + " and " +
                          std::string(dtype_name(b.dtype())));
+  if (op == BinaryOp::kPow && (dtype_size(b.dtype()) == 0 || b.dtype() == DType::kBool || dtype_is_fp8(b.dtype())))
+    return Status::error("unsupported exponent type " + std::string(dtype_name(b.dtype())));
   LOKA_ASSIGN_OR_RETURN(const Shape shape, broadcast_shapes(a.shape(), b.shape()));
   const DType out_dtype = is_comparison(op) ? DType::kBool : a.dtype();
   LOKA_ASSIGN_OR_RETURN(out, context.allocate(out_dtype, shape));
-  switch (a.dtype()) {
-    case DType::kFloat32: return apply_binary<float>(op, a, b, out);
-    case DType::kInt64: return apply_binary<int64_t>(op, a, b, out);
-    case DType::kInt32: return apply_binary<int32_t>(op, a, b, out);
-    case DType::kFloat64: return apply_binary<double>(op, a, b, out);
-    default:
-      return Status::error("unsupported operand type " + std::string(dtype_name(a.dtype())));
+  if (is_half(a.dtype())) {
+    const Tensor fa = half_to_float(a), fb = op == BinaryOp::kPow ? b : half_to_float(b);
+    if (is_comparison(op)) return apply_binary<float>(op, fa, fb, out);
+    Tensor result = Tensor::zeros(DType::kFloat32, shape);
+    LOKA_RETURN_IF_ERROR(apply_binary<float>(op, fa, fb, result));
+    float_to_half(result, out);
+    return Status::ok();
   }
+  if (a.dtype() == DType::kBool && is_comparison(op)) return apply_binary<uint8_t>(op, a, b, out);
+  Status status = Status::ok();
+  if (!visit_native(a.dtype(), [&](auto zero) { status = apply_binary<decltype(zero)>(op, a, b, out); }))
+    return Status::error("unsupported operand type " + std::string(dtype_name(a.dtype())));
+  return status;
 }
 
 void add_binary(OpRegistry& registry, const char* name, BinaryOp op, int min_opset = 7) {
@@ -163,47 +243,85 @@ void add_variadic(OpRegistry& registry, const char* name, BinaryOp op) {
   });
 }
 
-using UnaryFn = std::function<float(float)>;
+/// A unary op at float and double precision (FP16/BF16 use the float one).
+struct UnaryFn {
+  std::function<float(float)> f32;
+  std::function<double(double)> f64;
+};
 
-/// Neg and Abs also apply to the integer types shape arithmetic uses.
-template <typename T>
-void apply_integer_unary(const std::string& op, const Tensor& x, Tensor& y) {
-  const T* in = x.data<T>();
-  T* out = y.data<T>();
-  for (int64_t i = 0; i < x.element_count(); ++i) out[i] = op == "Neg" ? static_cast<T>(-in[i]) : (in[i] < 0 ? static_cast<T>(-in[i]) : in[i]);
+/// Both precisions of one generic lambda.
+template <typename G>
+UnaryFn both(G g) {
+  return {[g](float x) { return g(x); }, [g](double x) { return g(x); }};
 }
 
-void add_unary(OpRegistry& registry, const char* name, int min_opset,
-               std::function<Result<UnaryFn>(const Attributes&)> make) {
-  registry.add("", name, min_opset, 22, [make](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+/// Which integer types an op accepts besides the float ones (ONNX type constraints).
+enum class IntegerUse { kNone, kNeg, kAbs, kRelu };
+
+template <typename T>
+void apply_integer_unary(IntegerUse use, const Tensor& x, Tensor& y) {
+  const T* in = x.data<T>();
+  T* out = y.data<T>();
+  using W = WrapType<T>;
+  for (int64_t i = 0; i < x.element_count(); ++i) {
+    const T v = in[i];
+    const T negated = static_cast<T>(W(0) - static_cast<W>(v));  // wraps for the lowest value
+    switch (use) {
+      case IntegerUse::kNeg: out[i] = negated; break;
+      case IntegerUse::kAbs:
+        if constexpr (std::is_signed_v<T>) out[i] = v < T(0) ? negated : v;
+        else out[i] = v;
+        break;
+      default: out[i] = v > T(0) ? v : T(0); break;
+    }
+  }
+}
+
+template <typename T, typename F>
+void apply_float_unary(const F& fn, const Tensor& x, Tensor& y) {
+  const T* in = x.data<T>();
+  T* out = y.data<T>();
+  const int64_t n = x.element_count();
+  for (int64_t i = 0; i < n; ++i) out[i] = fn(in[i]);
+}
+
+void add_unary(OpRegistry& registry, const char* name, int min_opset, std::function<Result<UnaryFn>(const Attributes&)> make,
+               IntegerUse integer_use = IntegerUse::kNone) {
+  registry.add("", name, min_opset, 22, [make, integer_use](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
     LOKA_ASSIGN_OR_RETURN(UnaryFn fn, make(init.attributes));
-    const std::string op(init.op_type);
-    return make_function_kernel([fn, op](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+    return make_function_kernel([fn, integer_use](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
       LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "X"));
-      const DType dtype = in[0].dtype();
-      if ((op == "Neg" || op == "Abs") && (dtype == DType::kInt64 || dtype == DType::kInt32)) {
-        LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(dtype, in[0].shape()));
-        if (dtype == DType::kInt64) apply_integer_unary<int64_t>(op, in[0], out[0]);
-        else apply_integer_unary<int32_t>(op, in[0], out[0]);
-        return Status::ok();
+      const Tensor& x = in[0];
+      const DType dtype = x.dtype();
+      LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(dtype, x.shape()));
+      switch (dtype) {
+        case DType::kFloat32: apply_float_unary<float>(fn.f32, x, out[0]); return Status::ok();
+        case DType::kFloat64: apply_float_unary<double>(fn.f64, x, out[0]); return Status::ok();
+        case DType::kFloat16:
+        case DType::kBFloat16: {
+          Tensor values = half_to_float(x);
+          apply_float_unary<float>(fn.f32, values, values);
+          float_to_half(values, out[0]);
+          return Status::ok();
+        }
+        default: break;
       }
-      LOKA_RETURN_IF_ERROR(ops::require_float32(in[0], "X"));
-      LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, in[0].shape()));
-      const float* x = in[0].data<float>();
-      float* y = out[0].data<float>();
-      const int64_t n = in[0].element_count();
-      for (int64_t i = 0; i < n; ++i) y[i] = fn(x[i]);
-      return Status::ok();
+      if (integer_use != IntegerUse::kNone && !dtype_is_float(dtype) && dtype != DType::kBool &&
+          visit_native(dtype, [&](auto zero) {
+            if constexpr (std::is_integral_v<decltype(zero)>) apply_integer_unary<decltype(zero)>(integer_use, x, out[0]);
+          }))
+        return Status::ok();
+      return Status::error("X has unsupported type " + std::string(dtype_name(dtype)));
     });
   });
 }
 
-Result<UnaryFn> fixed(UnaryFn fn) { return fn; }
-
-float gelu_exact(float x) { return 0.5f * x * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2))); }
-float gelu_tanh(float x) {
-  const float inner = static_cast<float>(std::sqrt(2.0 / M_PI)) * (x + 0.044715f * x * x * x);
-  return 0.5f * x * (1.0f + std::tanh(inner));
+template <typename T>
+T gelu_exact(T x) { return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2))); }
+template <typename T>
+T gelu_tanh(T x) {
+  const T inner = static_cast<T>(std::sqrt(2.0 / M_PI)) * (x + T(0.044715) * x * x * x);
+  return T(0.5) * x * (T(1) + std::tanh(inner));
 }
 
 }  // namespace
@@ -222,28 +340,29 @@ void register_elementwise_ops(OpRegistry& registry) {
   add_variadic(registry, "Max", BinaryOp::kMax);
   add_variadic(registry, "Min", BinaryOp::kMin);
 
-  const auto none = [](UnaryFn fn) { return [fn](const Attributes&) { return fixed(fn); }; };
-  add_unary(registry, "Relu", 6, none([](float x) { return x > 0.0f ? x : (std::isnan(x) ? x : 0.0f); }));
-  add_unary(registry, "Sigmoid", 6, none([](float x) { return 1.0f / (1.0f + std::exp(-x)); }));
-  add_unary(registry, "Tanh", 6, none([](float x) { return std::tanh(x); }));
-  add_unary(registry, "Erf", 9, none([](float x) { return std::erf(x); }));
-  add_unary(registry, "Neg", 6, none([](float x) { return -x; }));
-  add_unary(registry, "Exp", 6, none([](float x) { return std::exp(x); }));
-  add_unary(registry, "Log", 6, none([](float x) { return std::log(x); }));
-  add_unary(registry, "Abs", 6, none([](float x) { return std::fabs(x); }));
-  add_unary(registry, "Sqrt", 6, none([](float x) { return std::sqrt(x); }));
-  add_unary(registry, "Reciprocal", 6, none([](float x) { return 1.0f / x; }));
-  add_unary(registry, "Floor", 6, none([](float x) { return std::floor(x); }));
-  add_unary(registry, "Ceil", 6, none([](float x) { return std::ceil(x); }));
-  add_unary(registry, "Softplus", 1, none([](float x) { return std::log1p(std::exp(x)); }));
+  const auto none = [](UnaryFn fn) { return [fn](const Attributes&) -> Result<UnaryFn> { return fn; }; };
+  add_unary(registry, "Relu", 6, none(both([](auto x) { return x > 0 ? x : (std::isnan(x) ? x : decltype(x)(0)); })),
+            IntegerUse::kRelu);
+  add_unary(registry, "Sigmoid", 6, none(both([](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); })));
+  add_unary(registry, "Tanh", 6, none(both([](auto x) { return std::tanh(x); })));
+  add_unary(registry, "Erf", 9, none(both([](auto x) { return std::erf(x); })));
+  add_unary(registry, "Neg", 6, none(both([](auto x) { return -x; })), IntegerUse::kNeg);
+  add_unary(registry, "Exp", 6, none(both([](auto x) { return std::exp(x); })));
+  add_unary(registry, "Log", 6, none(both([](auto x) { return std::log(x); })));
+  add_unary(registry, "Abs", 6, none(both([](auto x) { return std::fabs(x); })), IntegerUse::kAbs);
+  add_unary(registry, "Sqrt", 6, none(both([](auto x) { return std::sqrt(x); })));
+  add_unary(registry, "Reciprocal", 6, none(both([](auto x) { return decltype(x)(1) / x; })));
+  add_unary(registry, "Floor", 6, none(both([](auto x) { return std::floor(x); })));
+  add_unary(registry, "Ceil", 6, none(both([](auto x) { return std::ceil(x); })));
+  add_unary(registry, "Softplus", 1, none(both([](auto x) { return std::log1p(std::exp(x)); })));
   add_unary(registry, "LeakyRelu", 6, [](const Attributes& attributes) -> Result<UnaryFn> {
     LOKA_ASSIGN_OR_RETURN(const float alpha, attributes.get_float("alpha", 0.01f));
-    return UnaryFn([alpha](float x) { return x < 0.0f ? alpha * x : x; });
+    return both([alpha](auto x) { return x < 0 ? decltype(x)(alpha) * x : x; });
   });
   add_unary(registry, "Gelu", 20, [](const Attributes& attributes) -> Result<UnaryFn> {
     LOKA_ASSIGN_OR_RETURN(const std::string approximate, attributes.get_string("approximate", "none"));
-    if (approximate == "none") return UnaryFn(gelu_exact);
-    if (approximate == "tanh") return UnaryFn(gelu_tanh);
+    if (approximate == "none") return both([](auto x) { return gelu_exact(x); });
+    if (approximate == "tanh") return both([](auto x) { return gelu_tanh(x); });
     return Status::error("attribute 'approximate' must be 'none' or 'tanh', got '" + approximate + "'");
   });
 }
