@@ -6,6 +6,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "loka/session.h"
+#include "runtime/error_text.h"
 #include "runtime/execution_plan.h"
 #include "runtime/file_io.h"
 
@@ -15,9 +16,11 @@ Engine::Engine(std::unique_ptr<ExecutionPlan> plan, EngineOptions options)
     : plan_(std::move(plan)), options_(options) {}
 Engine::~Engine() = default;
 
+// Errors leave through one_line(): they quote names from the model, which may hold any byte.
 Result<std::shared_ptr<const Engine>> Engine::load_file(const std::filesystem::path& path, EngineOptions options) {
-  LOKA_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, read_file(path));
-  return load_bytes(bytes, options, path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path(),
+  auto bytes = read_file(path);
+  if (!bytes) return one_line(bytes.status());
+  return load_bytes(*bytes, options, path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path(),
                     path.string());
 }
 
@@ -25,10 +28,12 @@ Result<std::shared_ptr<const Engine>> Engine::load_bytes(std::span<const std::by
                                                          const std::filesystem::path& external_data_dir,
                                                          const std::string& source_name) {
   if (options.device != Device::kCpu)
-    return Status::error(source_name + ": the CUDA device is not available in this build; use --device cpu");
-  LOKA_ASSIGN_OR_RETURN(auto model, parse_model_bytes(bytes, source_name));
-  LOKA_ASSIGN_OR_RETURN(auto plan, ExecutionPlan::build(*model, external_data_dir, source_name));
-  return std::shared_ptr<const Engine>(new Engine(std::move(plan), options));
+    return one_line(Status::error(source_name + ": the CUDA device is not available in this build; use --device cpu"));
+  auto model = parse_model_bytes(bytes, source_name);
+  if (!model) return one_line(model.status());
+  auto plan = ExecutionPlan::build(**model, external_data_dir, source_name);
+  if (!plan) return one_line(plan.status());
+  return std::shared_ptr<const Engine>(new Engine(std::move(plan).value(), options));
 }
 
 const std::vector<TensorInfo>& Engine::inputs() const { return plan_->inputs(); }

@@ -125,8 +125,13 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(const onnx::ModelPro
     TensorInfo info = tensor_info_from(input);
     if (!dtype_is_supported(static_cast<int32_t>(info.dtype)))
       return fail("graph input '" + input.name() + "' has unsupported type " + std::string(dtype_name(info.dtype)));
-    for (int64_t dim : info.shape)
+    Shape static_dims;  // the known dims alone must already make a tensor LoKA could hold
+    for (int64_t dim : info.shape) {
       if (dim < -1 || dim > kMaxTensorElements) return fail("graph input '" + input.name() + "' declares dim " + std::to_string(dim));
+      if (dim >= 0) static_dims.push_back(dim);
+    }
+    if (auto count = checked_element_count(static_dims); !count)
+      return fail("graph input '" + input.name() + "' declares an impossible shape: " + count.status().message());
     plan->input_ids_.push_back(intern(input.name()));
     plan->inputs_.push_back(std::move(info));
   }

@@ -3,6 +3,7 @@
 // ============================================================================
 #include "runtime/file_io.h"
 
+#include <exception>
 #include <fstream>
 
 namespace loka {
@@ -18,7 +19,12 @@ Result<std::vector<std::byte>> read_file(const std::filesystem::path& path) {
 Result<std::vector<std::byte>> read_file_range(const std::filesystem::path& path, uint64_t offset, uint64_t length) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::error(path.string() + ": cannot open for reading");
-  std::vector<std::byte> bytes(length);
+  std::vector<std::byte> bytes;
+  try {
+    bytes.resize(length);
+  } catch (const std::exception&) {  // bad_alloc or length_error: report, never abort
+    return Status::error(path.string() + ": cannot allocate " + std::to_string(length) + " bytes to read it");
+  }
   in.seekg(static_cast<std::streamoff>(offset));
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(length));
   if (static_cast<uint64_t>(in.gcount()) != length)

@@ -7,6 +7,7 @@
 
 #include "loka/engine.h"
 #include "runtime/buffer_pool.h"
+#include "runtime/error_text.h"
 #include "runtime/execution_plan.h"
 
 namespace loka {
@@ -56,20 +57,24 @@ Result<std::vector<Tensor>> Session::run(const std::vector<std::pair<std::string
   std::vector<Tensor> ordered(plan.inputs().size());
   for (const auto& [name, tensor] : named_inputs) {
     const int index = plan.input_index(name);
-    if (index < 0) return Status::error("input '" + name + "' is not an input of the model");
+    if (index < 0) return one_line(Status::error("input '" + name + "' is not an input of the model"));
     ordered[static_cast<size_t>(index)] = tensor;
   }
   return run(ordered);
 }
 
-Result<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
-  const ExecutionPlan& plan = engine_.plan();
+namespace {
+
+/// One run of `engine`'s plan; Session::run adds the one-line guarantee around it.
+Result<std::vector<Tensor>> execute(const Engine& engine, Observer* observer, BufferPool* pool,
+                                    std::span<const Tensor> inputs) {
+  const ExecutionPlan& plan = engine.plan();
   if (inputs.size() != plan.inputs().size())
     return Status::error("the model takes " + std::to_string(plan.inputs().size()) + " inputs, got " +
                          std::to_string(inputs.size()));
   std::map<std::string, int64_t> bound_dims;
   for (size_t i = 0; i < inputs.size(); ++i)
-    LOKA_RETURN_IF_ERROR(check_input(plan.inputs()[i], inputs[i], engine_.options(), bound_dims));
+    LOKA_RETURN_IF_ERROR(check_input(plan.inputs()[i], inputs[i], engine.options(), bound_dims));
 
   const auto& value_table = plan.values();
   std::vector<Tensor> values(value_table.size());
@@ -78,7 +83,7 @@ Result<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
     return value_table[static_cast<size_t>(id)].is_constant ? plan.constant(id) : values[static_cast<size_t>(id)];
   };
 
-  KernelContext context(pool_.get());
+  KernelContext context(pool);
   std::vector<Tensor> step_inputs;
   std::vector<Tensor> step_outputs;
   const auto& steps = plan.steps();
@@ -87,11 +92,11 @@ Result<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
     step_inputs.clear();
     for (int id : step.inputs) step_inputs.push_back(id == kNoValue ? Tensor() : value_of(id));
     const NodeInfo info{index, step.name, step.op_type, step.domain};
-    if (observer_) observer_->before_node(info, step_inputs);
+    if (observer) observer->before_node(info, step_inputs);
     step_outputs.assign(step.outputs.size(), Tensor());
     if (Status status = step.kernel->run(step_inputs, step_outputs, context); !status)
       return status.with_context("node '" + step.name + "' (" + step.op_type + "): ");
-    if (observer_) observer_->after_node(info, step_outputs);
+    if (observer) observer->after_node(info, step_outputs);
     for (size_t j = 0; j < step.outputs.size(); ++j) {
       const int id = step.outputs[j];
       if (id == kNoValue) continue;
@@ -115,6 +120,13 @@ Result<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
   outputs.reserve(plan.output_ids().size());
   for (int id : plan.output_ids()) outputs.push_back(value_of(id));
   return outputs;
+}
+
+}  // namespace
+
+// Errors leave through one_line(): they quote node and tensor names, which may hold any byte.
+Result<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
+  return one_line(execute(engine_, observer_, pool_.get(), inputs));
 }
 
 }  // namespace loka

@@ -5,9 +5,11 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 
+#include "runtime/error_text.h"
 #include "runtime/file_io.h"
 
 namespace loka {
@@ -44,14 +46,16 @@ Result<std::vector<std::byte>> read_external(const onnx::TensorProto& proto,
   int64_t offset = 0;
   int64_t length = -1;
   for (const auto& entry : proto.external_data()) {
-    try {
-      if (entry.key() == "location") location = entry.value();
-      else if (entry.key() == "offset") offset = std::stoll(entry.value());
-      else if (entry.key() == "length") length = std::stoll(entry.value());
-    } catch (const std::exception&) {
-      return Status::error("external data " + entry.key() + " '" + entry.value() + "' is not a number");
-    }
+    int64_t* number = entry.key() == "offset" ? &offset : entry.key() == "length" ? &length : nullptr;
+    if (entry.key() == "location") location = entry.value();
+    if (number == nullptr) continue;
+    // The whole value must be a number: "12abc" is as corrupt as "abc".
+    const std::string& text = entry.value();
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *number);
+    if (text.empty() || error != std::errc() || end != text.data() + text.size())
+      return Status::error("external data " + entry.key() + " '" + text + "' is not a number");
   }
+  if (location.empty()) return Status::error("external data without a location");
   if (offset < 0 || length < -1) return Status::error("external data has a negative offset or length");
   LOKA_ASSIGN_OR_RETURN(const std::filesystem::path path, resolve_external_path(location, dir));
   std::error_code error;
@@ -158,13 +162,14 @@ void tensor_to_proto(const Tensor& tensor, const std::string& name, onnx::Tensor
 }
 
 Result<std::pair<std::string, Tensor>> read_tensor_file(const std::filesystem::path& path) {
-  LOKA_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, read_file(path));
+  auto bytes = read_file(path);
+  if (!bytes) return one_line(bytes.status());
   onnx::TensorProto proto;
-  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
-      !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    return Status::error(path.string() + ": not a valid serialized TensorProto");
+  if (bytes->size() > static_cast<size_t>(INT32_MAX) ||
+      !proto.ParseFromArray(bytes->data(), static_cast<int>(bytes->size())))
+    return one_line(Status::error(path.string() + ": not a valid serialized TensorProto"));
   auto tensor = tensor_from_proto(proto, path.parent_path());
-  if (!tensor) return tensor.status().with_context(path.string() + ": ");
+  if (!tensor) return one_line(tensor.status().with_context(path.string() + ": "));  // the name may hold any byte
   return std::make_pair(proto.name(), std::move(tensor).value());
 }
 

@@ -14,6 +14,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,14 +46,22 @@ class DataSetReader {
   Result<DataSet> read(size_t index) const;
   /// Where data set `index` lives.
   const std::filesystem::path& location(size_t index) const { return sources_[index]; }
+  /// Where data set `index` sits relative to the opened location, so outputs can mirror
+  /// the input layout: "" for a single data set, "test_data_set_<k>" for numbered
+  /// folders, the file's stem for one .npz of a directory of them.
+  std::filesystem::path subfolder(size_t index) const;
 
  private:
+  std::filesystem::path root_;                  ///< what open() was given
   std::vector<std::filesystem::path> sources_;  ///< folders or .npz files
 };
 
 /// Arranges a data set's inputs in the order of `input_names`: by name when the
 /// tensors are named, else by position. Errors name the missing or unknown input.
 Result<std::vector<Tensor>> order_inputs(const DataSet& data, const std::vector<std::string>& input_names);
+
+/// As order_inputs, for the reference outputs of a data set against `output_names`.
+Result<std::vector<Tensor>> order_outputs(const DataSet& data, const std::vector<std::string>& output_names);
 
 /// Writes output_<i>.pb files (TensorProto name = output name) into `directory`, creating it.
 Status write_outputs(const std::filesystem::path& directory, const std::vector<std::string>& names,
@@ -61,5 +70,12 @@ Status write_outputs(const std::filesystem::path& directory, const std::vector<s
 /// Reads every array of a .npz archive (stored or deflated members; .npy v1-v3,
 /// little-endian, C order; bool, int*, uint*, float16/32/64).
 Result<std::vector<NamedTensor>> read_npz(const std::filesystem::path& path);
+/// As read_npz, from an archive already in memory; `source` names it in errors.
+Result<std::vector<NamedTensor>> read_npz_bytes(std::span<const std::byte> bytes, const std::string& source);
+
+/// Writes `tensors` as a .npz archive (keys = names) that numpy.load reads; members are
+/// deflated when `compress` is set (as numpy.savez_compressed), else stored (as numpy.savez).
+/// Dtypes without a numpy equivalent (bfloat16, FP8) are refused.
+Status write_npz(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors, bool compress);
 
 }  // namespace loka

@@ -203,10 +203,4 @@ int main_checked(int argc, char** argv) {
 }  // namespace
 }  // namespace loka
 
-int main(int argc, char** argv) {
-  try {
-    return loka::main_checked(argc, argv);
-  } catch (const std::exception& error) {
-    return loka::cli::runtime_error(loka::kProgram, std::string("unexpected failure: ") + error.what());
-  }
-}
+int main(int argc, char** argv) { return loka::cli::guarded_main(loka::kProgram, loka::main_checked, argc, argv); }

@@ -30,7 +30,7 @@ class CudaFp8 : public ::testing::Test {
 
 template <typename T>
 struct DeviceBuffer {
-  explicit DeviceBuffer(size_t count) { EXPECT_EQ(cudaMalloc(&data, count * sizeof(T) + 1), cudaSuccess); }
+  explicit DeviceBuffer(size_t count) { EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&data), count * sizeof(T) + 1), cudaSuccess); }
   ~DeviceBuffer() { cudaFree(data); }
   T* data = nullptr;
 };
