@@ -30,7 +30,7 @@ for model in dlrm_dot dlrm_dcnv2 wukong dhen attention_ranker; do
   step "probe-$model" "$build/tools/loka-opt" "$top/models/zoo/$model/model.onnx" -o "$logs/$model.probe.onnx" \
        --calib "$top/models/zoo/$model/calib" --pipeline 'infer-shapes,probe' --quiet --report "$logs/$model.report.json"
 done
-step zoo-full python3 "$top/models/make_zoo.py" --size full --device cuda --out "$logs/zoo-full" --train-steps 50 --threads 8
+step zoo-full timeout 240 python3 "$top/models/make_zoo.py" --size full --device cuda --out "$logs/zoo-full" --train-steps 50 --table-rows 20000 --threads 8
 
 echo
 echo "== gpu-check summary ($(cat "$logs/device.txt"), $(date -u +%F))"
