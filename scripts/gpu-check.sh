@@ -12,11 +12,11 @@ declare -a rows
 
 step() {  # step NAME COMMAND...: runs, logs, records status and seconds
   local name=$1; shift
-  local start=$(date +%s.%N)
+  local start=$(date +%s%N)
   "$@" >"$logs/$name.log" 2>&1
   local rc=$?
-  local seconds=$(echo "$(date +%s.%N) - $start" | bc)
-  rows+=("$(printf '%-22s %-6s %8.1f s' "$name" "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "$seconds")")
+  local millis=$(( ($(date +%s%N) - start) / 1000000 ))
+  rows+=("$(printf '%-22s %-8s %6d.%03d s' "$name" "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" $((millis / 1000)) $((millis % 1000)))")
   return $rc
 }
 
@@ -36,3 +36,5 @@ echo
 echo "== gpu-check summary ($(cat "$logs/device.txt"), $(date -u +%F))"
 printf '%s\n' "${rows[@]}" | tee "$logs/summary.txt"
 grep -h "tests passed\|tests failed" "$logs/ctest.log" | tail -2
+# Everything in one archive: the device tool brings back only a few files.
+tar -czf "$logs.tar.gz" --exclude='*.onnx' --exclude='calib' --exclude='eval' -C "$(dirname "$logs")" "$(basename "$logs")"
