@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 #include <unordered_map>
 
 #include "kernels/cpu/fp8_quantize.h"
@@ -291,6 +292,21 @@ class ProbePass final : public Pass {
     session->set_observer(&observer);
     std::vector<std::string> input_names;
     for (const TensorInfo& info : engine->inputs()) input_names.push_back(info.name);
+    // Worker 0 is the main session; the others get their own Session and observer.
+    struct Worker {
+      std::unique_ptr<Session> session;
+      std::unique_ptr<ProbeObserver> observer;
+    };
+    const int64_t requested_threads = context.int_option("threads");
+    const size_t thread_count = std::max<size_t>(
+        1, std::min<size_t>(sites.size(), requested_threads > 0 ? static_cast<size_t>(requested_threads)
+                                                                : std::max(1u, std::thread::hardware_concurrency())));
+    std::vector<Worker> workers(thread_count);
+    for (size_t w = 1; w < thread_count; ++w) {
+      workers[w].session = engine->new_session();
+      workers[w].observer = std::make_unique<ProbeObserver>(sites);
+      workers[w].session->set_observer(workers[w].observer.get());
+    }
 
     const auto load = [&](size_t index) -> Result<std::pair<DataSet, std::vector<Tensor>>> {
       LOKA_ASSIGN_OR_RETURN(DataSet data, reader.read(index));
@@ -332,17 +348,29 @@ class ProbePass final : public Pass {
       if (!reference) return reference.status().with_context("calibration batch " + data.location.string() + ": ");
       const std::vector<float> reference_flat = flatten_outputs(*reference);
       const double reference_logloss = have_labels ? logloss((*reference)[0], labels) : 0.0;
-      for (size_t s = 0; s < sites.size(); ++s) {
-        for (Recipe recipe : kAllRecipes) {
-          observer.set_mode(ProbeObserver::Mode::kQuantize, s, recipe);
-          auto quantized = session->run(batch.second);
-          if (!quantized) return quantized.status().with_context("site '" + sites[s].site.node + "': ");
-          ErrorEstimate& estimate = sites[s].end_to_end[static_cast<size_t>(recipe)];
-          estimate.add(compare(reference_flat, flatten_outputs(*quantized)));
-          if (have_labels && reference_logloss > 0)
-            estimate.logloss_drift.add(std::fabs(logloss((*quantized)[0], labels) - reference_logloss) / reference_logloss);
+      // One run per site and recipe, spread over worker Sessions (the Engine is
+      // shared and immutable; each site's accumulators belong to one worker).
+      const auto measure_sites = [&](size_t worker, Session& worker_session, ProbeObserver& worker_observer) -> Status {
+        for (size_t s = worker; s < sites.size(); s += workers.size()) {
+          for (Recipe recipe : kAllRecipes) {
+            worker_observer.set_mode(ProbeObserver::Mode::kQuantize, s, recipe);
+            auto quantized = worker_session.run(batch.second);
+            if (!quantized) return quantized.status().with_context("site '" + sites[s].site.node + "': ");
+            ErrorEstimate& estimate = sites[s].end_to_end[static_cast<size_t>(recipe)];
+            estimate.add(compare(reference_flat, flatten_outputs(*quantized)));
+            if (have_labels && reference_logloss > 0)
+              estimate.logloss_drift.add(std::fabs(logloss((*quantized)[0], labels) - reference_logloss) / reference_logloss);
+          }
         }
-      }
+        return Status::ok();
+      };
+      std::vector<Status> worker_status(workers.size());
+      std::vector<std::thread> threads;
+      for (size_t w = 1; w < workers.size(); ++w)
+        threads.emplace_back([&, w] { worker_status[w] = measure_sites(w, *workers[w].session, *workers[w].observer); });
+      worker_status[0] = measure_sites(0, *session, observer);
+      for (std::thread& thread : threads) thread.join();
+      for (const Status& status : worker_status) LOKA_RETURN_IF_ERROR(status);
       for (SiteState& state : sites) state.reference_output = Tensor();
       batches_used = b + 1;
       const size_t undecided = count_undecided(sites, budget);
@@ -479,7 +507,8 @@ PassInfo probe_pass_info() {
                   {{"batches", OptionType::kInt, "64", "most calibration batches to measure errors on"},
                    {"min_batches", OptionType::kInt, "3", "batches before early stopping may stop"},
                    {"amax_batches", OptionType::kInt, "8", "batches used to calibrate static scales (amax)"},
-                   {"early_stop", OptionType::kBool, "true", "stop once every site's verdict is decided"}},
+                   {"early_stop", OptionType::kBool, "true", "stop once every site's verdict is decided"},
+                   {"threads", OptionType::kInt, "0", "worker threads measuring sites (0: one per core)"}},
                   {"sites", "safe-sites", "batches"}};
 }
 
