@@ -103,4 +103,11 @@ std::unique_ptr<OpKernel> make_function_kernel(Fn fn) {
   return std::make_unique<FunctionKernel<Fn>>(std::move(fn));
 }
 
+/// Registers an ai.onnx op without attributes whose kernel is the function `fn`.
+template <typename Fn>
+void add_stateless_op(OpRegistry& registry, const char* op_type, int min_opset, int max_opset, Fn fn) {
+  registry.add("", op_type, min_opset, max_opset,
+               [fn](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> { return make_function_kernel(fn); });
+}
+
 }  // namespace loka

@@ -575,12 +575,6 @@ Status run_logical(std::span<const Tensor> in, std::span<Tensor> out, KernelCont
   return Status::ok();
 }
 
-template <typename Fn>
-void add_simple(OpRegistry& registry, const char* name, int min_opset, int max_opset, Fn fn) {
-  registry.add("", name, min_opset, max_opset,
-               [fn](const KernelInit&) -> KernelResult { return make_function_kernel(fn); });
-}
-
 }  // namespace
 
 void register_data_movement_ops(OpRegistry& registry) {
@@ -589,14 +583,14 @@ void register_data_movement_ops(OpRegistry& registry) {
   registry.add("", "Concat", 1, 22, make_concat);
   registry.add("", "Split", 2, 22, make_split);
   registry.add("", "Slice", 1, 9, make_slice_v1);
-  add_simple(registry, "Slice", 10, 22, run_slice_v10);
-  add_simple(registry, "Tile", 6, 22, run_tile);
+  add_stateless_op(registry, "Slice", 10, 22, run_slice_v10);
+  add_stateless_op(registry, "Tile", 6, 22, run_tile);
   registry.add("", "Pad", 2, 22, make_pad);
-  add_simple(registry, "Where", 9, 22, run_where);
-  add_simple(registry, "Not", 1, 22, run_not);
-  add_simple(registry, "And", 7, 22, run_logical<std::logical_and<bool>>);
-  add_simple(registry, "Or", 7, 22, run_logical<std::logical_or<bool>>);
-  add_simple(registry, "Xor", 7, 22, run_logical<std::not_equal_to<bool>>);
+  add_stateless_op(registry, "Where", 9, 22, run_where);
+  add_stateless_op(registry, "Not", 1, 22, run_not);
+  add_stateless_op(registry, "And", 7, 22, run_logical<std::logical_and<bool>>);
+  add_stateless_op(registry, "Or", 7, 22, run_logical<std::logical_or<bool>>);
+  add_stateless_op(registry, "Xor", 7, 22, run_logical<std::not_equal_to<bool>>);
 }
 
 }  // namespace loka

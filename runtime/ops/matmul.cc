@@ -114,9 +114,7 @@ void register_matmul_ops(OpRegistry& registry) {
       return run_gemm(attrs, in, out, context);
     });
   });
-  registry.add("", "MatMul", 1, 22, [](const KernelInit&) -> Result<std::unique_ptr<OpKernel>> {
-    return make_function_kernel(run_matmul);
-  });
+  add_stateless_op(registry, "MatMul", 1, 22, run_matmul);
 }
 
 }  // namespace loka

@@ -24,11 +24,6 @@ namespace {
 using KernelResult = Result<std::unique_ptr<OpKernel>>;
 
 /// Registers an op whose kernel needs nothing from its node.
-template <typename Fn>
-void add_simple(OpRegistry& registry, const char* name, int min_opset, Fn fn) {
-  registry.add("", name, min_opset, 22, [fn](const KernelInit&) -> KernelResult { return make_function_kernel(fn); });
-}
-
 /// Validated axes (normalized to [0, rank), no repeats); `what` names the list in errors.
 Result<std::vector<int>> normalize_axes(const std::vector<int64_t>& axes, int rank, const char* what) {
   std::vector<int> out;
@@ -466,10 +461,10 @@ void register_shape_ops(OpRegistry& registry) {
   registry.add("", "Shape", 1, 22, make_shape);
   registry.add("", "Constant", 1, 22, make_constant);
   registry.add("", "ConstantOfShape", 9, 22, make_constant_of_shape);
-  add_simple(registry, "Expand", 8, run_expand);
-  add_simple(registry, "Size", 1, run_size);
-  add_simple(registry, "Range", 11, run_range);
-  add_simple(registry, "Identity", 1, [](std::span<const Tensor> in, std::span<Tensor> out, KernelContext&) {
+  add_stateless_op(registry, "Expand", 8, 22, run_expand);
+  add_stateless_op(registry, "Size", 1, 22, run_size);
+  add_stateless_op(registry, "Range", 11, 22, run_range);
+  add_stateless_op(registry, "Identity", 1, 22, [](std::span<const Tensor> in, std::span<Tensor> out, KernelContext&) {
     LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "input"));
     out[0] = in[0];
     return Status::ok();
