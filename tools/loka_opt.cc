@@ -140,6 +140,9 @@ int main_checked(int argc, char** argv) {
   if (!args->value("--print-ir-after").empty() && !registry.find(args->value("--print-ir-after")))
     return cli::usage_error(kProgram, "--print-ir-after: unknown pass '" + args->value("--print-ir-after") + "'");
   const std::string resolved = print_pipeline(*pipeline, registry, /*with_defaults=*/true);
+  for (const PipelineEntry& entry : *pipeline)
+    if (entry.pass == "probe" && !args->has("--calib"))
+      return cli::usage_error(kProgram, "the probe pass needs calibration data: --calib DATA (or --pipeline without probe)");
 
   g_crash_note = "model: " + std::filesystem::absolute(model_path).string() + "\npipeline: " + resolved + "\n";
   std::signal(SIGSEGV, on_crash);
