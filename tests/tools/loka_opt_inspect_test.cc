@@ -1,0 +1,82 @@
+// ============================================================================
+// tests/tools/loka_opt_inspect_test.cc — loka-opt and loka-inspect as a user runs them.
+// ============================================================================
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "test_support.h"
+
+namespace loka {
+namespace {
+
+std::string tool(const char* name) { return (testing::tools_dir() / name).string(); }
+std::string zoo(const char* model) { return (testing::source_dir() / "models" / "zoo" / model).string(); }
+
+TEST(LokaOpt, HelpUsageErrorsAndPassList) {
+  auto help = testing::run_command(tool("loka-opt") + " --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("--calib"), std::string::npos);
+  auto passes = testing::run_command(tool("loka-opt") + " --list-passes");
+  EXPECT_EQ(passes.exit_code, 0);
+  EXPECT_NE(passes.output.find("probe"), std::string::npos);
+  auto no_calib = testing::run_command(tool("loka-opt") + " " + zoo("dlrm_dot") + "/model.onnx -o /dev/null");
+  EXPECT_EQ(no_calib.exit_code, 2) << no_calib.output;
+  EXPECT_NE(no_calib.output.find("--calib"), std::string::npos);
+  auto bad_pass = testing::run_command(tool("loka-opt") + " " + zoo("dlrm_dot") + "/model.onnx -o /dev/null --pipeline nope");
+  EXPECT_EQ(bad_pass.exit_code, 2);
+  EXPECT_NE(bad_pass.output.find("unknown pass 'nope'"), std::string::npos) << bad_pass.output;
+  auto missing = testing::run_command(tool("loka-opt") + " /no/such/model.onnx -o /dev/null --pipeline infer-shapes");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("/no/such/model.onnx"), std::string::npos);
+}
+
+TEST(LokaOpt, ProbeAnnotatesEverySiteAndInspectShowsThem) {
+  const auto dir = testing::make_temp_dir("loka-opt-cli");
+  const std::string out = (dir / "dot.loka.onnx").string();
+  auto opt = testing::run_command(tool("loka-opt") + " " + zoo("dlrm_dot") + "/model.onnx -o " + out + " --calib " +
+                                  zoo("dlrm_dot") + "/calib --report " + (dir / "report.json").string());
+  ASSERT_EQ(opt.exit_code, 0) << opt.output;
+  EXPECT_NE(opt.output.find("candidate sites"), std::string::npos) << opt.output;
+
+  auto json = testing::run_command(tool("loka-inspect") + " " + out + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  const auto document = nlohmann::json::parse(json.output);
+  ASSERT_TRUE(document.contains("model") && document.contains("nodes"));
+  EXPECT_NE(document["model"]["pipeline"].get<std::string>().find("probe"), std::string::npos);
+  size_t sites = 0;
+  for (const auto& node : document["nodes"]) {
+    for (const char* key : {"name", "op", "flops", "precision", "verdict", "kernel"}) EXPECT_TRUE(node.contains(key)) << key;
+    if (node["verdict"].is_null()) continue;
+    ++sites;
+    const std::string verdict = node["verdict"];
+    EXPECT_TRUE(verdict == "safe" || verdict == "unsafe" || verdict == "undecided") << verdict;
+    for (const char* field : {"error", "local_error"}) {
+      const auto& error = node[field];
+      for (const char* key : {"rel_l2_mean", "rel_l2_ci95", "sqnr_db", "batches"}) EXPECT_TRUE(error.contains(key)) << field << "." << key;
+      EXPECT_TRUE(error["rel_l2_ci95"][0].is_number() && error["rel_l2_ci95"][1].is_number()) << node["name"];
+    }
+    EXPECT_TRUE(node["recipes"].contains("e4m3_tensor") && node["recipes"].contains("e4m3_row"));
+  }
+  EXPECT_GE(sites, 5u);
+
+  std::ifstream report_file(dir / "report.json");
+  const auto report = nlohmann::json::parse(report_file);
+  EXPECT_EQ(report["sites"].get<size_t>(), sites);
+
+  const std::string dot = (dir / "graph.dot").string();
+  auto table = testing::run_command(tool("loka-inspect") + " " + out + " --sort error --dot " + dot);
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  std::ifstream dot_file(dot);
+  std::stringstream dot_text;
+  dot_text << dot_file.rdbuf();
+  for (const auto& node : document["nodes"])
+    EXPECT_NE(dot_text.str().find("\"" + node["name"].get<std::string>() + "\""), std::string::npos) << node["name"];
+  auto ranked = testing::run_command(tool("loka-inspect") + " " + out);
+  EXPECT_NE(ranked.output.find("most sensitive sites"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loka
