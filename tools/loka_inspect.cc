@@ -169,34 +169,30 @@ std::string to_dot(const ir::Graph& graph, const nlohmann::json& nodes) {
 
 int main_checked(int argc, char** argv) {
   const cli::ArgumentParser parser = make_parser();
-  auto args = parser.parse(argc, argv);
-  if (!args) return cli::usage_error(kProgram, args.status().message());
-  if (args->help_requested()) {
-    std::fputs(parser.help().c_str(), stdout);
-    return 0;
-  }
-  auto top = args->integer("--top");
+  cli::ParsedArguments args;
+  if (auto exit_code = cli::parse_or_exit_code(parser, argc, argv, args)) return *exit_code;
+  auto top = args.integer("--top");
   if (!top) return cli::usage_error(kProgram, top.status().message());
-  auto graph = onnx_io::import_model_file(args->positionals()[0]);
+  auto graph = onnx_io::import_model_file(args.positionals()[0]);
   if (!graph) return cli::runtime_error(kProgram, graph.status().message());
   if (Status status = ir::infer_shapes(**graph); !status)
-    return cli::runtime_error(kProgram, args->positionals()[0] + ": " + status.message());
+    return cli::runtime_error(kProgram, args.positionals()[0] + ": " + status.message());
   auto document = read_annotations(**graph);
-  if (!document) return cli::runtime_error(kProgram, args->positionals()[0] + ": " + document.status().message());
+  if (!document) return cli::runtime_error(kProgram, args.positionals()[0] + ": " + document.status().message());
   const nlohmann::json nodes = node_list(**graph, (*document)["nodes"]);
-  if (args->has("--dot")) {
-    std::ofstream out(args->value("--dot"));
+  if (args.has("--dot")) {
+    std::ofstream out(args.value("--dot"));
     out << to_dot(**graph, nodes);
-    if (!out) return cli::runtime_error(kProgram, "cannot write '" + args->value("--dot") + "'");
+    if (!out) return cli::runtime_error(kProgram, "cannot write '" + args.value("--dot") + "'");
   }
-  if (args->has("--json")) {
+  if (args.has("--json")) {
     nlohmann::json model = (*document)["model"];
     if ((*graph)->metadata.count("loka.pipeline")) model["pipeline"] = (*graph)->metadata.at("loka.pipeline");
     model["name"] = (*graph)->name;
     std::printf("%s\n", nlohmann::json{{"model", model}, {"nodes", nodes}}.dump(2).c_str());
     return 0;
   }
-  if (!args->has("--dot")) print_table(**graph, nodes, args->value("--sort"), static_cast<int>(*top));
+  if (!args.has("--dot")) print_table(**graph, nodes, args.value("--sort"), static_cast<int>(*top));
   return 0;
 }
 

@@ -119,29 +119,25 @@ Summary summarize(const ir::Graph& graph) {
 
 int main_checked(int argc, char** argv) {
   const cli::ArgumentParser parser = make_parser();
-  auto args = parser.parse(argc, argv);
-  if (!args) return cli::usage_error(kProgram, args.status().message());
-  if (args->help_requested()) {
-    std::fputs(parser.help().c_str(), stdout);
-    return 0;
-  }
-  if (args->has("--list-passes")) {
+  cli::ParsedArguments args;
+  if (auto exit_code = cli::parse_or_exit_code(parser, argc, argv, args)) return *exit_code;
+  if (args.has("--list-passes")) {
     list_passes();
     return 0;
   }
-  if (args->positionals().empty()) return cli::usage_error(kProgram, "missing MODEL (see --help)");
-  if (!args->has("--output")) return cli::usage_error(kProgram, "missing -o OUT.onnx (see --help)");
-  const std::filesystem::path model_path = args->positionals()[0];
-  const std::filesystem::path output_path = args->value("--output");
+  if (args.positionals().empty()) return cli::usage_error(kProgram, "missing MODEL (see --help)");
+  if (!args.has("--output")) return cli::usage_error(kProgram, "missing -o OUT.onnx (see --help)");
+  const std::filesystem::path model_path = args.positionals()[0];
+  const std::filesystem::path output_path = args.value("--output");
 
   const PassRegistry& registry = PassRegistry::builtin();
-  auto pipeline = parse_pipeline(args->value("--pipeline"), registry);
+  auto pipeline = parse_pipeline(args.value("--pipeline"), registry);
   if (!pipeline) return cli::usage_error(kProgram, pipeline.status().message());
-  if (!args->value("--print-ir-after").empty() && !registry.find(args->value("--print-ir-after")))
-    return cli::usage_error(kProgram, "--print-ir-after: unknown pass '" + args->value("--print-ir-after") + "'");
+  if (!args.value("--print-ir-after").empty() && !registry.find(args.value("--print-ir-after")))
+    return cli::usage_error(kProgram, "--print-ir-after: unknown pass '" + args.value("--print-ir-after") + "'");
   const std::string resolved = print_pipeline(*pipeline, registry, /*with_defaults=*/true);
   for (const PipelineEntry& entry : *pipeline)
-    if (entry.pass == "probe" && !args->has("--calib"))
+    if (entry.pass == "probe" && !args.has("--calib"))
       return cli::usage_error(kProgram, "the probe pass needs calibration data: --calib DATA (or --pipeline without probe)");
 
   g_crash_note = "model: " + std::filesystem::absolute(model_path).string() + "\npipeline: " + resolved + "\n";
@@ -150,11 +146,11 @@ int main_checked(int argc, char** argv) {
   std::signal(SIGFPE, on_crash);
 
   CompileSettings settings;
-  settings.calibration_data = args->value("--calib");
-  settings.budget = args->value("--budget");
-  settings.device = args->value("--device");
-  settings.pin_rules = args->values("--pin");
-  settings.show_progress = !args->has("--quiet") && ::isatty(STDERR_FILENO);
+  settings.calibration_data = args.value("--calib");
+  settings.budget = args.value("--budget");
+  settings.device = args.value("--device");
+  settings.pin_rules = args.values("--pin");
+  settings.show_progress = !args.has("--quiet") && ::isatty(STDERR_FILENO);
   if (settings.device == "cuda")
     return cli::runtime_error(kProgram, "--device cuda: the CUDA runtime is not available in this build yet; use --device cpu");
 
@@ -164,9 +160,9 @@ int main_checked(int argc, char** argv) {
   const size_t weight_bytes_before = summarize(**graph).weight_bytes;
 
   PassManagerOptions manager_options;
-  manager_options.verify_each = !args->has("--no-verify");
-  manager_options.print_ir_after = args->value("--print-ir-after");
-  manager_options.print_ir_after_change = args->has("--print-ir-after-change");
+  manager_options.verify_each = !args.has("--no-verify");
+  manager_options.print_ir_after = args.value("--print-ir-after");
+  manager_options.print_ir_after_change = args.has("--print-ir-after-change");
   PassManager manager(registry, manager_options);
   auto records = manager.run(**graph, *pipeline, settings);
   if (!records) return cli::runtime_error(kProgram, model_path.string() + ": " + records.status().message());
@@ -177,7 +173,7 @@ int main_checked(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   const Summary summary = summarize(**graph);
-  if (!args->has("--quiet")) {
+  if (!args.has("--quiet")) {
     std::printf("loka-opt: %s -> %s in %.2f s\n", model_path.string().c_str(), output_path.string().c_str(), seconds);
     std::printf("  pipeline   %s\n", resolved.c_str());
     for (const PassRunRecord& record : *records) {
@@ -191,7 +187,7 @@ int main_checked(int argc, char** argv) {
                   summary.site_flops > 0 ? 100.0 * summary.safe_flops / summary.site_flops : 0.0);
     std::printf("  weights    %zu bytes before, %zu bytes after\n", weight_bytes_before, summary.weight_bytes);
   }
-  if (args->has("--report")) {
+  if (args.has("--report")) {
     nlohmann::json report = {{"model", model_path.string()},   {"output", output_path.string()},
                              {"pipeline", resolved},           {"seconds", seconds},
                              {"weight_bytes_before", weight_bytes_before},
@@ -202,9 +198,9 @@ int main_checked(int argc, char** argv) {
     for (const PassRunRecord& record : *records)
       report["passes"].push_back({{"pass", record.pass}, {"changed", record.changed}, {"seconds", record.seconds},
                                   {"statistics", record.statistics}});
-    std::ofstream out(args->value("--report"));
+    std::ofstream out(args.value("--report"));
     out << report.dump(2) << "\n";
-    if (!out) return cli::runtime_error(kProgram, "cannot write report '" + args->value("--report") + "'");
+    if (!out) return cli::runtime_error(kProgram, "cannot write report '" + args.value("--report") + "'");
   }
   return 0;
 }

@@ -202,27 +202,23 @@ Result<int> run(const Options& options) {
 
 int main_checked(int argc, char** argv) {
   const cli::ArgumentParser parser = make_parser();
-  auto args = parser.parse(argc, argv);
-  if (!args) return cli::usage_error(kProgram, args.status().message());
-  if (args->help_requested()) {
-    std::fputs(parser.help().c_str(), stdout);
-    return 0;
-  }
+  cli::ParsedArguments args;
+  if (auto exit_code = cli::parse_or_exit_code(parser, argc, argv, args)) return *exit_code;
   Options options;
-  options.model = args->positionals()[0];
-  options.inputs = args->value("--inputs");
-  options.device = args->value("--device") == "cuda" ? Device::kCuda : Device::kCpu;
-  options.outputs = args->value("--outputs");
-  options.compare = args->value("--compare");
-  if (args->has("--tol")) {
-    if (!args->has("--compare")) return cli::usage_error(kProgram, "--tol needs --compare");
-    auto tolerance = args->number("--tol");
+  options.model = args.positionals()[0];
+  options.inputs = args.value("--inputs");
+  options.device = args.value("--device") == "cuda" ? Device::kCuda : Device::kCpu;
+  options.outputs = args.value("--outputs");
+  options.compare = args.value("--compare");
+  if (args.has("--tol")) {
+    if (!args.has("--compare")) return cli::usage_error(kProgram, "--tol needs --compare");
+    auto tolerance = args.number("--tol");
     if (!tolerance) return cli::usage_error(kProgram, tolerance.status().message());
     if (*tolerance < 0) return cli::usage_error(kProgram, "--tol must not be negative");
     options.tolerance = *tolerance;
   }
-  if (args->has("--bench")) {
-    auto runs = args->integer("--bench");
+  if (args.has("--bench")) {
+    auto runs = args.integer("--bench");
     if (!runs) return cli::usage_error(kProgram, runs.status().message());
     if (*runs < 1) return cli::usage_error(kProgram, "--bench needs at least 1 run");
     options.bench_runs = *runs;

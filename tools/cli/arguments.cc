@@ -206,6 +206,17 @@ int runtime_error(const std::string& program, const std::string& message) {
   return kErrorExitCode;
 }
 
+std::optional<int> parse_or_exit_code(const ArgumentParser& parser, int argc, char** argv, ParsedArguments& arguments) {
+  auto parsed = parser.parse(argc, argv);
+  if (!parsed) return usage_error(parser.program(), parsed.status().message());
+  if (parsed->help_requested()) {
+    std::fputs(parser.help().c_str(), stdout);
+    return 0;
+  }
+  arguments = std::move(parsed).value();
+  return std::nullopt;
+}
+
 int guarded_main(const std::string& program, int (*body)(int, char**), int argc, char** argv) {
   try {
     return body(argc, argv);

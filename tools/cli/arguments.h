@@ -112,4 +112,9 @@ int runtime_error(const std::string& program, const std::string& message);
 /// Status, so in practice an allocation failure) becomes runtime_error's one line.
 int guarded_main(const std::string& program, int (*body)(int, char**), int argc, char** argv);
 
+/// Parses argv with `parser`. When the command line asked for --help (help printed, exit 0)
+/// or is wrong (one-line usage error printed, exit 2), returns the exit code to leave with;
+/// otherwise fills `arguments` and returns nothing.
+std::optional<int> parse_or_exit_code(const ArgumentParser& parser, int argc, char** argv, ParsedArguments& arguments);
+
 }  // namespace loka::cli
