@@ -13,6 +13,7 @@ void register_all_ops(OpRegistry& registry) {
   register_shape_ops(registry);
   register_data_movement_ops(registry);
   register_quantization_ops(registry);
+  register_loka_ops(registry);
 }
 
 }  // namespace loka

@@ -17,6 +17,7 @@ void register_reduction_ops(OpRegistry& registry);       // ops/reduction.cc
 void register_shape_ops(OpRegistry& registry);           // ops/shape_ops.cc
 void register_data_movement_ops(OpRegistry& registry);   // ops/data_movement.cc
 void register_quantization_ops(OpRegistry& registry);    // ops/quantization.cc
+void register_loka_ops(OpRegistry& registry);            // ops/loka_ops.cc (domain ai.loka, docs/loka_ops.md)
 
 /// Registers every family above.
 void register_all_ops(OpRegistry& registry);
