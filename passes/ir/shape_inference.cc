@@ -92,6 +92,7 @@ ShapeInferenceRegistry ShapeInferenceRegistry::with_builtins() {
   inference::register_reduction_rules(registry);
   inference::register_shape_rules(registry);
   inference::register_data_movement_rules(registry);
+  inference::register_loka_rules(registry);
   return registry;
 }
 

@@ -16,8 +16,9 @@
 // values of such small integer tensors symbolically (TrackedValues), so
 // Reshape(x, Concat(Shape(x)[0], [128])) gets [batch,128].
 //
-// Ops without an inference function (ai.loka ops before their pass registers
-// one) keep whatever type their outputs already have; that is not an error.
+// Ops without an inference function (a custom domain's op nobody registered a
+// rule for) keep whatever type their outputs already have; that is not an error.
+// The ai.loka ops of docs/loka_ops.md have built-in rules (shape_inference_loka.cc).
 // Rules are ONNX semantics for opsets 13–21; where an argument moved from an
 // attribute to an input across opsets (Reduce* axes, Squeeze/Unsqueeze axes,
 // Split sizes, Pad pads) whichever is present is used.

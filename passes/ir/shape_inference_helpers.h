@@ -31,6 +31,7 @@ void register_linalg_rules(ShapeInferenceRegistry& registry);
 void register_reduction_rules(ShapeInferenceRegistry& registry);
 void register_shape_rules(ShapeInferenceRegistry& registry);
 void register_data_movement_rules(ShapeInferenceRegistry& registry);
+void register_loka_rules(ShapeInferenceRegistry& registry);  ///< ai.loka ops (shape_inference_loka.cc)
 
 // ---- types and dims --------------------------------------------------------
 /// A type with `dtype` and `shape` (nullopt = rank unknown).

@@ -1,5 +1,316 @@
-// IN PROGRESS (helper task): the ai.loka ops of docs/loka_ops.md. Replaced before landing.
+// ============================================================================
+// runtime/ops/loka_ops.cc — the ai.loka operator domain, version 1, on the CPU:
+// QuantizedGemm, LayerNormQuant and QuantizedGather (docs/loka_ops.md).
+//
+// This file is the reference implementation the doc points to, so every FP8
+// value goes through the bit-exact codecs (loka/float8.h, via the emulation
+// routines of kernels/cpu/fp8_quantize.h, which the Probe uses too: what the
+// Probe measures is what this kernel computes). Operands are dequantized to
+// float and multiplied by the FP32 reference GEMM, which is exactly what an
+// FP8 tensor-core GEMM with FP32 accumulation computes up to summation order.
+// LayerNormQuant shares its row arithmetic with ONNX LayerNormalization
+// (kernels/cpu/layer_norm.h) so "LayerNorm, then quantize" holds bit for bit.
+//
+// Every input is checked (presence, dtype, rank, sizes, scale values that
+// are divided by) before memory is touched; messages name the input, and the
+// session prefixes the node. Attributes are parsed when the plan is built.
+// ============================================================================
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/fp8_quantize.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layer_norm.h"
+#include "loka/float8.h"
 #include "runtime/op_kernel.h"
+#include "runtime/ops/op_helpers.h"
+
 namespace loka {
-void register_loka_ops(OpRegistry& registry) {}
+namespace {
+
+constexpr const char* kDomain = "ai.loka";
+
+// ----------------------------------------------------------------------------
+// Shared checks.
+
+/// The value of each of the 256 E4M3FN codes (decoding per element is slow).
+const std::array<float, 256>& e4m3_values() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> values{};
+    for (int code = 0; code < 256; ++code) values[static_cast<size_t>(code)] = fp8e4m3fn_to_float(static_cast<uint8_t>(code));
+    return values;
+  }();
+  return table;
+}
+
+Status require_e4m3(const Tensor& tensor, const char* what) {
+  if (tensor.dtype() != DType::kFloat8E4M3FN)
+    return Status::error(std::string(what) + " must be FLOAT8E4M3FN, got " + std::string(dtype_name(tensor.dtype())));
+  return Status::ok();
+}
+
+/// Error unless `tensor` is a float32 vector of exactly `length` elements.
+Status require_float_vector(const Tensor& tensor, int64_t length, const char* what, const char* length_name) {
+  LOKA_RETURN_IF_ERROR(ops::require_float32(tensor, what));
+  if (tensor.rank() != 1 || tensor.dim(0) != length)
+    return Status::error(std::string(what) + " must have shape [" + length_name + "] = [" + std::to_string(length) +
+                         "], got " + shape_to_string(tensor.shape()));
+  return Status::ok();
+}
+
+/// Error unless `tensor` is a float32 scale of shape [] or [1].
+Status require_scalar_scale(const Tensor& tensor, const char* what) {
+  LOKA_RETURN_IF_ERROR(ops::require_float32(tensor, what));
+  if (tensor.element_count() != 1 || tensor.rank() > 1)
+    return Status::error(std::string(what) + " must have shape [] or [1], got " + shape_to_string(tensor.shape()));
+  return Status::ok();
+}
+
+/// The value of a static scale that values are divided by: it must be finite and positive,
+/// or quantization would produce NaN or saturate everything.
+Result<float> read_divisor_scale(const Tensor& tensor, const char* what) {
+  LOKA_RETURN_IF_ERROR(require_scalar_scale(tensor, what));
+  const float scale = tensor.data<float>()[0];
+  if (!(scale > 0.0f) || !std::isfinite(scale))
+    return Status::error(std::string(what) + " must be finite and > 0, got " + std::to_string(scale));
+  return scale;
+}
+
+bool has_input(std::span<const Tensor> in, size_t index) { return index < in.size() && in[index].defined(); }
+
+/// Error unless the node's input and output counts fit [min_inputs, max_inputs] and 1 output.
+Status check_arity(const KernelInit& init, size_t min_inputs, size_t max_inputs) {
+  if (init.input_count < min_inputs || init.input_count > max_inputs)
+    return Status::error(std::string(init.op_type) + " takes " + std::to_string(min_inputs) +
+                         (min_inputs == max_inputs ? "" : " to " + std::to_string(max_inputs)) + " inputs, got " +
+                         std::to_string(init.input_count));
+  if (init.output_count != 1)
+    return Status::error(std::string(init.op_type) + " has exactly 1 output, got " + std::to_string(init.output_count));
+  return Status::ok();
+}
+
+// ----------------------------------------------------------------------------
+// QuantizedGemm: Y = act(Xq · Wqᵀ + B).
+
+enum class ActRecipe { kTensor, kRow };
+enum class Activation { kNone, kRelu, kGelu };
+
+struct QuantizedGemmAttributes {
+  ActRecipe recipe = ActRecipe::kTensor;
+  Activation activation = Activation::kNone;
+};
+
+/// Same formulas as the ONNX Relu and Gelu(approximate="none") kernels, so a QDQ rewrite
+/// (Gemm followed by Relu/Gelu) reproduces this op exactly.
+float apply_activation(Activation activation, float v) {
+  switch (activation) {
+    case Activation::kNone: return v;
+    case Activation::kRelu: return v > 0.0f ? v : (std::isnan(v) ? v : 0.0f);
+    case Activation::kGelu: return 0.5f * v * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2)));
+  }
+  return v;
+}
+
+Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const Tensor> in, std::span<Tensor> out,
+                          KernelContext& context) {
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "X"));
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 1, "W"));
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 2, "W_scale"));
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  const bool x_is_fp8 = x.dtype() == DType::kFloat8E4M3FN;
+  if (!x_is_fp8 && x.dtype() != DType::kFloat32)
+    return Status::error("X must be FLOAT or FLOAT8E4M3FN, got " + std::string(dtype_name(x.dtype())));
+  if (x.rank() < 2) return Status::error("X must have rank >= 2, got " + shape_to_string(x.shape()));
+  LOKA_RETURN_IF_ERROR(require_e4m3(w, "W"));
+  if (w.rank() != 2) return Status::error("W must be 2-D [N,K], got " + shape_to_string(w.shape()));
+  const int64_t n = w.dim(0);
+  const int64_t k = w.dim(1);
+  if (x.dim(x.rank() - 1) != k)
+    return Status::error("K differs: X " + shape_to_string(x.shape()) + " has K = " + std::to_string(x.dim(x.rank() - 1)) +
+                         ", W " + shape_to_string(w.shape()) + " has K = " + std::to_string(k));
+  LOKA_RETURN_IF_ERROR(require_float_vector(in[2], n, "W_scale", "N"));
+  const bool has_bias = has_input(in, 3);
+  if (has_bias) LOKA_RETURN_IF_ERROR(require_float_vector(in[3], n, "B", "N"));
+  // X_scale is read for FP8 X and the "tensor" recipe; for "row" it is ignored but must still be well-formed.
+  const bool needs_x_scale = x_is_fp8 || attrs.recipe == ActRecipe::kTensor;
+  float x_scale = 1.0f;
+  if (needs_x_scale) {
+    if (!has_input(in, 4))
+      return Status::error(std::string("missing input 4 (X_scale), required ") +
+                           (x_is_fp8 ? "when X is FLOAT8E4M3FN" : "by act_recipe \"tensor\""));
+    LOKA_ASSIGN_OR_RETURN(x_scale, read_divisor_scale(in[4], "X_scale"));
+  } else if (has_input(in, 4)) {
+    LOKA_RETURN_IF_ERROR(require_scalar_scale(in[4], "X_scale"));
+  }
+
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  const int64_t rows = element_count(out_shape);
+  out_shape.push_back(n);
+  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
+  if (rows == 0 || n == 0) return Status::ok();
+
+  // xq[r,k]: the activation as the FP8 GEMM sees it, dequantized.
+  const std::array<float, 256>& decode = e4m3_values();
+  std::vector<float> xq(static_cast<size_t>(rows * k));
+  if (x_is_fp8) {
+    const uint8_t* codes = x.data<uint8_t>();
+    for (size_t i = 0; i < xq.size(); ++i) xq[i] = decode[codes[i]] * x_scale;
+  } else {
+    const float* px = x.data<float>();
+    std::copy(px, px + xq.size(), xq.begin());
+    if (attrs.recipe == ActRecipe::kTensor)
+      cpu::fake_quantize_per_tensor(xq, x_scale, cpu::Fp8Format::kE4M3FN);
+    else
+      cpu::fake_quantize_per_row(xq, rows, k, cpu::Fp8Format::kE4M3FN);
+  }
+  // wq[n,k] = D(W[n,k]) · W_scale[n], kept [N,K]: the GEMM reads it transposed.
+  std::vector<float> wq(static_cast<size_t>(n * k));
+  const uint8_t* w_codes = w.data<uint8_t>();
+  const float* w_scale = in[2].data<float>();
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t p = 0; p < k; ++p) wq[static_cast<size_t>(j * k + p)] = decode[w_codes[j * k + p]] * w_scale[j];
+
+  // Y starts as the bias broadcast over rows so the GEMM adds Σ + B in that order.
+  float* y = out[0].data<float>();
+  float beta = 0.0f;
+  if (has_bias) {
+    const float* bias = in[3].data<float>();
+    for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + n, y + r * n);
+    beta = 1.0f;
+  }
+  cpu::gemm_f32({rows, n, k}, false, true, 1.0f, xq.data(), k, wq.data(), k, beta, y, n);
+  if (attrs.activation != Activation::kNone)
+    for (int64_t i = 0; i < rows * n; ++i) y[i] = apply_activation(attrs.activation, y[i]);
+  return Status::ok();
+}
+
+Result<std::unique_ptr<OpKernel>> make_quantized_gemm(const KernelInit& init) {
+  LOKA_RETURN_IF_ERROR(check_arity(init, 3, 5));
+  QuantizedGemmAttributes attrs;
+  LOKA_ASSIGN_OR_RETURN(const std::string recipe, init.attributes.get_string("act_recipe", "tensor"));
+  if (recipe == "tensor") attrs.recipe = ActRecipe::kTensor;
+  else if (recipe == "row") attrs.recipe = ActRecipe::kRow;
+  else return Status::error("attribute 'act_recipe' must be \"tensor\" or \"row\", got \"" + recipe + "\"");
+  LOKA_ASSIGN_OR_RETURN(const std::string activation, init.attributes.get_string("activation", "none"));
+  if (activation == "none") attrs.activation = Activation::kNone;
+  else if (activation == "relu") attrs.activation = Activation::kRelu;
+  else if (activation == "gelu") attrs.activation = Activation::kGelu;
+  else return Status::error("attribute 'activation' must be \"none\", \"relu\" or \"gelu\", got \"" + activation + "\"");
+  return make_function_kernel([attrs](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+    return run_quantized_gemm(attrs, in, out, context);
+  });
+}
+
+// ----------------------------------------------------------------------------
+// LayerNormQuant: Y = Q(LayerNorm(X; Scale, B, epsilon, axis=-1) / Y_scale).
+
+Status run_layer_norm_quant(float epsilon, std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "X"));
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 1, "Scale"));
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 3, "Y_scale"));
+  const Tensor& x = in[0];
+  LOKA_RETURN_IF_ERROR(ops::require_float32(x, "X"));
+  if (x.rank() < 1) return Status::error("X must have rank >= 1, got a scalar");
+  const int64_t c = x.dim(x.rank() - 1);
+  LOKA_RETURN_IF_ERROR(require_float_vector(in[1], c, "Scale", "C"));
+  const bool has_bias = has_input(in, 2);
+  if (has_bias) LOKA_RETURN_IF_ERROR(require_float_vector(in[2], c, "B", "C"));
+  LOKA_ASSIGN_OR_RETURN(const float y_scale, read_divisor_scale(in[3], "Y_scale"));
+
+  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat8E4M3FN, x.shape()));
+  if (c == 0) return Status::ok();
+  const int64_t rows = x.element_count() / c;
+  const float* px = x.data<float>();
+  const float* scale = in[1].data<float>();
+  const float* bias = has_bias ? in[2].data<float>() : nullptr;
+  uint8_t* py = out[0].data<uint8_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = px + r * c;
+    const cpu::LayerNormRowStats stats = cpu::layer_norm_row_stats(row, c, epsilon);
+    for (int64_t j = 0; j < c; ++j) {
+      float value = cpu::layer_norm_element(row[j], stats, scale[j]);
+      if (bias) value += bias[j];
+      // Divide, not multiply by a reciprocal: bit-exact with ONNX QuantizeLinear.
+      py[r * c + j] = float_to_fp8e4m3fn(value / y_scale);
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<OpKernel>> make_layer_norm_quant(const KernelInit& init) {
+  LOKA_RETURN_IF_ERROR(check_arity(init, 4, 4));
+  LOKA_ASSIGN_OR_RETURN(const float epsilon, init.attributes.get_float("epsilon", 1e-5f));
+  if (!(epsilon >= 0.0f) || !std::isfinite(epsilon))
+    return Status::error("attribute 'epsilon' must be finite and >= 0, got " + std::to_string(epsilon));
+  return make_function_kernel([epsilon](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+    return run_layer_norm_quant(epsilon, in, out, context);
+  });
+}
+
+// ----------------------------------------------------------------------------
+// QuantizedGather: Y[i, d] = D(Table[idx, d]) · Row_scale[idx or 0].
+
+template <typename Index>
+Status gather_rows(const Index* ids, int64_t count, const uint8_t* table, int64_t v, int64_t d, const float* row_scale,
+                   bool per_row, float* y) {
+  const std::array<float, 256>& decode = e4m3_values();
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t id = static_cast<int64_t>(ids[i]);
+    if (id < -v || id >= v)
+      return Status::error("Indices[" + std::to_string(i) + "] = " + std::to_string(id) + " is outside [-" +
+                           std::to_string(v) + ", " + std::to_string(v) + ")");
+    const int64_t row = id < 0 ? id + v : id;
+    const float scale = row_scale[per_row ? row : 0];
+    const uint8_t* codes = table + row * d;
+    for (int64_t j = 0; j < d; ++j) y[i * d + j] = decode[codes[j]] * scale;
+  }
+  return Status::ok();
+}
+
+Status run_quantized_gather(std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "Table"));
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 1, "Row_scale"));
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 2, "Indices"));
+  const Tensor& table = in[0];
+  const Tensor& row_scale = in[1];
+  const Tensor& indices = in[2];
+  LOKA_RETURN_IF_ERROR(require_e4m3(table, "Table"));
+  if (table.rank() != 2) return Status::error("Table must be 2-D [V,D], got " + shape_to_string(table.shape()));
+  const int64_t v = table.dim(0);
+  const int64_t d = table.dim(1);
+  LOKA_RETURN_IF_ERROR(ops::require_float32(row_scale, "Row_scale"));
+  if (row_scale.rank() != 1 || (row_scale.dim(0) != v && row_scale.dim(0) != 1))
+    return Status::error("Row_scale must have shape [V] = [" + std::to_string(v) + "] or [1], got " +
+                         shape_to_string(row_scale.shape()));
+  LOKA_RETURN_IF_ERROR(ops::require_index_type(indices, "Indices"));
+  Shape out_shape = indices.shape();
+  out_shape.push_back(d);
+  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
+  // [1] with V == 1 is both per-row and per-tensor; either reading gives the same scale.
+  const bool per_row = row_scale.dim(0) == v;
+  const uint8_t* codes = table.data<uint8_t>();
+  const float* scales = row_scale.data<float>();
+  float* y = out[0].data<float>();
+  if (indices.dtype() == DType::kInt32)
+    return gather_rows(indices.data<int32_t>(), indices.element_count(), codes, v, d, scales, per_row, y);
+  return gather_rows(indices.data<int64_t>(), indices.element_count(), codes, v, d, scales, per_row, y);
+}
+
+Result<std::unique_ptr<OpKernel>> make_quantized_gather(const KernelInit& init) {
+  LOKA_RETURN_IF_ERROR(check_arity(init, 3, 3));
+  return make_function_kernel(run_quantized_gather);
+}
+
+}  // namespace
+
+void register_loka_ops(OpRegistry& registry) {
+  registry.add(kDomain, "QuantizedGemm", 1, 1, make_quantized_gemm);
+  registry.add(kDomain, "LayerNormQuant", 1, 1, make_layer_norm_quant);
+  registry.add(kDomain, "QuantizedGather", 1, 1, make_quantized_gather);
+}
+
 }  // namespace loka

@@ -5,8 +5,9 @@
 // Y = (X - mean) * InvStdDev * Scale + B with InvStdDev = 1 / sqrt(var + eps)
 // (population variance). Scale and B broadcast to X (numpy rules, the result
 // must be X's shape). The optional outputs Mean and InvStdDev have shape
-// X.shape[:axis] + [1] * (rank - axis). Statistics accumulate in double so the
-// reference stays accurate on long rows; only stash_type = 1 (FLOAT) exists.
+// X.shape[:axis] + [1] * (rank - axis). The row arithmetic (statistics in
+// double, elements in float) lives in kernels/cpu/layer_norm.h, shared with
+// ai.loka LayerNormQuant; only stash_type = 1 (FLOAT) exists.
 //
 // Softmax / LogSoftmax: from opset 13 along the single dim `axis` (default
 // -1); before 13 the input is viewed as 2-D [prod(dims < axis), prod(dims >=
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/layer_norm.h"
 #include "runtime/op_kernel.h"
 #include "runtime/ops/op_helpers.h"
 
@@ -98,25 +100,18 @@ Status run_layer_norm(const LayerNormAttributes& attrs, std::span<const Tensor> 
   float* py = out[0].data<float>();
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = px + r * n;
-    double sum = 0.0;
-    for (int64_t j = 0; j < n; ++j) sum += row[j];
-    const double mean = sum / static_cast<double>(n);
-    double squares = 0.0;
-    for (int64_t j = 0; j < n; ++j) squares += (row[j] - mean) * (row[j] - mean);
-    const double variance = squares / static_cast<double>(n);
-    const float inv_std = static_cast<float>(1.0 / std::sqrt(variance + static_cast<double>(attrs.epsilon)));
-    const float mean_f = static_cast<float>(mean);
+    const cpu::LayerNormRowStats stats = cpu::layer_norm_row_stats(row, n, attrs.epsilon);
     const float* s = scale.data + scale.row_offset[static_cast<size_t>(r)];
     const float* b = has_bias ? bias.data + bias.row_offset[static_cast<size_t>(r)] : nullptr;
     float* y = py + r * n;
     for (int64_t j = 0; j < n; ++j) {
       const size_t k = static_cast<size_t>(j);
-      float value = (row[j] - mean_f) * inv_std * s[scale.inner_offset[k]];
+      float value = cpu::layer_norm_element(row[j], stats, s[scale.inner_offset[k]]);
       if (b) value += b[bias.inner_offset[k]];
       y[j] = value;
     }
-    if (mean_out.defined()) mean_out.data<float>()[r] = mean_f;
-    if (inv_std_out.defined()) inv_std_out.data<float>()[r] = inv_std;
+    if (mean_out.defined()) mean_out.data<float>()[r] = stats.mean;
+    if (inv_std_out.defined()) inv_std_out.data<float>()[r] = stats.inv_std;
   }
   if (out.size() > 1) out[1] = mean_out;
   if (out.size() > 2) out[2] = inv_std_out;

@@ -663,7 +663,7 @@ TEST(ShapeInference, DiscardExistingReplacesStaleTypes) {
 TEST(ShapeInference, UnknownOpsKeepTheirTypesAndRegisteredRulesRun) {
   const std::string graph = R"(
   input %x : f32[batch,4]
-  %q = ai.loka::LayerNormQuant(%x) @"lnq"
+  %q = ai.loka::Unregistered(%x) @"lnq"
   %kept = ai.loka::Declared(%x) : f8e4m3fn[batch,4] @"declared"
   %r = Relu(%q) @"relu"
   output %r
@@ -673,7 +673,7 @@ TEST(ShapeInference, UnknownOpsKeepTheirTypesAndRegisteredRulesRun) {
             "kept : f8e4m3fn[batch,4]\n"
             "r : undefined[*]\n");
   ShapeInferenceRegistry registry = ShapeInferenceRegistry::with_builtins();
-  registry.add("ai.loka", "LayerNormQuant", [](InferenceContext& ctx) -> Result<std::vector<TensorType>> {
+  registry.add("ai.loka", "Unregistered", [](InferenceContext& ctx) -> Result<std::vector<TensorType>> {
     TensorType out = ctx.input_type(0);
     out.dtype = DType::kFloat8E4M3FN;
     return std::vector<TensorType>{out};

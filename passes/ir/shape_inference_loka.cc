@@ -1,0 +1,169 @@
+// ============================================================================
+// passes/ir/shape_inference_loka.cc — inference rules for the ai.loka ops
+// (docs/loka_ops.md): QuantizedGemm, LayerNormQuant, QuantizedGather.
+//
+// The compiler creates these ops itself, so the rules double as a static
+// check of its rewrites: a wrong dtype, a K mismatch, a scale of the wrong
+// shape or a missing required input is an error naming the node here, at
+// compile time, instead of a failure at model load. They check what the CPU
+// kernels (runtime/ops/loka_ops.cc) check, as far as types are known; values
+// (a scale's sign, an id's range) are left to the kernels. Unknown types and
+// symbolic dims pass through: [batch,K] x W[N,K] gives f32[batch,N].
+// ============================================================================
+#include <climits>
+#include <initializer_list>
+#include <string>
+
+#include "passes/ir/shape_inference_helpers.h"
+
+namespace loka::ir::inference {
+namespace {
+
+/// Error when the input's dtype is known and not one of `allowed`.
+Status check_dtype(const InferenceContext& ctx, size_t index, std::initializer_list<DType> allowed, const char* what) {
+  const TensorType& type = ctx.input_type(index);
+  if (type.dtype == DType::kUndefined) return Status::ok();
+  std::string names;
+  for (DType dtype : allowed) {
+    if (type.dtype == dtype) return Status::ok();
+    names += (names.empty() ? "" : " or ") + std::string(dtype_short_name(dtype));
+  }
+  return ctx.error(std::string(what) + " must be " + names + ", got " + describe(type));
+}
+
+/// Error when the input's rank is known and outside [min_rank, max_rank].
+Status check_rank(const InferenceContext& ctx, size_t index, int min_rank, int max_rank, const char* what,
+                  const char* expected) {
+  const TensorType& type = ctx.input_type(index);
+  if (type.has_rank() && (type.rank() < min_rank || type.rank() > max_rank))
+    return ctx.error(std::string(what) + " must be " + expected + ", got " + describe(type));
+  return Status::ok();
+}
+
+/// Error when both dims are known and differ.
+Status check_dim(const InferenceContext& ctx, const Dim& actual, const Dim& expected, const std::string& message) {
+  if (actual.is_known() && expected.is_known() && actual.value != expected.value) return ctx.error(message);
+  return Status::ok();
+}
+
+/// Dim `axis` of the input (negative counts from the end), unknown when the rank is.
+Dim dim_of(const TensorType& type, int axis) {
+  if (!type.has_rank() || type.rank() == 0) return Dim::unknown();
+  return (*type.shape)[static_cast<size_t>(axis < 0 ? axis + type.rank() : axis)];
+}
+
+/// A float32 vector input whose length must equal `length` (named `length_name`).
+Status check_float_vector(const InferenceContext& ctx, size_t index, const Dim& length, const char* what,
+                          const char* length_name) {
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, index, {DType::kFloat32}, what));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, index, 1, 1, what, (std::string("1-D [") + length_name + "]").c_str()));
+  const TensorType& type = ctx.input_type(index);
+  return check_dim(ctx, dim_of(type, 0), length,
+                   std::string(what) + " " + describe(type) + " does not have length " + length_name + " = " +
+                       std::to_string(length.value));
+}
+
+/// A float32 static scale of shape [] or [1].
+Status check_scalar_scale(const InferenceContext& ctx, size_t index, const char* what) {
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, index, {DType::kFloat32}, what));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, index, 0, 1, what, "of shape [] or [1]"));
+  const TensorType& type = ctx.input_type(index);
+  if (type.rank() == 1)
+    return check_dim(ctx, dim_of(type, 0), Dim::known(1), std::string(what) + " must be of shape [] or [1], got " + describe(type));
+  return Status::ok();
+}
+
+/// A string attribute that must be one of `allowed`.
+Result<std::string> choice_attribute(const InferenceContext& ctx, const char* name, const char* fallback,
+                                     std::initializer_list<const char*> allowed) {
+  auto value = ctx.attributes().get_string(name, fallback);
+  if (!value) return ctx.error(value.status().message());
+  std::string names;
+  for (const char* option : allowed) {
+    if (*value == option) return *value;
+    names += (names.empty() ? "\"" : ", \"") + std::string(option) + "\"";
+  }
+  return ctx.error("attribute '" + std::string(name) + "' must be one of " + names + ", got \"" + *value + "\"");
+}
+
+Result<TypeList> quantized_gemm(InferenceContext& ctx) {
+  LOKA_RETURN_IF_ERROR(ctx.require_inputs(3));
+  LOKA_ASSIGN_OR_RETURN(const std::string recipe, choice_attribute(ctx, "act_recipe", "tensor", {"tensor", "row"}));
+  LOKA_ASSIGN_OR_RETURN(const std::string activation,
+                        choice_attribute(ctx, "activation", "none", {"none", "relu", "gelu"}));
+  (void)activation;
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kFloat32, DType::kFloat8E4M3FN}, "X"));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, 0, 2, INT32_MAX, "X", "of rank >= 2"));
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 1, {DType::kFloat8E4M3FN}, "W"));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, 1, 2, 2, "W", "2-D [N,K]"));
+  const TensorType& x = ctx.input_type(0);
+  const TensorType& w = ctx.input_type(1);
+  const Dim n = dim_of(w, 0);
+  LOKA_RETURN_IF_ERROR(check_dim(ctx, dim_of(x, -1), dim_of(w, 1),
+                                 "K differs: X " + describe(x) + " vs W " + describe(w) + " ([N,K])"));
+  LOKA_RETURN_IF_ERROR(check_float_vector(ctx, 2, n, "W_scale", "N"));
+  if (ctx.has_input(3)) LOKA_RETURN_IF_ERROR(check_float_vector(ctx, 3, n, "B", "N"));
+  const bool x_is_fp8 = x.dtype == DType::kFloat8E4M3FN;
+  if (ctx.has_input(4)) {
+    LOKA_RETURN_IF_ERROR(check_scalar_scale(ctx, 4, "X_scale"));
+  } else if (x_is_fp8 || recipe == "tensor") {
+    return ctx.error(std::string("input 4 (X_scale) is required ") +
+                     (x_is_fp8 ? "when X is f8e4m3fn" : "by act_recipe \"tensor\""));
+  }
+  if (ctx.input_count() > 5) return ctx.error("takes at most 5 inputs, got " + std::to_string(ctx.input_count()));
+  std::optional<Dims> shape;
+  if (x.has_rank()) {
+    shape.emplace(x.shape->begin(), x.shape->end() - 1);
+    shape->push_back(n);
+  }
+  return TypeList{make_type(DType::kFloat32, std::move(shape))};
+}
+
+Result<TypeList> layer_norm_quant(InferenceContext& ctx) {
+  LOKA_RETURN_IF_ERROR(ctx.require_inputs(2));
+  if (!ctx.has_input(3)) return ctx.error("input 3 (Y_scale) is required");
+  if (ctx.input_count() > 4) return ctx.error("takes at most 4 inputs, got " + std::to_string(ctx.input_count()));
+  auto epsilon = ctx.attributes().get_float("epsilon", 1e-5f);
+  if (!epsilon) return ctx.error(epsilon.status().message());
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kFloat32}, "X"));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, 0, 1, INT32_MAX, "X", "of rank >= 1"));
+  const TensorType& x = ctx.input_type(0);
+  const Dim c = dim_of(x, -1);
+  LOKA_RETURN_IF_ERROR(check_float_vector(ctx, 1, c, "Scale", "C"));
+  if (ctx.has_input(2)) LOKA_RETURN_IF_ERROR(check_float_vector(ctx, 2, c, "B", "C"));
+  LOKA_RETURN_IF_ERROR(check_scalar_scale(ctx, 3, "Y_scale"));
+  return TypeList{make_type(DType::kFloat8E4M3FN, x.shape)};
+}
+
+Result<TypeList> quantized_gather(InferenceContext& ctx) {
+  LOKA_RETURN_IF_ERROR(ctx.require_inputs(3));
+  if (ctx.input_count() > 3) return ctx.error("takes 3 inputs, got " + std::to_string(ctx.input_count()));
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kFloat8E4M3FN}, "Table"));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, 0, 2, 2, "Table", "2-D [V,D]"));
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 1, {DType::kFloat32}, "Row_scale"));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, 1, 1, 1, "Row_scale", "1-D [V] or [1]"));
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 2, {DType::kInt32, DType::kInt64}, "Indices"));
+  const TensorType& table = ctx.input_type(0);
+  const Dim v = dim_of(table, 0);
+  const Dim scales = dim_of(ctx.input_type(1), 0);
+  if (scales.is_known() && scales.value != 1 && v.is_known() && scales.value != v.value)
+    return ctx.error("Row_scale " + describe(ctx.input_type(1)) + " is neither [V] = [" + std::to_string(v.value) +
+                     "] nor [1]");
+  const TensorType& indices = ctx.input_type(2);
+  std::optional<Dims> shape;
+  if (indices.has_rank()) {
+    shape = *indices.shape;
+    shape->push_back(dim_of(table, 1));
+  }
+  return TypeList{make_type(DType::kFloat32, std::move(shape))};
+}
+
+}  // namespace
+
+void register_loka_rules(ShapeInferenceRegistry& registry) {
+  registry.add("ai.loka", "QuantizedGemm", quantized_gemm);
+  registry.add("ai.loka", "LayerNormQuant", layer_norm_quant);
+  registry.add("ai.loka", "QuantizedGather", quantized_gather);
+}
+
+}  // namespace loka::ir::inference

@@ -1,0 +1,482 @@
+// ============================================================================
+// tests/runtime/loka_ops_test.cc — the ai.loka CPU kernels against
+// docs/loka_ops.md.
+//
+// Each op runs inside a one-node model through the Engine, on fresh random
+// inputs with awkward shapes, and is compared with a reference written here
+// from the doc's formulas using only the scalar FP8 codecs: QuantizedGemm
+// within FP32 summation-order tolerance, QuantizedGather bit for bit,
+// LayerNormQuant bit for bit against ONNX LayerNormalization run by the same
+// engine and quantized here (the doc's promise), and within FP8 rounding of a
+// double-precision LayerNorm. Error cases check the message names the node
+// and the offending input.
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "loka/float8.h"
+#include "loka/session.h"
+#include "model_builder.h"
+#include "test_support.h"
+
+namespace loka {
+namespace {
+
+using testing::ModelBuilder;
+using testing::TestAttribute;
+using Attrs = std::vector<std::pair<std::string, TestAttribute>>;
+
+float q_d(float value) { return fp8e4m3fn_to_float(float_to_fp8e4m3fn(value)); }
+
+/// An FP8 tensor holding `codes`.
+Tensor fp8_tensor(const Shape& shape, const std::vector<uint8_t>& codes) {
+  Tensor tensor = Tensor::zeros(DType::kFloat8E4M3FN, shape);
+  std::copy(codes.begin(), codes.end(), tensor.data<uint8_t>());
+  return tensor;
+}
+
+Tensor scalar_scale(float value, bool rank1) {
+  return Tensor::from_floats(rank1 ? Shape{1} : Shape{}, std::span<const float>(&value, 1));
+}
+
+float amax_of(std::span<const float> values) {
+  float amax = 0.0f;
+  for (float v : values) amax = std::max(amax, std::fabs(v));
+  return amax;
+}
+
+/// A random [N,K] weight quantized per output channel as the doc's conventions say.
+struct QuantizedWeight {
+  Tensor codes;
+  Tensor scale;
+};
+QuantizedWeight random_weight(std::mt19937& rng, int64_t n, int64_t k) {
+  const Tensor w = testing::random_tensor(rng, {n, k}, -2.0f, 2.0f);
+  std::vector<uint8_t> codes(static_cast<size_t>(n * k));
+  std::vector<float> scales(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    const float amax = amax_of(w.values<float>().subspan(static_cast<size_t>(j * k), static_cast<size_t>(k)));
+    const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+    scales[static_cast<size_t>(j)] = scale;
+    for (int64_t p = 0; p < k; ++p)
+      codes[static_cast<size_t>(j * k + p)] = float_to_fp8e4m3fn(w.data<float>()[j * k + p] / scale);
+  }
+  return {fp8_tensor({n, k}, codes), Tensor::from_floats({n}, scales)};
+}
+
+/// One graph input (fed) or initializer per node input; an empty name is an omitted input.
+struct NodeInput {
+  std::string name;
+  Tensor tensor;
+  bool fed = false;
+};
+
+/// Builds a one-node ai.loka model and runs it once; load and run errors both come back.
+Result<std::vector<Tensor>> run_loka_op(const std::string& op, const std::vector<NodeInput>& inputs,
+                                        const Attrs& attributes = {}, const std::string& node_name = "op_node") {
+  ModelBuilder builder(17);
+  builder.opset("ai.loka", 1);
+  std::vector<std::string> names;
+  std::vector<Tensor> feeds;
+  for (const NodeInput& input : inputs) {
+    names.push_back(input.name);
+    if (input.name.empty()) continue;
+    if (input.fed) {
+      builder.input(input.name, input.tensor.dtype(), input.tensor.shape());
+      feeds.push_back(input.tensor);
+    } else {
+      builder.initializer(input.name, input.tensor);
+    }
+  }
+  builder.node(op, names, {"y"}, attributes, node_name, "ai.loka").output_unshaped("y", op == "LayerNormQuant" ? DType::kFloat8E4M3FN : DType::kFloat32);
+  auto engine = builder.build_engine();
+  if (!engine) return engine.status();
+  return testing::run_once(**engine, feeds);
+}
+
+/// Expects failure (at load or run) with a message naming the node and containing `fragment`.
+void expect_failure(const Result<std::vector<Tensor>>& result, const std::string& fragment) {
+  ASSERT_FALSE(result) << "expected an error containing '" << fragment << "'";
+  const std::string& message = result.status().message();
+  EXPECT_NE(message.find("op_node"), std::string::npos) << message;
+  EXPECT_NE(message.find(fragment), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+// ------------------------------------------------------------ QuantizedGemm --
+
+struct GemmCase {
+  Shape x_shape;
+  int64_t n;
+  std::string recipe;
+  std::string activation;
+  bool bias;
+  bool fp8_x;
+  float x_scale_factor = 1.0f;  ///< X_scale = amax/448 * factor (< 1 forces saturation)
+};
+
+/// xq of the doc, for float X.
+std::vector<float> reference_quantize_x(const std::vector<float>& x, int64_t rows, int64_t k, const std::string& recipe,
+                                        float x_scale) {
+  std::vector<float> xq(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    float scale = x_scale;
+    if (recipe == "row") {
+      float amax = 0.0f;
+      for (int64_t p = 0; p < k; ++p)
+        if (std::isfinite(x[static_cast<size_t>(r * k + p)])) amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * k + p)]));
+      scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+    }
+    for (int64_t p = 0; p < k; ++p) {
+      const size_t i = static_cast<size_t>(r * k + p);
+      xq[i] = q_d(x[i] / scale) * scale;
+    }
+  }
+  return xq;
+}
+
+double reference_activation(const std::string& activation, double v) {
+  if (activation == "relu") return std::max(v, 0.0);
+  if (activation == "gelu") return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+  return v;
+}
+
+void check_quantized_gemm(const GemmCase& c, uint32_t seed) {
+  SCOPED_TRACE("X " + shape_to_string(c.x_shape) + " N=" + std::to_string(c.n) + " recipe=" + c.recipe +
+               " act=" + c.activation + (c.fp8_x ? " fp8 X" : "") + (c.bias ? " bias" : ""));
+  std::mt19937 rng(seed);
+  const int64_t k = c.x_shape.back();
+  const int64_t rows = element_count(c.x_shape) / k;
+  const Tensor x_float = testing::random_tensor(rng, c.x_shape, -3.0f, 3.0f);
+  const QuantizedWeight w = random_weight(rng, c.n, k);
+  const Tensor bias = testing::random_tensor(rng, {c.n});
+  const float x_scale = amax_of(x_float.values<float>()) / 448.0f * c.x_scale_factor;
+
+  // The activation the kernel reads, and the xq the doc says it dequantizes to.
+  Tensor x = x_float;
+  std::vector<float> xq;
+  if (c.fp8_x) {
+    std::vector<uint8_t> codes;
+    for (float v : x_float.values<float>()) codes.push_back(float_to_fp8e4m3fn(v / x_scale));
+    x = fp8_tensor(c.x_shape, codes);
+    for (uint8_t code : codes) xq.push_back(fp8e4m3fn_to_float(code) * x_scale);
+  } else {
+    const std::vector<float> values(x_float.values<float>().begin(), x_float.values<float>().end());
+    xq = reference_quantize_x(values, rows, k, c.recipe, x_scale);
+  }
+
+  std::vector<NodeInput> inputs{{"x", x, true}, {"w", w.codes}, {"w_scale", w.scale}, {"", {}}, {"x_scale", scalar_scale(x_scale, seed % 2 == 0)}};
+  if (c.bias) inputs[3] = {"b", bias};
+  if (c.recipe == "row" && !c.fp8_x) inputs.pop_back();  // X_scale is not needed for "row"
+  auto outputs = run_loka_op("QuantizedGemm", inputs, {{"act_recipe", c.recipe}, {"activation", c.activation}});
+  ASSERT_TRUE(outputs) << outputs.status().message();
+  Shape expected_shape(c.x_shape.begin(), c.x_shape.end() - 1);
+  expected_shape.push_back(c.n);
+  const Tensor& y = (*outputs)[0];
+  ASSERT_EQ(y.dtype(), DType::kFloat32);
+  ASSERT_EQ(y.shape(), expected_shape);
+
+  const uint8_t* w_codes = w.codes.data<uint8_t>();
+  int checked_saturation = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double sum = c.bias ? bias.data<float>()[j] : 0.0;
+      double magnitude = std::fabs(sum);
+      for (int64_t p = 0; p < k; ++p) {
+        const float wq = fp8e4m3fn_to_float(w_codes[j * k + p]) * w.scale.data<float>()[j];
+        const double term = static_cast<double>(xq[static_cast<size_t>(r * k + p)]) * wq;
+        sum += term;
+        magnitude += std::fabs(term);
+      }
+      const double expected = reference_activation(c.activation, sum);
+      const float actual = y.data<float>()[r * c.n + j];
+      EXPECT_NEAR(actual, expected, 2e-6 * magnitude + 1e-6) << "at row " << r << ", column " << j;
+    }
+  if (c.x_scale_factor < 1.0f) {
+    // Saturation did happen: some |xq| equals 448 * X_scale.
+    for (float v : xq) checked_saturation += std::fabs(v) == 448.0f * x_scale;
+    EXPECT_GT(checked_saturation, 0);
+  }
+}
+
+TEST(QuantizedGemm, MatchesTheSpecAcrossRecipesShapesAndEpilogues) {
+  const std::vector<GemmCase> cases = {
+      {{2, 3, 37}, 5, "tensor", "none", true, false},         // rank-3 X, K not a multiple of 16
+      {{1, 19}, 7, "row", "relu", false, false},              // one row, no bias
+      {{4, 24}, 3, "tensor", "gelu", true, true},             // FP8 X with X_scale
+      {{5, 33}, 17, "row", "gelu", true, false},
+      {{3, 2, 1, 16}, 9, "tensor", "relu", false, true},      // rank-4 FP8 X
+      {{6, 21}, 4, "tensor", "none", true, false, 0.25f},     // X_scale too small: saturates
+      {{2, 1}, 1, "row", "none", true, false},                // K = 1, N = 1
+  };
+  uint32_t seed = 100;
+  for (const GemmCase& c : cases) check_quantized_gemm(c, seed++);
+}
+
+TEST(QuantizedGemm, RowRecipeIgnoresXScaleAndHandlesZeroAndNonFiniteRows) {
+  std::mt19937 rng(5);
+  const int64_t k = 20, n = 6;
+  Tensor x = testing::random_tensor(rng, {3, k});
+  float* px = x.data<float>();
+  for (int64_t p = 0; p < k; ++p) px[k + p] = 0.0f;  // row 1: all zeros -> scale 1, output = bias
+  px[2 * k + 3] = INFINITY;                          // row 2: amax over finite values only
+  const QuantizedWeight w = random_weight(rng, n, k);
+  const Tensor bias = testing::random_tensor(rng, {n});
+  const std::vector<NodeInput> base{{"x", x, true}, {"w", w.codes}, {"w_scale", w.scale}, {"b", bias}};
+  auto without = run_loka_op("QuantizedGemm", base, {{"act_recipe", std::string("row")}});
+  std::vector<NodeInput> with_scale = base;
+  with_scale.push_back({"x_scale", scalar_scale(1e-9f, true)});
+  auto with = run_loka_op("QuantizedGemm", with_scale, {{"act_recipe", std::string("row")}});
+  ASSERT_TRUE(without) << without.status().message();
+  ASSERT_TRUE(with) << with.status().message();
+  EXPECT_EQ(testing::max_abs_difference((*without)[0], (*with)[0]), 0.0f);
+  const float* y = (*without)[0].data<float>();
+  for (int64_t j = 0; j < n; ++j) EXPECT_EQ(y[n + j], bias.data<float>()[j]);
+  // Row 2: the infinity saturates to 448 * s with s from the finite amax, the rest as usual.
+  const std::vector<float> row2(px + 2 * k, px + 3 * k);
+  const std::vector<float> xq = reference_quantize_x(row2, 1, k, "row", 0.0f);
+  EXPECT_TRUE(std::isfinite(xq[3]));
+  for (int64_t j = 0; j < n; ++j) {
+    double sum = bias.data<float>()[j];
+    for (int64_t p = 0; p < k; ++p)
+      sum += static_cast<double>(xq[static_cast<size_t>(p)]) *
+             (fp8e4m3fn_to_float(w.codes.data<uint8_t>()[j * k + p]) * w.scale.data<float>()[j]);
+    EXPECT_NEAR(y[2 * n + j], sum, 1e-4 * (1.0 + std::fabs(sum)));
+  }
+}
+
+TEST(QuantizedGemm, RejectsIllFormedInputsNamingThem) {
+  std::mt19937 rng(9);
+  const Tensor x = testing::random_tensor(rng, {2, 8});
+  const QuantizedWeight w = random_weight(rng, 3, 8);
+  const Tensor s = scalar_scale(0.01f, false);
+  const Tensor w_float = testing::random_tensor(rng, {3, 8});
+  const QuantizedWeight w_k7 = random_weight(rng, 3, 7);
+  const Tensor x_rank1 = testing::random_tensor(rng, {8});
+  const Tensor x_int = Tensor::from_int64s({2, 8}, std::vector<int64_t>(16, 1));
+  const auto gemm = [&](std::vector<NodeInput> inputs, Attrs attrs = {}) { return run_loka_op("QuantizedGemm", inputs, attrs); };
+  // A well-formed twin runs.
+  ASSERT_TRUE(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}));
+  expect_failure(gemm({{"x", x, true}, {"w", w_float}, {"ws", w.scale}, {"", {}}, {"xs", s}}), "W must be FLOAT8E4M3FN");
+  expect_failure(gemm({{"x", x, true}, {"w", w_k7.codes}, {"ws", w_k7.scale}, {"", {}}, {"xs", s}}), "K differs");
+  expect_failure(gemm({{"x", x_rank1, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}), "X must have rank >= 2");
+  expect_failure(gemm({{"x", x_int, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}), "X must be FLOAT or FLOAT8E4M3FN");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", testing::random_tensor(rng, {4})}, {"", {}}, {"xs", s}}), "W_scale must have shape [N] = [3]");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"b", testing::random_tensor(rng, {1, 3})}, {"xs", s}}), "B must have shape [N]");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}}), "X_scale");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", scalar_scale(0.0f, true)}}), "X_scale must be finite and > 0");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", testing::random_tensor(rng, {2})}}), "X_scale must have shape [] or [1]");
+  expect_failure(gemm({{"x", w.codes, true}, {"w", w.codes}, {"ws", w.scale}}, {{"act_recipe", std::string("row")}}), "X_scale");  // FP8 X needs it
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}, {{"act_recipe", std::string("block")}}), "act_recipe");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}, {{"activation", std::string("silu")}}), "activation");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}}), "3 to 5 inputs");
+}
+
+// ----------------------------------------------------------- LayerNormQuant --
+
+TEST(LayerNormQuant, IsOnnxLayerNormalizationThenQuantizeBitForBit) {
+  struct Case {
+    Shape shape;
+    bool bias;
+    float epsilon;
+    float scale_factor;  ///< Y_scale = amax/448 * factor (< 1 forces saturation)
+  };
+  const std::vector<Case> cases = {{{2, 3, 21}, true, 1e-5f, 1.0f},
+                                   {{1, 7}, false, 1e-3f, 1.0f},
+                                   {{5, 48}, true, 1e-5f, 0.2f},
+                                   {{4, 1}, true, 1e-5f, 1.0f},  // C = 1: normalized value is 0, output = Q(B / Y_scale)
+                                   {{9}, false, 0.5f, 1.0f}};
+  uint32_t seed = 300;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("X " + shape_to_string(c.shape) + " eps=" + std::to_string(c.epsilon));
+    std::mt19937 rng(seed++);
+    const int64_t channels = c.shape.back();
+    Tensor x = testing::random_tensor(rng, c.shape, -4.0f, 4.0f);
+    for (float& v : x.values<float>()) v += 2.0f;  // a non-zero mean
+    const Tensor gamma = testing::random_tensor(rng, {channels}, 0.5f, 2.0f);
+    const Tensor beta = testing::random_tensor(rng, {channels});
+    const float y_scale = 4.0f / 448.0f * c.scale_factor;
+    const std::vector<std::string> ln_inputs{"x", "gamma", c.bias ? "beta" : ""};
+    const Attrs attrs{{"epsilon", c.epsilon}};
+
+    ModelBuilder builder(17);
+    builder.opset("ai.loka", 1)
+        .input("x", DType::kFloat32, c.shape)
+        .initializer("gamma", gamma)
+        .initializer("beta", beta)
+        .initializer("y_scale", scalar_scale(y_scale, channels % 2 == 0))
+        .node("LayerNormalization", ln_inputs, {"ln"}, {{"epsilon", c.epsilon}, {"axis", int64_t{-1}}}, "ln_node")
+        .node("LayerNormQuant", {"x", "gamma", c.bias ? "beta" : "", "y_scale"}, {"q"}, attrs, "lnq_node", "ai.loka")
+        .output_unshaped("ln", DType::kFloat32)
+        .output_unshaped("q", DType::kFloat8E4M3FN);
+    auto engine = builder.build_engine();
+    ASSERT_TRUE(engine) << engine.status().message();
+    auto outputs = testing::run_once(**engine, {x});
+    ASSERT_TRUE(outputs) << outputs.status().message();
+    const Tensor& ln = (*outputs)[0];
+    const Tensor& q = (*outputs)[1];
+    ASSERT_EQ(q.dtype(), DType::kFloat8E4M3FN);
+    ASSERT_EQ(q.shape(), c.shape);
+
+    int saturated = 0;
+    const int64_t rows = element_count(c.shape) / channels;
+    for (int64_t r = 0; r < rows; ++r) {
+      // Independent double-precision LayerNorm of the row.
+      const float* row = x.data<float>() + r * channels;
+      double mean = 0.0, var = 0.0;
+      for (int64_t j = 0; j < channels; ++j) mean += row[j];
+      mean /= static_cast<double>(channels);
+      for (int64_t j = 0; j < channels; ++j) var += (row[j] - mean) * (row[j] - mean);
+      var /= static_cast<double>(channels);
+      for (int64_t j = 0; j < channels; ++j) {
+        const size_t i = static_cast<size_t>(r * channels + j);
+        const uint8_t code = q.data<uint8_t>()[i];
+        // Bit for bit: Q(ONNX LayerNormalization / Y_scale).
+        ASSERT_EQ(code, float_to_fp8e4m3fn(ln.data<float>()[i] / y_scale)) << "at " << i;
+        const double expected = ((row[j] - mean) / std::sqrt(var + c.epsilon) * gamma.data<float>()[j] +
+                                 (c.bias ? beta.data<float>()[j] : 0.0)) / y_scale;
+        const double decoded = fp8e4m3fn_to_float(code);
+        if (std::fabs(expected) >= 448.0) {
+          EXPECT_EQ(decoded, std::copysign(448.0, expected)) << "at " << i;
+          ++saturated;
+        } else {
+          // Within one FP8 rounding (3 mantissa bits; subnormal quantum 2^-9) plus FP32 slack.
+          EXPECT_NEAR(decoded, expected, std::fabs(expected) / 16.0 + std::ldexp(1.0, -10) + 1e-4) << "at " << i;
+        }
+      }
+    }
+    if (c.scale_factor < 1.0f) EXPECT_GT(saturated, 0);
+  }
+}
+
+TEST(LayerNormQuant, RejectsIllFormedInputsNamingThem) {
+  std::mt19937 rng(11);
+  const Tensor x = testing::random_tensor(rng, {3, 6});
+  const Tensor gamma = testing::random_tensor(rng, {6});
+  const Tensor s = scalar_scale(0.01f, true);
+  const auto lnq = [&](std::vector<NodeInput> inputs, Attrs attrs = {}) { return run_loka_op("LayerNormQuant", inputs, attrs); };
+  ASSERT_TRUE(lnq({{"x", x, true}, {"g", gamma}, {"", {}}, {"s", s}}));
+  expect_failure(lnq({{"x", x, true}, {"g", testing::random_tensor(rng, {5})}, {"", {}}, {"s", s}}), "Scale must have shape [C] = [6]");
+  expect_failure(lnq({{"x", x, true}, {"g", gamma}, {"b", testing::random_tensor(rng, {3, 6})}, {"s", s}}), "B must have shape [C]");
+  expect_failure(lnq({{"x", x, true}, {"g", gamma}, {"", {}}, {"", {}}}), "Y_scale");
+  expect_failure(lnq({{"x", x, true}, {"g", gamma}, {"", {}}, {"s", scalar_scale(-1.0f, false)}}), "Y_scale must be finite and > 0");
+  expect_failure(lnq({{"x", Tensor::from_int64s({3, 6}, std::vector<int64_t>(18, 2)), true}, {"g", gamma}, {"", {}}, {"s", s}}), "X must be FLOAT");
+  expect_failure(lnq({{"x", x, true}, {"g", gamma}}), "takes 4 inputs, got 2");
+}
+
+// -------------------------------------------------- division, not reciprocal --
+
+// 10.9375 / 7 is exactly 1.5625, the midpoint of the E4M3 neighbours 1.5 and 1.625, so ties-to-even
+// gives 1.5; 10.9375 * fl(1/7) lands just above the midpoint and would give 1.625. The doc (as ONNX
+// QuantizeLinear) says x / scale is one FP32 division.
+TEST(LokaOps, QuantizeDividesByTheScaleAsQuantizeLinear) {
+  const float value = 10.9375f, scale = 7.0f;
+  ASSERT_EQ(value / scale, 1.5625f);
+  ASSERT_EQ(q_d(value * (1.0f / scale)), 1.625f);  // the trap the kernels must avoid
+  // LayerNormQuant: X = [-4, 4] with epsilon 0 normalizes to exactly [-1, 1]; gamma makes it ±10.9375.
+  const std::vector<float> x_values{-4.0f, 4.0f}, gamma_values{value, value};
+  auto lnq = run_loka_op("LayerNormQuant",
+                         {{"x", Tensor::from_floats({1, 2}, x_values), true},
+                          {"g", Tensor::from_floats({2}, gamma_values)},
+                          {"", {}},
+                          {"s", scalar_scale(scale, false)}},
+                         {{"epsilon", 0.0f}});
+  ASSERT_TRUE(lnq) << lnq.status().message();
+  EXPECT_EQ(fp8e4m3fn_to_float((*lnq)[0].data<uint8_t>()[0]), -1.5f);
+  EXPECT_EQ(fp8e4m3fn_to_float((*lnq)[0].data<uint8_t>()[1]), 1.5f);
+  // QuantizedGemm "tensor": Y = D(Q(10.9375 / 7)) * 7 * (1.0 * 1) = 10.5.
+  const std::vector<float> one{1.0f};
+  auto gemm = run_loka_op("QuantizedGemm",
+                          {{"x", Tensor::from_floats({1, 1}, std::vector<float>{value}), true},
+                           {"w", fp8_tensor({1, 1}, {float_to_fp8e4m3fn(1.0f)})},
+                           {"ws", Tensor::from_floats({1}, one)},
+                           {"", {}},
+                           {"xs", scalar_scale(scale, true)}});
+  ASSERT_TRUE(gemm) << gemm.status().message();
+  EXPECT_EQ((*gemm)[0].data<float>()[0], 10.5f);
+}
+
+// ---------------------------------------------------------- QuantizedGather --
+
+template <typename Index>
+Tensor index_tensor(const Shape& shape, const std::vector<int64_t>& ids) {
+  if constexpr (sizeof(Index) == 8) {
+    return Tensor::from_int64s(shape, ids);
+  } else {
+    Tensor tensor = Tensor::zeros(DType::kInt32, shape);
+    for (size_t i = 0; i < ids.size(); ++i) tensor.data<int32_t>()[i] = static_cast<int32_t>(ids[i]);
+    return tensor;
+  }
+}
+
+TEST(QuantizedGather, LooksUpRowsPerRowAndPerTensorWithNegativeIds) {
+  std::mt19937 rng(21);
+  const int64_t v = 11, d = 6;
+  std::vector<uint8_t> codes(static_cast<size_t>(v * d));
+  std::uniform_int_distribution<int> code_dist(0, 255);
+  for (uint8_t& code : codes) {
+    do code = static_cast<uint8_t>(code_dist(rng));
+    while ((code & 0x7F) == 0x7F);  // no NaN codes, so equality below is meaningful
+  }
+  const Tensor table = fp8_tensor({v, d}, codes);
+  const Tensor per_row = testing::random_tensor(rng, {v}, 0.001f, 0.1f);
+  const Tensor per_tensor = testing::random_tensor(rng, {1}, 0.001f, 0.1f);
+  std::uniform_int_distribution<int64_t> id_dist(-v, v - 1);
+  struct Case {
+    Shape ids_shape;
+    bool int32;
+    bool per_row;
+  };
+  for (const Case& c : std::vector<Case>{{{2, 3}, false, true}, {{7}, true, true}, {{4, 1, 2}, true, false},
+                                         {{}, false, false}, {{0, 5}, false, true}}) {
+    SCOPED_TRACE("Indices " + shape_to_string(c.ids_shape) + (c.int32 ? " int32" : " int64") + (c.per_row ? " per-row" : " per-tensor"));
+    std::vector<int64_t> ids(static_cast<size_t>(element_count(c.ids_shape)));
+    for (int64_t& id : ids) id = id_dist(rng);
+    if (ids.size() >= 2) {
+      ids[0] = -v;     // the extremes of the valid range
+      ids[1] = v - 1;
+    }
+    const Tensor indices = c.int32 ? index_tensor<int32_t>(c.ids_shape, ids) : index_tensor<int64_t>(c.ids_shape, ids);
+    const Tensor& scale = c.per_row ? per_row : per_tensor;
+    auto outputs = run_loka_op("QuantizedGather", {{"table", table}, {"scale", scale}, {"ids", indices, true}});
+    ASSERT_TRUE(outputs) << outputs.status().message();
+    const Tensor& y = (*outputs)[0];
+    Shape expected_shape = c.ids_shape;
+    expected_shape.push_back(d);
+    ASSERT_EQ(y.dtype(), DType::kFloat32);
+    ASSERT_EQ(y.shape(), expected_shape);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int64_t row = ids[i] < 0 ? ids[i] + v : ids[i];
+      const float s = scale.data<float>()[c.per_row ? row : 0];
+      for (int64_t j = 0; j < d; ++j)
+        ASSERT_EQ(y.data<float>()[static_cast<int64_t>(i) * d + j],
+                  fp8e4m3fn_to_float(codes[static_cast<size_t>(row * d + j)]) * s)
+            << "id " << ids[i] << ", column " << j;
+    }
+  }
+}
+
+TEST(QuantizedGather, RejectsOutOfRangeIdsAndIllFormedInputs) {
+  std::mt19937 rng(23);
+  const Tensor table = fp8_tensor({5, 4}, std::vector<uint8_t>(20, 0x38));
+  const Tensor scale = testing::random_tensor(rng, {5}, 0.1f, 1.0f);
+  const auto gather = [&](const Tensor& t, const Tensor& s, const Tensor& ids) {
+    return run_loka_op("QuantizedGather", {{"table", t}, {"scale", s}, {"ids", ids, true}});
+  };
+  ASSERT_TRUE(gather(table, scale, index_tensor<int64_t>({3}, {0, -5, 4})));
+  expect_failure(gather(table, scale, index_tensor<int64_t>({3}, {0, 5, 1})), "Indices[1] = 5 is outside [-5, 5)");
+  expect_failure(gather(table, scale, index_tensor<int32_t>({2, 2}, {0, 1, 2, -6})), "Indices[3] = -6");
+  expect_failure(gather(table, scale, index_tensor<int64_t>({1}, {int64_t{1} << 40})), std::to_string(int64_t{1} << 40));
+  expect_failure(gather(testing::random_tensor(rng, {5, 4}), scale, index_tensor<int64_t>({1}, {0})), "Table must be FLOAT8E4M3FN");
+  expect_failure(gather(fp8_tensor({20}, std::vector<uint8_t>(20, 0)), scale, index_tensor<int64_t>({1}, {0})), "Table must be 2-D");
+  expect_failure(gather(table, testing::random_tensor(rng, {4}), index_tensor<int64_t>({1}, {0})), "Row_scale must have shape [V] = [5] or [1]");
+  expect_failure(gather(table, scale, testing::random_tensor(rng, {2})), "Indices must be INT64 or INT32");
+}
+
+}  // namespace
+}  // namespace loka
