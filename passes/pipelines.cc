@@ -1,23 +1,72 @@
 // ============================================================================
 // passes/pipelines.cc — every built-in pass, and all ordering, in one place.
 //
-// Ordering constraints (one line of reason each):
-//   infer-shapes first   — every later pass reads value types (sites, FLOPs, rewrites).
-//   probe after shapes   — it classifies sites and counts FLOPs from shapes.
+// Default pipeline and why each constraint holds:
+//   canonicalize          first: folds constants and shape chains, removes
+//                         Identity/Dropout, fuses MatMul+Add and decomposed
+//                         LayerNorms, stores weights [N,K] (transB=1) — every
+//                         later pass matches these canonical forms.
+//   infer-shapes          after any rewrite, before passes that read types
+//                         (sites, FLOPs, layouts).
+//   center-norm-weights   before the Probe: it changes the weights the Probe
+//                         measures (exact in FP32, removes the common mode).
+//   migrate-outliers      before the Probe for the same reason; after
+//                         centring, whose per-row means it would otherwise scale.
+//   probe                 measures the model that will be quantized.
+//   pin-precision         needs the Probe's verdicts and errors.
+//   insert-scales         needs the chosen precisions; creates the ai.loka ops.
+//   fuse-layernorm-quant  needs QuantizedGemm consumers to exist.
+//   lower-qdq             last, and only for --format qdq: replaces ai.loka ops.
 // ============================================================================
 #include "passes/pipelines.h"
 
+#include "passes/canonicalize/canonicalize.h"
+#include "passes/canonicalize/eliminate_dead_code.h"
+#include "passes/canonicalize/fold_constants.h"
+#include "passes/canonicalize/fold_shape_chains.h"
+#include "passes/canonicalize/fuse_decomposed_layernorm.h"
+#include "passes/canonicalize/fuse_matmul_add.h"
+#include "passes/canonicalize/normalize_gemm.h"
+#include "passes/canonicalize/remove_identities.h"
+#include "passes/canonicalize/upgrade_opset.h"
 #include "passes/infer_shapes_pass.h"
+#include "passes/mods/center_norm_weights.h"
+#include "passes/mods/fuse_layernorm_quant.h"
+#include "passes/mods/insert_scales.h"
+#include "passes/mods/migrate_outliers.h"
+#include "passes/mods/pin_precision.h"
+#include "passes/onnx/qdq_lowering.h"
 #include "passes/pass_registry.h"
 #include "passes/probe/probe_pass.h"
 
 namespace loka {
 
 void register_builtin_passes(PassRegistry& registry) {
+  // Canonicalization (canonicalize runs the others to a fixpoint).
+  registry.add(canonicalize_pass_info(), make_canonicalize_pass);
+  registry.add(fold_constants_pass_info(), make_fold_constants_pass);
+  registry.add(fold_shape_chains_pass_info(), make_fold_shape_chains_pass);
+  registry.add(remove_identities_pass_info(), make_remove_identities_pass);
+  registry.add(fuse_matmul_add_pass_info(), make_fuse_matmul_add_pass);
+  registry.add(normalize_gemm_pass_info(), make_normalize_gemm_pass);
+  registry.add(fuse_decomposed_layernorm_pass_info(), make_fuse_decomposed_layernorm_pass);
+  registry.add(eliminate_dead_code_pass_info(), make_eliminate_dead_code_pass);
+  registry.add(upgrade_opset_pass_info(), make_upgrade_opset_pass);
   registry.add(infer_shapes_pass_info(), make_infer_shapes_pass);
+  // FP8-expanding rewrites (exact in FP32).
+  registry.add(center_norm_weights_pass_info(), make_center_norm_weights_pass);
+  registry.add(migrate_outliers_pass_info(), make_migrate_outliers_pass);
+  // Probe and the Mods that act on it.
   registry.add(probe_pass_info(), make_probe_pass);
+  registry.add(pin_precision_pass_info(), make_pin_precision_pass);
+  registry.add(insert_scales_pass_info(), make_insert_scales_pass);
+  registry.add(fuse_layernorm_quant_pass_info(), make_fuse_layernorm_quant_pass);
+  registry.add(lower_qdq_pass_info(), make_lower_qdq_pass);
 }
 
-std::string default_pipeline() { return "infer-shapes,probe"; }
+std::string default_pipeline() {
+  return "canonicalize,infer-shapes,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
+         "insert-scales,fuse-layernorm-quant,infer-shapes";
+}
 
 }  // namespace loka

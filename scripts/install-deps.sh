@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs what LoKA builds and tests with, on Debian 12 (idempotent: installs only what is missing).
 #   Debian: compiler, CMake, Ninja, libonnx, protobuf, Boost.Graph, fmt, nlohmann-json, GoogleTest, zlib,
-#           the ONNX backend test data, Python.
+#           the ONNX backend test data, Python; Graphviz (loka-inspect --html draws the graph with `dot`)
+#           and headless Chromium (the test that opens that report in a real browser).
 #   PyPI:   onnx (FP8 conformance data, model checks) and onnxruntime (interop tests), numpy.
 # The CUDA toolkit is not installed here: CUDA code is built when nvcc is already on the PATH.
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config
           libonnx-dev libprotobuf-dev protobuf-compiler libboost-graph-dev libfmt-dev nlohmann-json3-dev
-          libgtest-dev zlib1g-dev libonnx-testdata python3 python3-pip)
+          libgtest-dev zlib1g-dev libonnx-testdata python3 python3-pip
+          graphviz chromium-headless-shell)
 
 missing=()
 for package in "${packages[@]}"; do

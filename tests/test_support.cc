@@ -3,6 +3,7 @@
 // ============================================================================
 #include "test_support.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -22,6 +23,20 @@ std::filesystem::path make_temp_dir(const std::string& prefix) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+std::vector<std::string> zoo_model_dirs(bool with_variants) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> models;
+  const fs::path root = source_dir() / "models" / "zoo";
+  std::vector<fs::path> folders = {root};
+  if (with_variants) folders.push_back(root / "exports");
+  std::error_code error;
+  for (const fs::path& dir : folders)
+    for (const auto& entry : fs::directory_iterator(dir, error))
+      if (fs::exists(entry.path() / "model.onnx")) models.push_back(fs::relative(entry.path(), root).string());
+  std::sort(models.begin(), models.end());
+  return models;
 }
 
 CommandResult run_command(const std::string& command) {

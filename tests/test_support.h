@@ -16,6 +16,9 @@ namespace loka::testing {
 std::filesystem::path source_dir();
 /// Where loka-run, loka-opt and loka-inspect were built.
 std::filesystem::path tools_dir();
+/// Every zoo model folder holding a model.onnx, relative to models/zoo ("dhen",
+/// "exports/dhen_torchscript_op13", ...), sorted. `with_variants` adds models/zoo/exports/*.
+std::vector<std::string> zoo_model_dirs(bool with_variants = true);
 /// A fresh, empty directory under the system temp dir, unique per call.
 std::filesystem::path make_temp_dir(const std::string& prefix);
 

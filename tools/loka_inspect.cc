@@ -1,14 +1,16 @@
 // ============================================================================
 // tools/loka_inspect.cc — `loka-inspect`: read the annotations inside a model.
 //
-//   loka-inspect MODEL.onnx [--json] [--dot FILE] [--sort error|flops|order]
+//   loka-inspect MODEL.onnx [--json] [--html FILE] [--dot FILE] [--sort error|flops|order]
 //
 // Default: a table of every node (op, output shape, FLOPs per sample,
 // precision, verdict, end-to-end error mean ± 95% CI, SQNR, activation amax,
 // batches, kernel) and the most sensitive sites ranked with the likely reason
 // (dynamic range, outliers, amplification by a following normalization).
 // --json prints the contract document ({"model", "nodes": [...]}, nodes in
-// graph order); --dot writes a Graphviz graph coloured by precision/verdict.
+// graph order); --dot writes a Graphviz graph coloured by precision/verdict;
+// --html writes a self-contained report (that graph drawn by Graphviz's `dot`,
+// the site table, histograms of the worst sites; tools/inspect/html_report.h).
 // ============================================================================
 #include <algorithm>
 #include <cmath>
@@ -21,6 +23,8 @@
 #include "passes/onnx/onnx_import.h"
 #include "passes/probe/annotations.h"
 #include "tools/cli/arguments.h"
+#include "tools/inspect/dot_graph.h"
+#include "tools/inspect/html_report.h"
 
 namespace loka {
 namespace {
@@ -32,6 +36,7 @@ cli::ArgumentParser make_parser() {
   parser.positional("MODEL", "an ONNX model, usually written by loka-opt")
       .flag("--json", "print the annotation document as JSON (the contract form)")
       .option("--dot", "FILE", "write the graph in Graphviz dot, coloured by precision and verdict")
+      .option("--html", "FILE", "write a self-contained HTML report: graph (needs Graphviz's dot), site table, histograms")
       .option("--sort", "KEY", "table order").choices({"order", "error", "flops"}).default_value("order")
       .option("--top", "N", "how many sensitive sites to rank").default_value("5");
   return parser;
@@ -133,38 +138,17 @@ void print_table(const ir::Graph& graph, nlohmann::json nodes, const std::string
                 error_mean(sites[static_cast<size_t>(i)]), reason(graph, sites[static_cast<size_t>(i)]).c_str());
 }
 
-std::string dot_color(const nlohmann::json& node) {
-  const std::string verdict = node["verdict"].is_string() ? node["verdict"].get<std::string>() : "";
-  const std::string precision = node["precision"].get<std::string>();
-  if (precision.rfind("fp8", 0) == 0) return "#7fc97f";
-  if (verdict == "safe") return "#b3e2cd";
-  if (verdict == "unsafe") return "#fbb4ae";
-  if (verdict == "undecided") return "#fed9a6";
-  return precision == "bf16" ? "#cbd5e8" : "#f2f2f2";
-}
-
-std::string dot_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-std::string to_dot(const ir::Graph& graph, const nlohmann::json& nodes) {
-  std::string dot = "digraph loka {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"Helvetica\"];\n";
-  for (const auto& node : nodes) {
-    const std::string name = node["name"].get<std::string>();
-    std::string label = name + "\\n" + node["op"].get<std::string>() + " · " + node["precision"].get<std::string>();
-    if (node["verdict"].is_string()) label += " · " + node["verdict"].get<std::string>();
-    dot += "  \"" + dot_escape(name) + "\" [label=\"" + dot_escape(label) + "\", fillcolor=\"" + dot_color(node) + "\"];\n";
-  }
-  for (const ir::Node* node : graph.nodes())
-    for (const ir::Value* input : node->inputs())
-      if (input && input->producer())
-        dot += "  \"" + dot_escape(input->producer()->name()) + "\" -> \"" + dot_escape(node->name()) + "\";\n";
-  return dot + "}\n";
+/// --html: the report, with each measured site's likely reason of sensitivity.
+int write_html(const ir::Graph& graph, const std::string& model_path, const nlohmann::json& model, nlohmann::json nodes,
+               int top, const std::string& path) {
+  auto svg = inspect::render_svg(inspect::to_dot(graph, nodes));
+  if (!svg) return cli::runtime_error(kProgram, "--html: " + svg.status().message());
+  for (auto& node : nodes)
+    if (error_mean(node) >= 0) node["reason"] = reason(graph, node);
+  std::ofstream out(path, std::ios::binary);
+  out << inspect::html_report({model_path, model, nodes, *svg, top});
+  if (!out) return cli::runtime_error(kProgram, "cannot write '" + path + "'");
+  return 0;
 }
 
 int main_checked(int argc, char** argv) {
@@ -180,19 +164,23 @@ int main_checked(int argc, char** argv) {
   auto document = read_annotations(**graph);
   if (!document) return cli::runtime_error(kProgram, args.positionals()[0] + ": " + document.status().message());
   const nlohmann::json nodes = node_list(**graph, (*document)["nodes"]);
+  nlohmann::json model = (*document)["model"];
+  if ((*graph)->metadata.count("loka.pipeline")) model["pipeline"] = (*graph)->metadata.at("loka.pipeline");
+  model["name"] = (*graph)->name;
   if (args.has("--dot")) {
     std::ofstream out(args.value("--dot"));
-    out << to_dot(**graph, nodes);
+    out << inspect::to_dot(**graph, nodes);
     if (!out) return cli::runtime_error(kProgram, "cannot write '" + args.value("--dot") + "'");
   }
+  if (args.has("--html")) {
+    if (int code = write_html(**graph, args.positionals()[0], model, nodes, static_cast<int>(*top), args.value("--html")))
+      return code;
+  }
   if (args.has("--json")) {
-    nlohmann::json model = (*document)["model"];
-    if ((*graph)->metadata.count("loka.pipeline")) model["pipeline"] = (*graph)->metadata.at("loka.pipeline");
-    model["name"] = (*graph)->name;
     std::printf("%s\n", nlohmann::json{{"model", model}, {"nodes", nodes}}.dump(2).c_str());
     return 0;
   }
-  if (!args.has("--dot")) print_table(**graph, nodes, args.value("--sort"), static_cast<int>(*top));
+  if (!args.has("--dot") && !args.has("--html")) print_table(**graph, nodes, args.value("--sort"), static_cast<int>(*top));
   return 0;
 }
 

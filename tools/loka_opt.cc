@@ -24,6 +24,7 @@
 #include "passes/ir/text_format.h"
 #include "passes/onnx/onnx_export.h"
 #include "passes/onnx/onnx_import.h"
+#include "passes/onnx/qdq_lowering.h"
 #include "passes/pass_manager.h"
 #include "passes/pipelines.h"
 #include "passes/probe/annotations.h"
@@ -59,6 +60,9 @@ cli::ArgumentParser make_parser() {
       .option("--pipeline", "STR", "passes to run, e.g. 'infer-shapes,probe{batches=16}'").default_value(default_pipeline())
       .option("--pin", "REGEX=PREC", "pin nodes matching REGEX to bf16|fp32|fp8").repeated()
       .option("--device", "DEV", "device to calibrate and tune on").choices({"cpu", "cuda"}).default_value("cpu")
+      .option("--format", "FMT", "output: 'loka' (ai.loka ops, FP8 initializers, annotations) or 'qdq' (standard ONNX "
+                                 "QuantizeLinear/DequantizeLinear, opset >= 19, for onnxruntime)")
+      .choices({"loka", "qdq"}).default_value("loka")
       .option("--report", "FILE.json", "write a JSON report (passes, timings, statistics, summary)")
       .option("--print-ir-after", "PASS", "print the IR after the named pass (stderr)")
       .flag("--print-ir-after-change", "print the IR after every pass that changed it (stderr)")
@@ -87,18 +91,19 @@ Result<std::unique_ptr<ir::Graph>> load_input(const std::filesystem::path& path)
 }
 
 struct Summary {
-  size_t nodes = 0, sites = 0, safe = 0, unsafe = 0, undecided = 0;
+  size_t sites = 0, safe = 0, unsafe = 0, undecided = 0;
   double site_flops = 0, safe_flops = 0;
   size_t weight_bytes = 0;
+  nlohmann::json precision;  ///< pin-precision's model-level decision (empty when it did not run)
 };
 
 Summary summarize(const ir::Graph& graph) {
   Summary summary;
-  summary.nodes = graph.node_count();
   for (const ir::Value* value : graph.values())
     if (value->is_initializer()) summary.weight_bytes += value->initializer()->byte_size();
   auto document = read_annotations(graph);
   if (!document) return summary;
+  summary.precision = (*document)["model"].value("precision", nlohmann::json());
   for (const auto& [name, node] : (*document)["nodes"].items()) {
     if (!node.contains("verdict")) continue;
     ++summary.sites;
@@ -115,6 +120,20 @@ Summary summarize(const ir::Graph& graph) {
     }
   }
   return summary;
+}
+
+void print_summary(const Summary& summary, size_t weight_bytes_before) {
+  if (summary.sites > 0)
+    std::printf("  Probe      %zu candidate sites: %zu safe, %zu unsafe, %zu undecided alone\n", summary.sites,
+                summary.safe, summary.unsafe, summary.undecided);
+  if (summary.precision.is_object()) {
+    const auto& p = summary.precision;
+    std::printf("  FP8        %d of %d sites in FP8, %.1f%% of GEMM FLOPs; predicted %s %.3g against the budget %s (%s)\n",
+                p.value("fp8_sites", 0), p.value("sites", 0), 100.0 * p.value("fp8_flop_share", 0.0),
+                p.value("predicted_metric", std::string("error")).c_str(), p.value("predicted_error", 0.0),
+                p.value("budget", std::string("?")).c_str(), p.value("within_budget", false) ? "within" : "OVER");
+  }
+  std::printf("  weights    %.2f MB before, %.2f MB after\n", weight_bytes_before / 1e6, summary.weight_bytes / 1e6);
 }
 
 int main_checked(int argc, char** argv) {
@@ -167,6 +186,10 @@ int main_checked(int argc, char** argv) {
   auto records = manager.run(**graph, *pipeline, settings);
   if (!records) return cli::runtime_error(kProgram, model_path.string() + ": " + records.status().message());
 
+  if (args.value("--format") == "qdq") {
+    if (Status status = lower_to_qdq(**graph); !status)
+      return cli::runtime_error(kProgram, model_path.string() + ": --format qdq: " + status.message());
+  }
   (*graph)->metadata["loka.pipeline"] = resolved;
   if (Status status = onnx_io::write_model_file(**graph, output_path); !status)
     return cli::runtime_error(kProgram, status.message());
@@ -181,11 +204,7 @@ int main_checked(int argc, char** argv) {
       for (const auto& [name, value] : record.statistics) std::printf("  %s=%g", name.c_str(), value);
       std::printf("\n");
     }
-    if (summary.sites > 0)
-      std::printf("  FP8 sites  %zu candidate sites: %zu safe, %zu unsafe, %zu undecided; %.1f%% of GEMM FLOPs at safe sites\n",
-                  summary.sites, summary.safe, summary.unsafe, summary.undecided,
-                  summary.site_flops > 0 ? 100.0 * summary.safe_flops / summary.site_flops : 0.0);
-    std::printf("  weights    %zu bytes before, %zu bytes after\n", weight_bytes_before, summary.weight_bytes);
+    print_summary(summary, weight_bytes_before);
   }
   if (args.has("--report")) {
     nlohmann::json report = {{"model", model_path.string()},   {"output", output_path.string()},
@@ -194,7 +213,8 @@ int main_checked(int argc, char** argv) {
                              {"weight_bytes_after", summary.weight_bytes},
                              {"sites", summary.sites},         {"safe_sites", summary.safe},
                              {"unsafe_sites", summary.unsafe}, {"undecided_sites", summary.undecided},
-                             {"safe_flop_share", summary.site_flops > 0 ? summary.safe_flops / summary.site_flops : 0.0}};
+                             {"safe_flop_share", summary.site_flops > 0 ? summary.safe_flops / summary.site_flops : 0.0},
+                             {"precision", summary.precision}};
     for (const PassRunRecord& record : *records)
       report["passes"].push_back({{"pass", record.pass}, {"changed", record.changed}, {"seconds", record.seconds},
                                   {"statistics", record.statistics}});

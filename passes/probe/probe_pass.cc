@@ -15,6 +15,7 @@
 #include "passes/onnx/onnx_export.h"
 #include "passes/probe/annotations.h"
 #include "passes/probe/budget.h"
+#include "passes/probe/metrics.h"
 #include "passes/probe/sites.h"
 #include "passes/probe/statistics.h"
 #include "runtime/test_data.h"
@@ -23,6 +24,7 @@ namespace loka {
 namespace {
 
 using probe::BatchMeans;
+using probe::logloss;
 using probe::Site;
 using probe::SiteKind;
 using probe::ValueStatistics;
@@ -237,22 +239,6 @@ std::vector<float> flatten_outputs(const std::vector<Tensor>& outputs) {
   return all;
 }
 
-/// Binary cross-entropy of the first output against 0/1 labels; logits are
-/// recognised by values outside [0, 1].
-double logloss(const Tensor& prediction, const std::vector<float>& labels) {
-  const std::vector<float> values = prediction.to_floats();
-  bool logits = false;
-  for (float v : values) logits |= (v < 0.0f || v > 1.0f);
-  double total = 0;
-  const size_t n = std::min(values.size(), labels.size());
-  for (size_t i = 0; i < n; ++i) {
-    double p = logits ? 1.0 / (1.0 + std::exp(-static_cast<double>(values[i]))) : values[i];
-    p = std::clamp(p, 1e-7, 1.0 - 1e-7);
-    total -= labels[i] > 0.5f ? std::log(p) : std::log(1.0 - p);
-  }
-  return n ? total / static_cast<double>(n) : 0.0;
-}
-
 Status check_finite_inputs(const DataSet& data, const std::vector<Tensor>& inputs,
                            const std::vector<TensorInfo>& infos) {
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -462,7 +448,16 @@ class ProbePass final : public Pass {
             {"underflow_fraction_e5m2", stats.underflow_fraction(cpu::fp8_scale_for_amax(stats.amax(), Fp8Format::kE5M2), Fp8Format::kE5M2)},
             {"amax_drift_cv", stats.batch_amax_drift()},
             {"scale_e4m3", scale},
-            {"values", stats.count()}};
+            {"values", stats.count()},
+            {"zeros", stats.zeros()},
+            {"log2_histogram", log2_histogram_json(stats)}};
+  }
+
+  /// [[e, count], ...]: count values with 2^e <= |v| < 2^(e+1), non-empty octaves only.
+  static nlohmann::json log2_histogram_json(const ValueStatistics& stats) {
+    nlohmann::json bins = nlohmann::json::array();
+    for (const auto& [exponent, count] : stats.octave_histogram()) bins.push_back({exponent, count});
+    return bins;
   }
 
   static void annotate_site(const SiteState& state, const probe::Budget& budget, size_t site_count, bool have_labels,

@@ -133,4 +133,16 @@ double ValueStatistics::batch_amax_drift() const {
   return m > 0 ? batch_amax_.stddev() / m : 0.0;
 }
 
+std::vector<std::pair<int, uint64_t>> ValueStatistics::octave_histogram() const {
+  std::vector<std::pair<int, uint64_t>> octaves;
+  for (int b = 0; b < kBins; ++b) {
+    const uint64_t n = bins_[static_cast<size_t>(b)];
+    if (n == 0) continue;
+    const int exponent = kMinExponent + b / kBinsPerOctave;
+    if (!octaves.empty() && octaves.back().first == exponent) octaves.back().second += n;
+    else octaves.emplace_back(exponent, n);
+  }
+  return octaves;
+}
+
 }  // namespace loka::probe

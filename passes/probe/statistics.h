@@ -67,6 +67,10 @@ class ValueStatistics {
   double saturation_fraction(float scale, cpu::Fp8Format format) const;
   /// Per-batch amax, for drift across batches (coefficient of variation).
   double batch_amax_drift() const;
+  /// The histogram at one bin per octave, non-empty bins only, ascending:
+  /// (e, n) means n non-zero finite values had 2^e <= |v| < 2^(e+1). Compact
+  /// enough to store per site in the annotations (reports draw it).
+  std::vector<std::pair<int, uint64_t>> octave_histogram() const;
 
  private:
   uint64_t count_ = 0;

@@ -23,16 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> zoo_models() {
-  std::vector<std::string> models;
-  const fs::path root = testing::source_dir() / "models" / "zoo";
-  std::error_code error;
-  for (const fs::path& dir : {root, root / "exports"})
-    for (const auto& entry : fs::directory_iterator(dir, error))
-      if (fs::exists(entry.path() / "model.onnx")) models.push_back(fs::relative(entry.path(), root).string());
-  std::sort(models.begin(), models.end());
-  return models;
-}
 
 class ZooRoundTrip : public ::testing::TestWithParam<std::string> {};
 
@@ -74,7 +64,7 @@ TEST_P(ZooRoundTrip, ExportReimportIsIdenticalAndComputesTheSame) {
   for (size_t i = 0; i < a->size(); ++i) EXPECT_EQ(testing::max_abs_difference((*a)[i], (*b)[i]), 0.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooRoundTrip, ::testing::ValuesIn(zoo_models()),
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooRoundTrip, ::testing::ValuesIn(testing::zoo_model_dirs()),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name)

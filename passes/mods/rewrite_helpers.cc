@@ -1,0 +1,56 @@
+// ============================================================================
+// passes/mods/rewrite_helpers.cc — matching and constant-rewriting helpers of the Mods.
+// ============================================================================
+#include "passes/mods/rewrite_helpers.h"
+
+#include "passes/canonicalize/rewrite_utils.h"
+
+namespace loka::mods {
+
+const Tensor* float_constant(const ir::Value* value) {
+  if (value == nullptr || !value->is_initializer() || value->is_graph_input()) return nullptr;
+  const Tensor& tensor = *value->initializer();
+  return tensor.dtype() == DType::kFloat32 && tensor.defined() ? &tensor : nullptr;
+}
+
+ir::Node* sole_reader(const ir::Value* value) {
+  return value != nullptr && canonicalize::has_exactly_uses(value, 1) ? value->uses()[0].node : nullptr;
+}
+
+std::optional<WeightGemm> as_weight_gemm(const ir::Node& node, bool require_untransposed_activation) {
+  const bool is_gemm = node.is("Gemm");
+  if (!is_gemm && !node.is("MatMul")) return std::nullopt;
+  WeightGemm gemm;
+  gemm.weight = float_constant(node.input(1));
+  if (gemm.weight == nullptr || gemm.weight->rank() != 2) return std::nullopt;
+  if (is_gemm) {
+    auto trans_a = node.attributes().get_int("transA", 0);
+    auto trans_b = node.attributes().get_int("transB", 0);
+    if (!trans_a || !trans_b || (require_untransposed_activation && *trans_a != 0)) return std::nullopt;
+    gemm.transposed = *trans_b != 0;
+  }
+  gemm.k = gemm.weight->dim(gemm.transposed ? 1 : 0);
+  gemm.n = gemm.weight->dim(gemm.transposed ? 0 : 1);
+  return gemm;
+}
+
+bool normalizes_last_axis_only(const ir::Node& node) {
+  if (!node.is("LayerNormalization")) return false;
+  auto axis = node.attributes().get_int("axis", -1);
+  if (!axis) return false;
+  if (*axis == -1) return true;
+  const ir::Value* x = node.input(0);
+  return *axis >= 0 && x != nullptr && x->type().has_rank() && *axis == x->type().rank() - 1;
+}
+
+void replace_constant(ir::Graph& graph, ir::Node* node, size_t slot, Tensor tensor, const std::string& suffix) {
+  ir::Value* old = node->input(slot);
+  if (old->uses().size() == 1) {
+    graph.set_initializer(old, std::move(tensor));
+    return;
+  }
+  ir::Value* fresh = graph.add_initializer(old->name() + suffix, std::move(tensor));
+  graph.set_input(node, slot, fresh);
+}
+
+}  // namespace loka::mods

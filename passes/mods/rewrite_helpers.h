@@ -1,0 +1,56 @@
+// ============================================================================
+// passes/mods/rewrite_helpers.h — small matching and constant-rewriting helpers
+// shared by the Mods passes (center-norm-weights, migrate-outliers,
+// fuse-layernorm-quant).
+//
+// The Mods rewrite constant weights in place and match short producer ->
+// consumer chains; each needs the same three questions answered the same way
+// ("is this a constant the pass may rewrite?", "is this value read by exactly
+// one node?", "does this LayerNormalization normalize the last axis only?")
+// and the same copy-on-write rule for initializers, so they live here once.
+// ============================================================================
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "loka/tensor.h"
+#include "passes/ir/graph.h"
+
+namespace loka::mods {
+
+/// The float32 data behind `value` when it is an initializer a pass may rewrite
+/// (not also a graph input, which a caller could override); null otherwise.
+const Tensor* float_constant(const ir::Value* value);
+
+/// The one node reading `value` (once, at one slot), or null when the value has
+/// no reader, several readers, or is a graph output (a rewrite would change what
+/// the caller sees).
+ir::Node* sole_reader(const ir::Value* value);
+
+/// A Gemm or MatMul multiplying an activation (input 0) by a 2-D float32
+/// constant weight (input 1), as the Mods see it.
+struct WeightGemm {
+  const Tensor* weight = nullptr;
+  bool transposed = false;  ///< Gemm transB: weight stored [N, K]
+  int64_t k = 0;            ///< input features (the activation's last dim)
+  int64_t n = 0;            ///< output features
+};
+
+/// `node` as a WeightGemm; nothing for other ops, a non-constant or non-2-D
+/// weight, a malformed transB, or (with `require_untransposed_activation`) a
+/// Gemm with transA set.
+std::optional<WeightGemm> as_weight_gemm(const ir::Node& node, bool require_untransposed_activation = false);
+
+/// True when `node` is an ONNX LayerNormalization normalizing its input over the
+/// last axis only (axis -1, or rank-1 when the input rank is known), the form
+/// every Mods rewrite relies on.
+bool normalizes_last_axis_only(const ir::Node& node);
+
+/// Makes input `slot` of `node` (an initializer) hold `tensor`. Initializer
+/// storage is shared and immutable, so the data is always replaced, never
+/// written through; when other nodes read the same initializer, a new one named
+/// `<old name><suffix>` is created for `node` alone and the others keep theirs.
+void replace_constant(ir::Graph& graph, ir::Node* node, size_t slot, Tensor tensor, const std::string& suffix);
+
+}  // namespace loka::mods

@@ -1,0 +1,419 @@
+// ============================================================================
+// passes/onnx/qdq_lowering.cc — `lower-qdq`: ai.loka ops -> standard QDQ ONNX.
+//
+// Each ai.loka node is replaced by a chain of standard ops computing the same
+// values as the reference kernels (runtime/ops/loka_ops.cc): the quantized
+// operands are bit-identical (QuantizeLinear and Cast to FP8 divide and round
+// to nearest even with saturation, as the kernels do; DequantizeLinear
+// multiplies the decoded code by the scale), only the GEMM's summation order
+// may differ. The chain's last node keeps the lowered node's name and output
+// value, so graph outputs, annotations keyed by node name and consumers stay.
+//
+// Two standard-ONNX limits shape the rewrites: Gather does not accept FP8
+// tensors at any opset up to 21 (onnxruntime rejects it), so QuantizedGather
+// dequantizes the table (per-row scale on axis 0, exact) before gathering;
+// and per-tensor scales must be scalars for QuantizeLinear, so [1] scales are
+// turned into [] ones.
+//
+// onnxruntime's ReluQuantRewrite deletes a Relu that feeds a QuantizeLinear
+// whose zero point is not int8/uint8 (so every FP8 one), which changes the
+// result; a static activation quantize therefore reads the Relu's input and
+// the Relu moves after the DequantizeLinear (the same values, see below).
+// ============================================================================
+#include "passes/onnx/qdq_lowering.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "passes/canonicalize/upgrade_opset.h"
+#include "passes/ir/graph_algorithms.h"
+#include "passes/ir/shape_inference.h"
+
+namespace loka {
+namespace {
+
+using ir::Dim;
+using ir::Graph;
+using ir::Node;
+using ir::TensorType;
+using ir::Value;
+
+constexpr const char* kLokaDomain = "ai.loka";
+constexpr int64_t kQdqOpset = 19;         // FP8 QuantizeLinear/DequantizeLinear/Cast(saturate)
+constexpr int64_t kGeluOpset = 20;        // Gelu as one op
+constexpr int64_t kOnnxFloat = 1;         // TensorProto.FLOAT
+constexpr int64_t kOnnxFloat8E4M3FN = 17;  // TensorProto.FLOAT8E4M3FN
+constexpr float kE4M3Max = 448.0f;
+
+std::string node_label(const Node& node) { return "node '" + node.name() + "' (" + node.op_type() + ")"; }
+
+TensorType with_dtype(TensorType type, DType dtype) {
+  type.dtype = dtype;
+  return type;
+}
+
+/// `type` with its last dim replaced (unknown rank stays unknown).
+TensorType with_last_dim(TensorType type, Dim dim) {
+  if (type.shape && !type.shape->empty()) type.shape->back() = dim;
+  return type;
+}
+
+TensorType float_type_of(const Value* value) { return with_dtype(value ? value->type() : TensorType{}, DType::kFloat32); }
+
+/// Emits the nodes of one graph's lowering: names derived from the lowered node, constants
+/// shared across the whole graph (one "448", one FP8 zero point, ...).
+class Emitter {
+ public:
+  explicit Emitter(Graph& graph) : graph_(graph) {}
+
+  /// A node with one fresh output of `type`, named `<base>/<suffix>`.
+  Value* emit(const std::string& op, const std::vector<Value*>& inputs, TensorType type, const std::string& base,
+              const std::string& suffix, Attributes attributes = {}) {
+    Node* node = graph_.add_node(op, inputs, 1, base + "/" + suffix);
+    node->mutable_attributes() = std::move(attributes);
+    node->output(0)->set_type(std::move(type));
+    return node->output(0);
+  }
+
+  /// The chain's last node: writes `output` and takes the lowered node's name.
+  void emit_into(const std::string& op, const std::vector<Value*>& inputs, Value* output, const std::string& name,
+                 Attributes attributes = {}) {
+    Node* node = graph_.add_node_with_outputs(op, inputs, {output}, name);
+    node->mutable_attributes() = std::move(attributes);
+  }
+
+  Value* float_constant(float value) {
+    const std::string key = "f32:" + std::to_string(std::bit_cast<uint32_t>(value));
+    return cached(key, "qdq_const", [&] { return Tensor::scalar_float(value); });
+  }
+  Value* int64_constant(const std::vector<int64_t>& values) {
+    std::string key = "i64:";
+    for (int64_t v : values) key += std::to_string(v) + ",";
+    return cached(key, "qdq_axes", [&] { return Tensor::from_int64s({static_cast<int64_t>(values.size())}, values); });
+  }
+  /// The E4M3FN zero point (code 0), which fixes QuantizeLinear's output type to FP8.
+  Value* fp8_zero_point() {
+    return cached("fp8:0", "qdq_fp8_zero_point", [] { return Tensor::zeros(DType::kFloat8E4M3FN, {}); });
+  }
+
+  /// `scale` as a rank-0 tensor: QuantizeLinear reads a 1-D scale as per-axis.
+  Value* scalar(Value* scale, const std::string& base) {
+    if (scale->type().rank() == 0) return scale;
+    if (scale->is_initializer() && scale->initializer()->element_count() == 1) {
+      const std::string key = "scalar-of:" + std::to_string(scale->id());
+      return cached(key, scale->name() + "_scalar", [&] { return scale->initializer()->clone().reshaped({}); });
+    }
+    return emit("Reshape", {scale, int64_constant({})}, TensorType::of(DType::kFloat32, {}), base, "scale_scalar");
+  }
+
+ private:
+  template <typename Make>
+  Value* cached(const std::string& key, const std::string& name, Make make) {
+    auto it = constants_.find(key);
+    if (it != constants_.end()) return it->second;
+    Value* value = graph_.add_initializer(name, make());
+    constants_.emplace(key, value);
+    return value;
+  }
+
+  Graph& graph_;
+  std::map<std::string, Value*> constants_;
+};
+
+// ----------------------------------------------------------------------------
+// Checks, all before the first rewrite (so an error leaves the graph unchanged).
+
+Status require_inputs(const Node& node, std::initializer_list<std::pair<size_t, const char*>> required) {
+  for (const auto& [index, what] : required)
+    if (node.input(index) == nullptr)
+      return Status::error(node_label(node) + ": input " + std::to_string(index) + " (" + what + ") is missing");
+  if (node.outputs().size() != 1) return Status::error(node_label(node) + ": expected exactly 1 output");
+  return Status::ok();
+}
+
+Status check_string_attribute(const Node& node, const char* name, const char* fallback,
+                              std::initializer_list<const char*> allowed) {
+  LOKA_ASSIGN_OR_RETURN(const std::string value, node.attributes().get_string(name, fallback));
+  for (const char* candidate : allowed)
+    if (value == candidate) return Status::ok();
+  return Status::error(node_label(node) + ": attribute '" + name + "' = \"" + value + "\" has no QDQ lowering");
+}
+
+Status check_loka_node(const Node& node) {
+  if (node.op_type() == "QuantizedGemm") {
+    LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "X"}, {1, "W"}, {2, "W_scale"}}));
+    LOKA_RETURN_IF_ERROR(check_string_attribute(node, "act_recipe", "tensor", {"tensor", "row"}));
+    LOKA_RETURN_IF_ERROR(check_string_attribute(node, "activation", "none", {"none", "relu", "gelu"}));
+    const DType x = node.input(0)->type().dtype;
+    if (x != DType::kFloat32 && x != DType::kFloat8E4M3FN)
+      return Status::error(node_label(node) + ": X '" + node.input(0)->name() +
+                           "' must be FLOAT or FLOAT8E4M3FN, got " + std::string(dtype_name(x)));
+    const std::string recipe = *node.attributes().get_string("act_recipe", "tensor");
+    if ((x == DType::kFloat8E4M3FN || recipe == "tensor") && node.input(4) == nullptr)
+      return Status::error(node_label(node) + ": input 4 (X_scale) is missing");
+    return Status::ok();
+  }
+  if (node.op_type() == "LayerNormQuant") {
+    LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "X"}, {1, "Scale"}, {3, "Y_scale"}}));
+    return node.attributes().get_float("epsilon", 1e-5f).status();
+  }
+  if (node.op_type() == "QuantizedGather") {
+    LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "Table"}, {1, "Row_scale"}, {2, "Indices"}}));
+    const TensorType& scale = node.input(1)->type();
+    if (scale.rank() != 1 || !(*scale.shape)[0].is_known())
+      return Status::error(node_label(node) + ": Row_scale '" + node.input(1)->name() +
+                           "' needs a known shape [V] or [1] to choose per-row or per-tensor dequantization");
+    return Status::ok();
+  }
+  return Status::error(node_label(node) + ": ai.loka::" + node.op_type() + " has no QDQ lowering");
+}
+
+// ----------------------------------------------------------------------------
+// The rewrites. Each takes the lowered node's inputs and attributes (the node
+// is already erased) and writes `output`.
+
+struct Lowering {
+  std::string name;                  ///< the lowered node's name, reused by the chain's last node
+  std::string op_type;
+  std::vector<Value*> inputs;        ///< null for omitted inputs
+  Attributes attributes;
+  Value* output = nullptr;           ///< the original output value's replacement (same name and type)
+  Value* input(size_t index) const { return index < inputs.size() ? inputs[index] : nullptr; }
+};
+
+/// xq = D(Q(X / s)) · s with s from the row's finite amax (1 when that is 0), as
+/// cpu::fake_quantize_per_row: non-finite elements do not count toward the amax.
+Value* quantize_rows(Emitter& emit, Value* x, const std::string& base) {
+  const TensorType f32 = float_type_of(x);
+  const TensorType column = with_last_dim(f32, Dim::known(1));
+  const TensorType f32_bool = with_dtype(f32, DType::kBool);
+  const TensorType column_bool = with_dtype(column, DType::kBool);
+  Value* magnitude = emit.emit("Abs", {x}, f32, base, "abs");
+  Value* finite = emit.emit("Less", {magnitude, emit.float_constant(std::numeric_limits<float>::infinity())}, f32_bool,
+                            base, "is_finite");
+  Value* counted = emit.emit("Where", {finite, magnitude, emit.float_constant(0.0f)}, f32, base, "finite_abs");
+  Attributes keep;
+  keep.set("keepdims", int64_t{1});
+  Value* amax = emit.emit("ReduceMax", {counted, emit.int64_constant({-1})}, column, base, "row_amax", keep);
+  Value* positive = emit.emit("Greater", {amax, emit.float_constant(0.0f)}, column_bool, base, "amax_positive");
+  Value* ratio = emit.emit("Div", {amax, emit.float_constant(kE4M3Max)}, column, base, "amax_over_448");
+  Value* scale = emit.emit("Where", {positive, ratio, emit.float_constant(1.0f)}, column, base, "row_scale");
+  Value* scaled = emit.emit("Div", {x, scale}, f32, base, "x_over_scale");
+  Attributes to_fp8;
+  to_fp8.set("to", kOnnxFloat8E4M3FN);
+  to_fp8.set("saturate", int64_t{1});
+  Value* codes = emit.emit("Cast", {scaled}, with_dtype(f32, DType::kFloat8E4M3FN), base, "x_fp8", to_fp8);
+  Attributes to_float;
+  to_float.set("to", kOnnxFloat);
+  Value* decoded = emit.emit("Cast", {codes}, f32, base, "x_decoded", to_float);
+  return emit.emit("Mul", {decoded, scale}, f32, base, "xq");
+}
+
+void lower_quantized_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
+  const std::string& base = node.name;
+  Value* x = node.input(0);
+  const std::string recipe = *node.attributes.get_string("act_recipe", "tensor");
+  const std::string activation = *node.attributes.get_string("activation", "none");
+  const TensorType x_f32 = float_type_of(x);
+
+  // xq: the activation as the FP8 GEMM sees it.
+  Value* xq = nullptr;
+  if (x->type().dtype == DType::kFloat8E4M3FN) {
+    xq = emit.emit("DequantizeLinear", {x, emit.scalar(node.input(4), base)}, x_f32, base, "dequantize_x");
+  } else if (recipe == "tensor") {
+    // onnxruntime's ReluQuantRewrite deletes a Relu feeding QuantizeLinear unless the zero point
+    // is an int8/uint8 that is not the range's bottom, so it drops a Relu before an FP8 quantize
+    // (optimizer/qdq_transformer/relu_quantizelinear.cc). Quantize the Relu's input and apply the
+    // Relu after dequantizing instead: the same values (Q is monotone, Q(0) = 0, Q(NaN) = NaN).
+    Node* relu = x->producer();
+    const bool relu_after = relu && relu->is("Relu") && relu->input(0);
+    Value* source = relu_after ? relu->input(0) : x;
+    Value* scale = emit.scalar(node.input(4), base);
+    Value* codes = emit.emit("QuantizeLinear", {source, scale, emit.fp8_zero_point()},
+                             with_dtype(source->type(), DType::kFloat8E4M3FN), base, "quantize_x");
+    xq = emit.emit("DequantizeLinear", {codes, scale}, float_type_of(source), base, "dequantize_x");
+    if (relu_after) xq = emit.emit("Relu", {xq}, x_f32, base, "relu_x");
+  } else {
+    xq = quantize_rows(emit, x, base);
+  }
+
+  // wq[n,k] = D(W[n,k]) · W_scale[n].
+  Value* w = node.input(1);
+  Attributes per_channel;
+  per_channel.set("axis", int64_t{0});
+  Value* wq = emit.emit("DequantizeLinear", {w, node.input(2)}, float_type_of(w), base, "dequantize_w", per_channel);
+
+  // Y = Σ xq·wqᵀ + B: Gemm for matrices, MatMul (+ Add) over leading dims otherwise. The
+  // last of these writes the node's output when no activation follows.
+  const bool last = activation == "none";
+  auto gemm_step = [&](const char* op, const std::vector<Value*>& inputs, const char* suffix, Attributes attributes) {
+    if (!last) return emit.emit(op, inputs, float_type_of(node.output), base, suffix, std::move(attributes));
+    emit.emit_into(op, inputs, node.output, node.name, std::move(attributes));
+    return node.output;
+  };
+  Value* bias = node.input(3);
+  Value* y = nullptr;
+  if (x->type().rank() == 2) {
+    Attributes trans_b;
+    trans_b.set("transB", int64_t{1});
+    std::vector<Value*> inputs{xq, wq};
+    if (bias) inputs.push_back(bias);
+    y = gemm_step("Gemm", inputs, "gemm", trans_b);
+  } else {
+    Attributes perm;
+    perm.set("perm", std::vector<int64_t>{1, 0});
+    TensorType wt = float_type_of(w);
+    if (wt.shape && wt.shape->size() == 2) std::swap((*wt.shape)[0], (*wt.shape)[1]);
+    Value* w_kn = emit.emit("Transpose", {wq}, wt, base, "transpose_w", perm);
+    if (bias) {
+      Value* product = emit.emit("MatMul", {xq, w_kn}, float_type_of(node.output), base, "matmul");
+      y = gemm_step("Add", {product, bias}, "add_bias", {});
+    } else {
+      y = gemm_step("MatMul", {xq, w_kn}, "matmul", {});
+    }
+  }
+  if (last) return;
+
+  if (activation == "relu") {
+    emit.emit_into("Relu", {y}, node.output, node.name);
+  } else if (opset >= kGeluOpset) {
+    emit.emit_into("Gelu", {y}, node.output, node.name);
+  } else {
+    // 0.5·v·(1 + erf(v·√½)), in the reference kernel's order of operations.
+    const TensorType t = float_type_of(node.output);
+    Value* half = emit.emit("Mul", {y, emit.float_constant(0.5f)}, t, base, "gelu_half");
+    Value* inner = emit.emit("Mul", {y, emit.float_constant(static_cast<float>(M_SQRT1_2))}, t, base, "gelu_scaled");
+    Value* erf = emit.emit("Erf", {inner}, t, base, "gelu_erf");
+    Value* one_plus = emit.emit("Add", {erf, emit.float_constant(1.0f)}, t, base, "gelu_one_plus");
+    emit.emit_into("Mul", {half, one_plus}, node.output, node.name);
+  }
+}
+
+void lower_layer_norm_quant(Emitter& emit, const Lowering& node) {
+  Attributes norm;
+  norm.set("axis", int64_t{-1});
+  norm.set("epsilon", *node.attributes.get_float("epsilon", 1e-5f));
+  norm.set("stash_type", int64_t{1});
+  std::vector<Value*> inputs{node.input(0), node.input(1)};
+  if (node.input(2)) inputs.push_back(node.input(2));
+  Value* normalized = emit.emit("LayerNormalization", inputs, float_type_of(node.input(0)), node.name, "layer_norm", norm);
+  emit.emit_into("QuantizeLinear", {normalized, emit.scalar(node.input(3), node.name), emit.fp8_zero_point()},
+                 node.output, node.name);
+}
+
+void lower_quantized_gather(Emitter& emit, const Lowering& node) {
+  // Gather cannot read FP8 (its type list excludes it up to opset 21): dequantize, then gather.
+  Value* table = node.input(0);
+  Value* scale = node.input(1);
+  const bool per_tensor = (*scale->type().shape)[0].value == 1;
+  Attributes per_row;
+  if (!per_tensor) per_row.set("axis", int64_t{0});
+  Value* values = emit.emit("DequantizeLinear", {table, per_tensor ? emit.scalar(scale, node.name) : scale},
+                            float_type_of(table), node.name, "dequantize_table", per_row);
+  Attributes axis;
+  axis.set("axis", int64_t{0});
+  emit.emit_into("Gather", {values, node.input(2)}, node.output, node.name, axis);
+}
+
+/// Replaces `node` by its standard-op chain; the chain's last node writes a new value
+/// with the old output's name and type, and every reader moves to it.
+void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
+  Lowering lowering{node->name(), node->op_type(), node->inputs(), node->attributes(), nullptr};
+  Value* old_output = node->output(0);
+  const std::string output_name = old_output->name();
+  const TensorType output_type = old_output->type();
+  Value* placeholder = graph.add_value(output_name + "/lowering");
+  graph.replace_all_uses_with(old_output, placeholder);
+  graph.erase_node(node);
+  lowering.output = graph.add_value(output_name, output_type);
+  if (lowering.op_type == "QuantizedGemm") lower_quantized_gemm(emit, lowering, opset);
+  else if (lowering.op_type == "LayerNormQuant") lower_layer_norm_quant(emit, lowering);
+  else lower_quantized_gather(emit, lowering);
+  graph.replace_all_uses_with(placeholder, lowering.output);
+  graph.erase_value(placeholder);
+  // Inputs the chain no longer reads (a [1] scale replaced by its scalar copy, a Relu moved after
+  // the dequantize) go when nothing else reads them.
+  std::set<uint32_t> input_ids;
+  for (const Value* input : lowering.inputs)
+    if (input) input_ids.insert(input->id());
+  for (const uint32_t id : input_ids) {
+    Value* input = graph.value_by_id(id);
+    if (!input || input->has_uses() || input->is_graph_input() || input->is_graph_output()) continue;
+    if (input->is_initializer()) {
+      graph.erase_value(input);
+    } else if (Node* producer = input->producer(); producer && producer->outputs().size() == 1) {
+      graph.erase_node(producer);
+    }
+  }
+}
+
+}  // namespace
+
+Status lower_to_qdq(Graph& graph, QdqLoweringStats* stats) {
+  QdqLoweringStats local;
+  QdqLoweringStats& result = stats ? *stats : local;
+  result = {};
+
+  // Producers first: a rewrite may look at the (already lowered) producer of its input.
+  LOKA_ASSIGN_OR_RETURN(const std::vector<Node*> order, ir::topological_order(graph));
+  std::vector<Node*> loka_nodes;
+  for (Node* node : order)
+    if (node->domain() == kLokaDomain) loka_nodes.push_back(node);
+  if (loka_nodes.empty()) {
+    // Nothing to lower: the model is already standard; only a dangling import goes.
+    result.changed = graph.opsets.erase(kLokaDomain) > 0;
+    return Status::ok();
+  }
+
+  // The rewrites pick ops by dtype and rank (FP8 or float X, matrix or not): infer them first.
+  LOKA_RETURN_IF_ERROR(ir::infer_shapes(graph));
+  for (const Node* node : loka_nodes) LOKA_RETURN_IF_ERROR(check_loka_node(*node));
+  auto found = graph.opsets.find("");
+  const int64_t from = found == graph.opsets.end() ? kQdqOpset : found->second;
+  const int64_t opset = std::max(from, kQdqOpset);
+  if (found != graph.opsets.end()) LOKA_RETURN_IF_ERROR(check_opset_upgrade(graph, opset));
+
+  // Checks done: from here on nothing fails.
+  if (found != graph.opsets.end()) {
+    LOKA_ASSIGN_OR_RETURN(result.ops_upgraded, upgrade_opset(graph, opset));
+  }
+  Emitter emit(graph);
+  for (Node* node : loka_nodes) lower_node(graph, emit, node, opset);
+  result.ops_lowered = loka_nodes.size();
+  graph.opsets[""] = opset;
+  graph.opsets.erase(kLokaDomain);
+  result.changed = true;
+  return Status::ok();
+}
+
+namespace {
+
+class LowerQdqPass final : public Pass {
+ public:
+  Result<bool> run(Graph& graph, PassContext& context) override {
+    QdqLoweringStats stats;
+    LOKA_RETURN_IF_ERROR(lower_to_qdq(graph, &stats));
+    context.add_statistic("ops-lowered", static_cast<double>(stats.ops_lowered));
+    context.add_statistic("ops-upgraded", static_cast<double>(stats.ops_upgraded));
+    return stats.changed;
+  }
+};
+
+}  // namespace
+
+PassInfo lower_qdq_pass_info() {
+  return PassInfo{"lower-qdq",
+                  "rewrite ai.loka ops into standard ONNX QuantizeLinear/DequantizeLinear ops (opset >= 19)",
+                  {},
+                  {"ops-lowered", "ops-upgraded"}};
+}
+
+std::unique_ptr<Pass> make_lower_qdq_pass() { return std::make_unique<LowerQdqPass>(); }
+
+}  // namespace loka

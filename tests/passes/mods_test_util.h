@@ -1,0 +1,75 @@
+// ============================================================================
+// tests/passes/mods_test_util.h — what the Mods tests share: running a
+// pipeline that includes the Mods passes, running an IR graph on the CPU
+// runtime, comparing two graphs on a data directory, probing a graph, and the
+// zoo models.
+//
+// The Mods passes are registered here, on top of the built-in registry, so the
+// tests do not depend on where passes/pipelines.cc places them.
+// ============================================================================
+#pragma once
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "loka/status.h"
+#include "loka/tensor.h"
+#include "passes/ir/graph.h"
+#include "passes/pass_manager.h"
+
+namespace loka::testing {
+
+/// `text` parsed and printed back (the canonical form golden tests compare), or "parse error: ...".
+std::string canonical_ir(const std::string& text);
+
+/// The built-in passes plus canonicalize, center-norm-weights, migrate-outliers and fuse-layernorm-quant.
+const PassRegistry& mods_registry();
+
+/// Parses `pipeline` against mods_registry() and runs it on `graph` (verifier between passes).
+Result<std::vector<PassRunRecord>> run_pipeline(ir::Graph& graph, const std::string& pipeline,
+                                                const CompileSettings& settings = {});
+
+/// Exports `graph` and runs it once on the CPU runtime.
+Result<std::vector<Tensor>> run_graph(const ir::Graph& graph, const std::vector<Tensor>& inputs);
+
+/// Largest |a - b| over every output of the two graphs, over the first `max_sets`
+/// data sets of `data` (inputs matched by name).
+Result<float> max_output_difference_on_data(const ir::Graph& a, const ir::Graph& b, const std::filesystem::path& data,
+                                    size_t max_sets);
+
+/// Runs infer-shapes and probe{options} with --calib `calib` and `budget`; the annotation document.
+Result<nlohmann::json> probe_graph(ir::Graph& graph, const std::filesystem::path& calib, const std::string& options,
+                                   const std::string& budget);
+
+/// The top-level zoo models (models/zoo/<name>/model.onnx with calib/ and eval/), sorted.
+std::vector<std::string> zoo_model_names();
+
+/// Builds a chain of layers on one input x[batch, features]: each call appends
+/// a node reading the previous output, named as given, with fresh initializers.
+class ChainBuilder {
+ public:
+  explicit ChainBuilder(int64_t features);
+  /// Gemm(previous, w, b) (`bias` may be undefined: no C input).
+  ChainBuilder& gemm(const std::string& name, const Tensor& w, const Tensor& bias = Tensor());
+  /// LayerNormalization(previous, gamma, beta) over the last axis.
+  ChainBuilder& layer_norm(const std::string& name, const Tensor& gamma, const Tensor& beta);
+  /// The graph, with the last output as its output.
+  std::unique_ptr<ir::Graph> finish();
+
+ private:
+  std::unique_ptr<ir::Graph> graph_;
+  ir::Value* last_ = nullptr;
+};
+
+/// Zoo model `name` imported and brought to the form Mods run on ("canonicalize,infer-shapes").
+Result<std::unique_ptr<ir::Graph>> load_zoo_model(const std::string& name);
+
+/// A data directory of `batches` test_data_set_<k>/input_0.pb files, input `name` uniform in [-1, 1).
+std::filesystem::path write_random_inputs(std::mt19937& rng, const std::string& name, const Shape& batch_shape,
+                                          int batches);
+
+}  // namespace loka::testing
