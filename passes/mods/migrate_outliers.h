@@ -19,7 +19,8 @@
 //      becomes
 //        P' (gamma/s, beta/s  or  W_p/s, b/s) ──x/s──▶ Gemm / MatMul(diag(s)·W)
 //
-// Requires: calibration data (CompileSettings::calibration_data); a consumer
+// Requires: calibration data (CompileSettings::calibration_data) when the
+// graph has a candidate site (without one it reports "unchanged"); a consumer
 // Gemm (transA 0, either transB) or MatMul with a 2-D float32 initializer
 // weight reading x as its activation; x read by that node alone and produced
 // (as output 0) by a last-axis LayerNormalization with initializer gamma/beta
