@@ -10,7 +10,7 @@ build=${LOKA_BUILD_DIR:-$top/build}
 model="$top/models/zoo/dlrm_dcnv2"
 echo "== loka-run on $model (CPU reference runtime vs onnxruntime FP32 outputs)"
 "$build/tools/loka-run" "$model/model.onnx" --inputs "$model/eval" --compare "$model/eval" --tol 1e-5
-echo "== loka-opt: Probe the model on its calibration data (per-site FP8 error, 95% intervals)"
+echo "== loka-opt: canonicalize, Probe (per-site FP8 error, 95% intervals), choose FP8 sites, write FP8 weights"
 "$build/tools/loka-opt" "$model/model.onnx" -o "$build/dlrm_dcnv2.loka.onnx" --calib "$model/calib"
-echo "== loka-inspect: the most FP8-sensitive sites"
+echo "== loka-inspect: per-site precision and the most FP8-sensitive sites"
 "$build/tools/loka-inspect" "$build/dlrm_dcnv2.loka.onnx" --sort error | tail -7
