@@ -30,10 +30,26 @@ using probe::SiteKind;
 using probe::ValueStatistics;
 using cpu::Fp8Format;
 
-enum class Recipe { kE4M3Tensor, kE4M3Row };
-constexpr Recipe kAllRecipes[] = {Recipe::kE4M3Tensor, Recipe::kE4M3Row};
+/// e5m2_tensor (static per-tensor E5M2 scales on both operands) is measured only
+/// where it matters: MatMuls between two activations (interactions, attention
+/// scores), whose operands can span more range than E4M3's 18 binades.
+enum class Recipe { kE4M3Tensor, kE4M3Row, kE5M2Tensor };
+constexpr size_t kRecipeCount = 3;
 
-const char* recipe_name(Recipe recipe) { return recipe == Recipe::kE4M3Tensor ? "e4m3_tensor" : "e4m3_row"; }
+const char* recipe_name(Recipe recipe) {
+  switch (recipe) {
+    case Recipe::kE4M3Tensor: return "e4m3_tensor";
+    case Recipe::kE4M3Row: return "e4m3_row";
+    case Recipe::kE5M2Tensor: return "e5m2_tensor";
+  }
+  return "?";
+}
+
+/// The recipes measured for a kind of site, cheapest first.
+std::vector<Recipe> recipes_for(SiteKind kind) {
+  if (kind == SiteKind::kActivationMatMul) return {Recipe::kE4M3Tensor, Recipe::kE4M3Row, Recipe::kE5M2Tensor};
+  return {Recipe::kE4M3Tensor, Recipe::kE4M3Row};
+}
 
 // ---------------------------------------------------------------- errors ----
 
@@ -108,9 +124,9 @@ Tensor quantize_rows(const Tensor& x) {
   return copy;
 }
 
-Tensor quantize_tensor(const Tensor& x, float scale) {
+Tensor quantize_tensor(const Tensor& x, float scale, Fp8Format format = Fp8Format::kE4M3FN) {
   Tensor copy = x.clone();
-  cpu::fake_quantize_per_tensor(copy.values<float>(), scale, Fp8Format::kE4M3FN);
+  cpu::fake_quantize_per_tensor(copy.values<float>(), scale, format);
   return copy;
 }
 
@@ -137,10 +153,12 @@ struct SiteState {
   float static_scale_a = 1.0f;  ///< e4m3_tensor scale of the activation
   float static_scale_b = 1.0f;  ///< e4m3_tensor scale of a second activation
   bool weight_seen = false;
-  Tensor weight_quantized[2];   ///< per recipe, computed once (weights are constant)
+  float e5m2_scale_a = 1.0f;    ///< e5m2_tensor scales (activation MatMuls)
+  float e5m2_scale_b = 1.0f;
+  Tensor weight_quantized[kRecipeCount];  ///< per recipe, computed once (weights are constant)
   Tensor reference_output;      ///< this batch's FP32 output of the node
-  ErrorEstimate end_to_end[2];
-  ErrorEstimate local[2];
+  ErrorEstimate end_to_end[kRecipeCount];
+  ErrorEstimate local[kRecipeCount];
 };
 
 class ProbeObserver final : public Observer {
@@ -187,7 +205,10 @@ class ProbeObserver final : public Observer {
         b = state.weight_quantized[r];
         break;
       case SiteKind::kActivationMatMul:
-        if (recipe_ == Recipe::kE4M3Row) {
+        if (recipe_ == Recipe::kE5M2Tensor) {
+          a = quantize_tensor(a, state.e5m2_scale_a, Fp8Format::kE5M2);
+          b = quantize_tensor(b, state.e5m2_scale_b, Fp8Format::kE5M2);
+        } else if (recipe_ == Recipe::kE4M3Row) {
           a = quantize_rows(a);
           b = quantize_weight_channels(b, false);  // per output column, dynamic
         } else {
@@ -311,6 +332,8 @@ class ProbePass final : public Pass {
     for (SiteState& state : sites) {
       state.static_scale_a = cpu::fp8_scale_for_amax(state.activation.amax(), Fp8Format::kE4M3FN);
       state.static_scale_b = cpu::fp8_scale_for_amax(state.second.amax(), Fp8Format::kE4M3FN);
+      state.e5m2_scale_a = cpu::fp8_scale_for_amax(state.activation.amax(), Fp8Format::kE5M2);
+      state.e5m2_scale_b = cpu::fp8_scale_for_amax(state.second.amax(), Fp8Format::kE5M2);
     }
 
     // Phase 2: error measurement with early stopping.
@@ -338,7 +361,7 @@ class ProbePass final : public Pass {
       // shared and immutable; each site's accumulators belong to one worker).
       const auto measure_sites = [&](size_t worker, Session& worker_session, ProbeObserver& worker_observer) -> Status {
         for (size_t s = worker; s < sites.size(); s += workers.size()) {
-          for (Recipe recipe : kAllRecipes) {
+          for (Recipe recipe : recipes_for(sites[s].site.kind)) {
             worker_observer.set_mode(ProbeObserver::Mode::kQuantize, s, recipe);
             auto quantized = worker_session.run(batch.second);
             if (!quantized) return quantized.status().with_context("site '" + sites[s].site.node + "': ");
@@ -409,16 +432,20 @@ class ProbePass final : public Pass {
   /// The recipe a site would use: the first safe one (static per-tensor is
   /// cheapest), else the one with the smaller error.
   static Recipe preferred_recipe(const SiteState& state, const probe::Budget& budget, double threshold) {
-    for (Recipe recipe : kAllRecipes)
+    const std::vector<Recipe> recipes = recipes_for(state.site.kind);
+    for (Recipe recipe : recipes)
       if (judge(state.end_to_end[static_cast<size_t>(recipe)], budget, threshold) == Verdict::kSafe) return recipe;
-    const double tensor_error = state.end_to_end[0].metric(budget.metric).mean();
-    const double row_error = state.end_to_end[1].metric(budget.metric).mean();
-    return row_error < tensor_error ? Recipe::kE4M3Row : Recipe::kE4M3Tensor;
+    Recipe best = recipes.front();
+    for (Recipe recipe : recipes)
+      if (state.end_to_end[static_cast<size_t>(recipe)].metric(budget.metric).mean() <
+          state.end_to_end[static_cast<size_t>(best)].metric(budget.metric).mean())
+        best = recipe;
+    return best;
   }
 
   static Verdict site_verdict(const SiteState& state, const probe::Budget& budget, double threshold) {
     bool all_unsafe = true;
-    for (Recipe recipe : kAllRecipes) {
+    for (Recipe recipe : recipes_for(state.site.kind)) {
       const Verdict v = judge(state.end_to_end[static_cast<size_t>(recipe)], budget, threshold);
       if (v == Verdict::kSafe) return Verdict::kSafe;
       all_unsafe &= v == Verdict::kUnsafe;
@@ -478,7 +505,7 @@ class ProbePass final : public Pass {
     node["error"] = error_json(state.end_to_end[r], have_labels);
     node["local_error"] = error_json(state.local[r], false);
     nlohmann::json recipes = nlohmann::json::object();
-    for (Recipe each : kAllRecipes) {
+    for (Recipe each : recipes_for(state.site.kind)) {
       const size_t i = static_cast<size_t>(each);
       const Verdict v = judge(state.end_to_end[i], budget, threshold);
       recipes[recipe_name(each)] = {{"error", error_json(state.end_to_end[i], have_labels)},

@@ -196,3 +196,42 @@ TEST(Probe, RefusesNaNInCalibrationData) {
 
 }  // namespace
 }  // namespace loka
+
+namespace loka {
+namespace {
+
+TEST(Probe, ActivationMatMulsAlsoGetTheE5M2RecipeWeightSitesDoNot) {
+  std::mt19937 rng(13);
+  auto graph = ir::parse_graph(R"(graph "interaction" {
+  opset "" 17
+  input %x : f32[batch,16]
+  init %w : f32[16,32] = [)" + [&] {
+    std::string values;
+    std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+    for (int i = 0; i < 16 * 32; ++i) values += (i ? ", " : "") + std::to_string(dist(rng));
+    return values;
+  }() + R"(]
+  init %shape : i64[3] = [-1, 4, 8]
+  %h = Gemm(%x, %w) @"embed"
+  %r = Reshape(%h, %shape) @"tokens"
+  %t = Transpose(%r) {perm = ints[0, 2, 1]} @"transpose"
+  %s = MatMul(%r, %t) @"interaction"
+  output %s
+})");
+  ASSERT_TRUE(graph) << graph.status().message();
+  const auto calib = write_calibration(rng, 4, 32);
+  const nlohmann::json document = probe(**graph, calib, "batches=4", "rel_l2=0.1");
+  const auto& nodes = document["nodes"];
+  ASSERT_TRUE(nodes.contains("interaction") && nodes.contains("embed"));
+  EXPECT_EQ(nodes["interaction"]["site"], "activation_matmul");
+  ASSERT_TRUE(nodes["interaction"]["recipes"].contains("e5m2_tensor")) << nodes["interaction"]["recipes"].dump();
+  const auto& e5m2 = nodes["interaction"]["recipes"]["e5m2_tensor"]["error"];
+  EXPECT_EQ(e5m2["batches"], document["model"]["probe"]["batches_used"]);
+  // E5M2 keeps 2 mantissa bits against E4M3's 3: on well-scaled data its error is larger.
+  EXPECT_GT(e5m2["rel_l2_mean"].get<double>(),
+            nodes["interaction"]["recipes"]["e4m3_tensor"]["error"]["rel_l2_mean"].get<double>());
+  EXPECT_FALSE(nodes["embed"]["recipes"].contains("e5m2_tensor"));
+}
+
+}  // namespace
+}  // namespace loka
