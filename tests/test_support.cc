@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +38,13 @@ std::vector<std::string> zoo_model_dirs(bool with_variants) {
       if (fs::exists(entry.path() / "model.onnx")) models.push_back(fs::relative(entry.path(), root).string());
   std::sort(models.begin(), models.end());
   return models;
+}
+
+std::string zoo_test_name(const std::string& folder) {
+  std::string name = folder;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
 }
 
 CommandResult run_command(const std::string& command) {

@@ -19,6 +19,8 @@ std::filesystem::path tools_dir();
 /// Every zoo model folder holding a model.onnx, relative to models/zoo ("dhen",
 /// "exports/dhen_torchscript_op13", ...), sorted. `with_variants` adds models/zoo/exports/*.
 std::vector<std::string> zoo_model_dirs(bool with_variants = true);
+/// A GoogleTest-safe parameter name for a zoo folder ("exports/dhen_op13" -> "exports_dhen_op13").
+std::string zoo_test_name(const std::string& folder);
 /// A fresh, empty directory under the system temp dir, unique per call.
 std::filesystem::path make_temp_dir(const std::string& prefix);
 

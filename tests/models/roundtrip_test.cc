@@ -65,12 +65,7 @@ TEST_P(ZooRoundTrip, ExportReimportIsIdenticalAndComputesTheSame) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooRoundTrip, ::testing::ValuesIn(testing::zoo_model_dirs()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return name;
-                         });
+                         [](const auto& info) { return testing::zoo_test_name(info.param); });
 
 }  // namespace
 }  // namespace loka

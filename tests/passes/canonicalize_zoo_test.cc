@@ -104,12 +104,7 @@ TEST_P(ZooCanonicalize, SameOutputsFixpointAndFusions) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooCanonicalize, ::testing::ValuesIn(testing::zoo_model_dirs()), [](const auto& info) {
-  std::string name = info.param;
-  for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return name;
-});
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooCanonicalize, ::testing::ValuesIn(testing::zoo_model_dirs()), [](const auto& info) { return testing::zoo_test_name(info.param); });
 
 }  // namespace
 }  // namespace loka

@@ -25,6 +25,7 @@
 #include "passes/probe/annotations.h"
 #include "passes/probe/probe_pass.h"
 #include "runtime/test_data.h"
+#include "mods_test_util.h"
 #include "test_support.h"
 
 namespace loka {
@@ -407,36 +408,6 @@ TEST(InsertScales, RewrittenGraphMatchesAReferenceLoop) {
 
 // ----------------------------------------------------------- zoo models ---
 
-/// Binary cross-entropy of probabilities against 0/1 labels, summed.
-double logloss_sum(const Tensor& probabilities, const Tensor& labels, size_t& count) {
-  const std::vector<float> p = probabilities.to_floats(), y = labels.to_floats();
-  double total = 0;
-  for (size_t i = 0; i < p.size() && i < y.size(); ++i, ++count) {
-    const double q = std::clamp(static_cast<double>(p[i]), 1e-7, 1 - 1e-7);
-    total -= y[i] > 0.5f ? std::log(q) : std::log(1 - q);
-  }
-  return total;
-}
-
-/// Mean eval logloss of `graph` over models/zoo/<model>/eval.
-Result<double> eval_logloss(const ir::Graph& graph, const std::filesystem::path& eval) {
-  LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(graph));
-  LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size()))));
-  LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(eval));
-  std::vector<std::string> names;
-  for (const TensorInfo& info : engine->inputs()) names.push_back(info.name);
-  auto session = engine->new_session();
-  double total = 0;
-  size_t count = 0;
-  for (size_t b = 0; b < reader.size(); ++b) {
-    LOKA_ASSIGN_OR_RETURN(const DataSet data, reader.read(b));
-    if (!data.labels) return Status::error(data.location.string() + ": no labels.pb");
-    LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> inputs, order_inputs(data, names));
-    LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> outputs, session->run(inputs));
-    total += logloss_sum(outputs[0], *data.labels, count);
-  }
-  return count ? total / static_cast<double>(count) : 0.0;
-}
 
 class ZooFp8 : public ::testing::TestWithParam<const char*> {};
 
@@ -455,8 +426,8 @@ TEST_P(ZooFp8, EvalLoglossDriftStaysWithinTheBudget) {
   const json precision = (*read_annotations(*graph))["model"]["precision"];
   const auto& scales = outcome.records[3].statistics;
 
-  auto fp32 = eval_logloss(**reference, zoo / "eval");
-  auto fp8 = eval_logloss(*graph, zoo / "eval");
+  auto fp32 = testing::eval_logloss(**reference, zoo / "eval");
+  auto fp8 = testing::eval_logloss(*graph, zoo / "eval");
   ASSERT_TRUE(fp32) << fp32.status().message();
   ASSERT_TRUE(fp8) << fp8.status().message();
   const double drift = std::fabs(*fp8 - *fp32) / *fp32;

@@ -13,6 +13,9 @@
 #include "passes/mods/fuse_layernorm_quant.h"
 #include "passes/mods/migrate_outliers.h"
 #include "passes/onnx/onnx_export.h"
+#include "passes/probe/metrics.h"
+#include "runtime/test_data.h"
+#include "passes/onnx/onnx_export.h"
 #include "passes/onnx/onnx_import.h"
 #include "passes/probe/annotations.h"
 #include "runtime/tensor_proto.h"
@@ -146,6 +149,28 @@ fs::path write_random_inputs(std::mt19937& rng, const std::string& name, const S
     if (!write_tensor_file(set / "input_0.pb", name, random_tensor(rng, batch_shape))) return {};
   }
   return dir;
+}
+
+Result<double> eval_logloss(const ir::Graph& graph, const std::filesystem::path& eval) {
+  LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(graph));
+  LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size()))));
+  LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(eval));
+  std::vector<std::string> names;
+  for (const TensorInfo& info : engine->inputs()) names.push_back(info.name);
+  auto session = engine->new_session();
+  double total = 0;
+  size_t count = 0;
+  for (size_t b = 0; b < reader.size(); ++b) {
+    LOKA_ASSIGN_OR_RETURN(const DataSet data, reader.read(b));
+    if (!data.labels) return Status::error(data.location.string() + ": no labels.pb");
+    LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> inputs, order_inputs(data, names));
+    LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> outputs, session->run(inputs));
+    size_t n = 0;
+    total += probe::logloss_sum(outputs[0], data.labels->to_floats(), n);
+    count += n;
+  }
+  if (count == 0) return Status::error(eval.string() + ": no labelled samples");
+  return total / static_cast<double>(count);
 }
 
 }  // namespace loka::testing

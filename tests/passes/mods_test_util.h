@@ -47,6 +47,8 @@ Result<nlohmann::json> probe_graph(ir::Graph& graph, const std::filesystem::path
 
 /// The top-level zoo models (models/zoo/<name>/model.onnx with calib/ and eval/), sorted.
 std::vector<std::string> zoo_model_names();
+/// Pooled mean logloss of `graph`'s first output over the labelled data sets in `eval`.
+Result<double> eval_logloss(const ir::Graph& graph, const std::filesystem::path& eval);
 
 /// Builds a chain of layers on one input x[batch, features]: each call appends
 /// a node reading the previous output, named as given, with fresh initializers.

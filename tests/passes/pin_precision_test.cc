@@ -30,6 +30,7 @@
 #include "passes/ir/text_format.h"
 #include "passes/pass_manager.h"
 #include "passes/probe/annotations.h"
+#include "mods_test_util.h"
 #include "test_support.h"
 
 namespace loka {
@@ -273,28 +274,6 @@ TEST(PinPrecision, WithoutTheProbeItIsAnError) {
 
 // ------------------------------------------------------- measured (zoo) ---
 
-/// Pooled mean eval logloss of `graph` over a zoo model's eval data.
-Result<double> eval_logloss(const ir::Graph& graph, const std::filesystem::path& eval) {
-  LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(graph));
-  LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size()))));
-  LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(eval));
-  std::vector<std::string> names;
-  for (const TensorInfo& info : engine->inputs()) names.push_back(info.name);
-  auto session = engine->new_session();
-  double total = 0;
-  size_t count = 0;
-  for (size_t b = 0; b < reader.size(); ++b) {
-    LOKA_ASSIGN_OR_RETURN(const DataSet data, reader.read(b));
-    if (!data.labels) return Status::error(data.location.string() + ": no labels.pb");
-    LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> inputs, order_inputs(data, names));
-    LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> outputs, session->run(inputs));
-    size_t n = 0;
-    total += probe::logloss_sum(outputs[0], data.labels->to_floats(), n);
-    count += n;
-  }
-  if (count == 0) return Status::error(eval.string() + ": no labelled samples");
-  return total / static_cast<double>(count);
-}
 
 class MeasuredZoo : public ::testing::TestWithParam<const char*> {};
 
@@ -318,8 +297,8 @@ TEST_P(MeasuredZoo, EvalLoglossDriftStaysWithinTheBudget) {
   const json& before = by_prediction.document["model"]["precision"];
   const json precision = (*read_annotations(*graph))["model"]["precision"];
   ASSERT_TRUE(precision.value("measured", false)) << precision.dump();
-  auto fp32 = eval_logloss(**reference, zoo / "eval");
-  auto fp8 = eval_logloss(*graph, zoo / "eval");
+  auto fp32 = testing::eval_logloss(**reference, zoo / "eval");
+  auto fp8 = testing::eval_logloss(*graph, zoo / "eval");
   ASSERT_TRUE(fp32) << fp32.status().message();
   ASSERT_TRUE(fp8) << fp8.status().message();
   const double drift = std::fabs(*fp8 - *fp32) / *fp32;
