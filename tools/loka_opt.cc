@@ -200,7 +200,7 @@ int main_checked(int argc, char** argv) {
     std::printf("loka-opt: %s -> %s in %.2f s\n", model_path.string().c_str(), output_path.string().c_str(), seconds);
     std::printf("  pipeline   %s\n", resolved.c_str());
     for (const PassRunRecord& record : *records) {
-      std::printf("  %-14s %8.3f s  %s", record.pass.c_str(), record.seconds, record.changed ? "changed" : "unchanged");
+      std::printf("  %-22s %8.3f s  %s", record.pass.c_str(), record.seconds, record.changed ? "changed" : "unchanged");
       for (const auto& [name, value] : record.statistics) std::printf("  %s=%g", name.c_str(), value);
       std::printf("\n");
     }
