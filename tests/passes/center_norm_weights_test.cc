@@ -184,16 +184,7 @@ TEST(CenterNormWeights, NoRewriteThroughAResidualAdd) {
 /// `common_mode`, W1 row k carries +a_k on every output and b1 carries +25, as
 /// in the Probe's planted model (tests/passes/probe_test.cc).
 std::unique_ptr<ir::Graph> planted_model(bool common_mode, std::mt19937& rng) {
-  Tensor w1 = testing::random_tensor(rng, {16, 32}, -0.3f, 0.3f);
-  Tensor b1 = testing::random_tensor(rng, {32}, -0.1f, 0.1f);
-  if (common_mode) {
-    std::uniform_real_distribution<float> offset(20.0f, 40.0f);
-    for (int k = 0; k < 16; ++k) {
-      const float a = offset(rng);
-      for (int n = 0; n < 32; ++n) w1.data<float>()[k * 32 + n] += a;
-    }
-    for (float& v : b1.values<float>()) v += 25.0f;
-  }
+  auto [w1, b1] = testing::planted_gemm_weights(rng, common_mode);
   const Tensor gamma = testing::random_tensor(rng, {32}, 0.5f, 1.5f);
   const Tensor beta = testing::random_tensor(rng, {32}, -0.2f, 0.2f);
   const Tensor w2 = testing::random_tensor(rng, {32, 8}, -0.3f, 0.3f);

@@ -426,16 +426,14 @@ TEST_P(ZooFp8, EvalLoglossDriftStaysWithinTheBudget) {
   const json precision = (*read_annotations(*graph))["model"]["precision"];
   const auto& scales = outcome.records[3].statistics;
 
-  auto fp32 = testing::eval_logloss(**reference, zoo / "eval");
-  auto fp8 = testing::eval_logloss(*graph, zoo / "eval");
-  ASSERT_TRUE(fp32) << fp32.status().message();
-  ASSERT_TRUE(fp8) << fp8.status().message();
-  const double drift = std::fabs(*fp8 - *fp32) / *fp32;
+  auto logloss = testing::eval_logloss_drift(**reference, *graph, zoo / "eval");
+  ASSERT_TRUE(logloss) << logloss.status().message();
+  const double fp32 = logloss->fp32, fp8 = logloss->fp8, drift = logloss->relative_drift;
   std::printf(
       "[ %s ] FP8 FLOP share %.1f%% (%d of %d sites, predicted drift %.3g%%), eval logloss %.6f -> %.6f, "
       "drift %.4f%% (budget %.2f%%), weights %.0f -> %.0f bytes\n",
       GetParam(), 100 * precision["fp8_flop_share"].get<double>(), precision["fp8_sites"].get<int>(),
-      precision["sites"].get<int>(), 100 * precision["predicted_error"].get<double>(), *fp32, *fp8, 100 * drift,
+      precision["sites"].get<int>(), 100 * precision["predicted_error"].get<double>(), fp32, fp8, 100 * drift,
       100 * kBudget, scales.at("weight-bytes-before"), scales.at("weight-bytes-after"));
   EXPECT_LE(drift, kBudget);
   EXPECT_TRUE(precision["within_budget"].get<bool>()) << precision.dump();

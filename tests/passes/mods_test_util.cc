@@ -151,6 +151,20 @@ fs::path write_random_inputs(std::mt19937& rng, const std::string& name, const S
   return dir;
 }
 
+std::pair<Tensor, Tensor> planted_gemm_weights(std::mt19937& rng, bool common_mode) {
+  Tensor w1 = testing::random_tensor(rng, {16, 32}, -0.3f, 0.3f);
+  Tensor b1 = testing::random_tensor(rng, {32}, -0.1f, 0.1f);
+  if (common_mode) {
+    std::uniform_real_distribution<float> offset(20.0f, 40.0f);
+    for (int k = 0; k < 16; ++k) {
+      const float a = offset(rng);
+      for (int n = 0; n < 32; ++n) w1.data<float>()[k * 32 + n] += a;
+    }
+    for (float& v : b1.values<float>()) v += 25.0f;
+  }
+  return {w1, b1};
+}
+
 Result<double> eval_logloss(const ir::Graph& graph, const std::filesystem::path& eval) {
   LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(graph));
   LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size()))));
@@ -171,6 +185,15 @@ Result<double> eval_logloss(const ir::Graph& graph, const std::filesystem::path&
   }
   if (count == 0) return Status::error(eval.string() + ": no labelled samples");
   return total / static_cast<double>(count);
+}
+
+Result<LoglossDrift> eval_logloss_drift(const ir::Graph& reference, const ir::Graph& graph,
+                                        const std::filesystem::path& eval) {
+  LoglossDrift drift;
+  LOKA_ASSIGN_OR_RETURN(drift.fp32, eval_logloss(reference, eval));
+  LOKA_ASSIGN_OR_RETURN(drift.fp8, eval_logloss(graph, eval));
+  drift.relative_drift = std::fabs(drift.fp8 - drift.fp32) / drift.fp32;
+  return drift;
 }
 
 }  // namespace loka::testing

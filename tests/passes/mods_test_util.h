@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,19 @@ Result<nlohmann::json> probe_graph(ir::Graph& graph, const std::filesystem::path
 
 /// The top-level zoo models (models/zoo/<name>/model.onnx with calib/ and eval/), sorted.
 std::vector<std::string> zoo_model_names();
+/// The planted Gemm of the Probe and centring tests: W1 [16,32] and b1 [32], and with
+/// `common_mode` every row k of W1 carries +a_k on all outputs and b1 +25 — a common
+/// mode a following LayerNorm removes exactly in FP32 but FP8 error scales with.
+std::pair<Tensor, Tensor> planted_gemm_weights(std::mt19937& rng, bool common_mode);
 /// Pooled mean logloss of `graph`'s first output over the labelled data sets in `eval`.
 Result<double> eval_logloss(const ir::Graph& graph, const std::filesystem::path& eval);
+struct LoglossDrift {
+  double fp32 = 0, fp8 = 0;
+  double relative_drift = 0;  ///< |fp8 - fp32| / fp32
+};
+/// Eval logloss of the FP32 `reference` and the rewritten `graph`, and their relative drift.
+Result<LoglossDrift> eval_logloss_drift(const ir::Graph& reference, const ir::Graph& graph,
+                                        const std::filesystem::path& eval);
 
 /// Builds a chain of layers on one input x[batch, features]: each call appends
 /// a node reading the previous output, named as given, with fresh initializers.

@@ -297,17 +297,15 @@ TEST_P(MeasuredZoo, EvalLoglossDriftStaysWithinTheBudget) {
   const json& before = by_prediction.document["model"]["precision"];
   const json precision = (*read_annotations(*graph))["model"]["precision"];
   ASSERT_TRUE(precision.value("measured", false)) << precision.dump();
-  auto fp32 = testing::eval_logloss(**reference, zoo / "eval");
-  auto fp8 = testing::eval_logloss(*graph, zoo / "eval");
-  ASSERT_TRUE(fp32) << fp32.status().message();
-  ASSERT_TRUE(fp8) << fp8.status().message();
-  const double drift = std::fabs(*fp8 - *fp32) / *fp32;
+  auto logloss = testing::eval_logloss_drift(**reference, *graph, zoo / "eval");
+  ASSERT_TRUE(logloss) << logloss.status().message();
+  const double fp32 = logloss->fp32, fp8 = logloss->fp8, drift = logloss->relative_drift;
   std::printf(
       "[ %s ] FP8 FLOP share %.1f%% measured (%d of %d sites, %d evaluations, calibration drift %.4f%%) vs %.1f%% "
       "predicted; eval logloss %.6f -> %.6f, drift %.4f%% (budget %.2f%%)\n",
       GetParam(), 100 * precision["fp8_flop_share"].get<double>(), precision["fp8_sites"].get<int>(),
       precision["sites"].get<int>(), precision["evaluations"].get<int>(),
-      100 * precision["measured_error"].get<double>(), 100 * before["fp8_flop_share"].get<double>(), *fp32, *fp8,
+      100 * precision["measured_error"].get<double>(), 100 * before["fp8_flop_share"].get<double>(), fp32, fp8,
       100 * drift, 100 * kBudget);
   EXPECT_LE(drift, kBudget);
   EXPECT_LE(precision["measured_error"].get<double>(), 0.7 * kBudget);

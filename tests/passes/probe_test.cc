@@ -15,6 +15,7 @@
 #include "passes/pass_manager.h"
 #include "passes/probe/annotations.h"
 #include "runtime/tensor_proto.h"
+#include "mods_test_util.h"
 #include "test_support.h"
 
 namespace loka {
@@ -24,16 +25,7 @@ namespace {
 /// With `common_mode`, W1 row k gets +a_k on every output and b1 gets +c:
 /// LayerNorm removes it exactly in FP32, but FP8 error scales with it.
 std::unique_ptr<ir::Graph> planted_model(bool common_mode, std::mt19937& rng) {
-  Tensor w1 = testing::random_tensor(rng, {16, 32}, -0.3f, 0.3f);
-  Tensor b1 = testing::random_tensor(rng, {32}, -0.1f, 0.1f);
-  if (common_mode) {
-    std::uniform_real_distribution<float> offset(20.0f, 40.0f);
-    for (int k = 0; k < 16; ++k) {
-      const float a = offset(rng);
-      for (int n = 0; n < 32; ++n) w1.data<float>()[k * 32 + n] += a;
-    }
-    for (float& v : b1.values<float>()) v += 25.0f;
-  }
+  auto [w1, b1] = testing::planted_gemm_weights(rng, common_mode);
   auto graph = std::make_unique<ir::Graph>();
   graph->opsets[""] = 17;
   ir::Value* x = graph->add_value("x", {DType::kFloat32, std::vector<ir::Dim>{ir::Dim::named("batch"), ir::Dim::known(16)}});
