@@ -17,6 +17,7 @@
 #include "passes/mods/measure_candidate.h"
 #include "passes/probe/annotations.h"
 #include "passes/probe/budget.h"
+#include "passes/probe/metrics.h"
 #include "passes/probe/sites.h"
 
 namespace loka {
@@ -84,26 +85,48 @@ Result<probe::Budget> resolve_budget(const std::string& spec, const json& probe_
   return recorded;
 }
 
+/// A site's share of the predicted model error: a part that adds linearly
+/// and a part that adds in quadrature (independent rounding errors).
+struct SiteError {
+  double linear = 0;
+  double squared = 0;
+  SiteError operator+(const SiteError& other) const { return {linear + other.linear, squared + other.squared}; }
+};
+
 /// How site errors combine into the model prediction for one budget metric.
+///  - rel_l2, max_abs: the site's model-output error, in quadrature.
+///  - logloss: the Probe's expected drift (KL, additive) plus the eval-set
+///    noise of the per-sample logloss change (its second moment, additive,
+///    then square-rooted) — see probe::LoglossShift. Summing measured
+///    |drift| per site instead adds up noise, not error.
 struct ErrorModel {
   probe::BudgetMetric metric;
   double limit;
+  double judged_samples = 1;  ///< logloss: the eval-set size the noise term assumes
+  double noise_sigmas = probe::kDefaultNoiseSigmas;  ///< logloss: noise standard deviations allowed for
 
-  const char* field() const {
-    switch (metric) {
-      case probe::BudgetMetric::kMaxAbs:
-        return "max_abs";
-      case probe::BudgetMetric::kLogloss:
-        return "logloss_drift_mean";
-      default:
-        return "rel_l2_mean";
+  /// The site's error from its Probe error object; absent when unmeasured.
+  std::optional<SiteError> site_error(const json& error) const {
+    if (metric == probe::BudgetMetric::kLogloss) {
+      const auto expected = number(error, "logloss_expected_mean");
+      const auto second_moment = number(error, "logloss_second_moment_mean");
+      if (!expected || !second_moment) return std::nullopt;
+      const double noise = noise_sigmas * noise_sigmas / judged_samples;
+      return SiteError{*expected, *second_moment * noise};
     }
+    const auto value = number(error, metric == probe::BudgetMetric::kMaxAbs ? "max_abs" : "rel_l2_mean");
+    if (!value) return std::nullopt;
+    return SiteError{0, *value * *value};
   }
-  bool quadrature() const { return metric != probe::BudgetMetric::kLogloss; }
-  /// A site's additive share of the running total.
-  double cost(double error) const { return quadrature() ? error * error : error; }
-  double predicted(double total) const { return quadrature() ? std::sqrt(total) : total; }
-  bool fits(double total) const { return predicted(total) <= limit; }
+  double predicted(const SiteError& total) const { return total.linear + std::sqrt(total.squared); }
+  bool fits(const SiteError& total) const { return predicted(total) <= limit; }
+
+ private:
+  static std::optional<double> number(const json& error, const char* field) {
+    if (!error.is_object() || !error.contains(field) || !error[field].is_number()) return std::nullopt;
+    const double value = error[field].get<double>();
+    return std::isfinite(value) && value >= 0 ? std::optional<double>(value) : std::nullopt;
+  }
 };
 
 // ------------------------------------------------------------------ sites ---
@@ -114,18 +137,12 @@ struct Candidate {
   std::string obstacle;  ///< non-empty: insert-scales cannot lower it
   const PinRule* pin = nullptr;
   bool unsafe = false;                         ///< the Probe's site verdict
-  std::array<std::optional<double>, 2> error;  ///< budget-metric mean per recipe (absent: unmeasured)
+  std::array<std::optional<SiteError>, 2> error;  ///< per recipe (absent: unmeasured)
   std::array<bool, 2> recipe_unsafe = {false, false};
   bool has_static_scale = false;  ///< stats.activation.scale_e4m3 (needed by e4m3_tensor)
   std::optional<size_t> recipe;   ///< chosen FP8 recipe
   std::string reason;             ///< why not FP8
 };
-
-std::optional<double> metric_mean(const json& error, const char* field) {
-  if (!error.is_object() || !error.contains(field) || !error[field].is_number()) return std::nullopt;
-  const double value = error[field].get<double>();
-  return std::isfinite(value) && value >= 0 ? std::optional<double>(value) : std::nullopt;
-}
 
 Candidate describe(const ir::Node& node, const probe::Site& site, const json& annotation, const ErrorModel& model) {
   Candidate c;
@@ -143,10 +160,10 @@ Candidate describe(const ir::Node& node, const probe::Site& site, const json& an
     if (annotation.contains("recipes") && annotation["recipes"].contains(kRecipes[r]))
       entry = &annotation["recipes"][kRecipes[r]];
     if (entry) {
-      c.error[r] = metric_mean(entry->value("error", json()), model.field());
+      c.error[r] = model.site_error(entry->value("error", json()));
       c.recipe_unsafe[r] = entry->value("verdict", "") == "unsafe";
     } else if (annotation.value("recipe", "") == kRecipes[r]) {
-      c.error[r] = metric_mean(annotation.value("error", json()), model.field());
+      c.error[r] = model.site_error(annotation.value("error", json()));
     }
   }
   return c;
@@ -171,7 +188,16 @@ class PinPrecisionPass final : public Pass {
       return Status::error("needs the Probe's annotations (model.probe is missing): run probe before pin-precision");
     LOKA_ASSIGN_OR_RETURN(const probe::Budget budget, resolve_budget(context.settings().budget, summary));
     LOKA_ASSIGN_OR_RETURN(const std::vector<PinRule> rules, parse_rules(context.settings().pin_rules));
-    const ErrorModel model{budget.metric, budget.limit};
+    ErrorModel model{budget.metric, budget.limit};
+    if (budget.metric == probe::BudgetMetric::kLogloss) {
+      const json samples = summary.value("logloss_judged_samples", json());
+      if (!samples.is_number() || !(samples.get<double>() > 0))
+        return Status::error("--budget " + budget.to_string() +
+                             " needs the Probe's logloss statistics (model.probe.logloss_judged_samples): "
+                             "re-run the probe with labelled calibration data");
+      model.judged_samples = samples.get<double>();
+      model.noise_sigmas = summary.value("noise_sigmas", probe::kDefaultNoiseSigmas);
+    }
 
     std::vector<probe::Site> sites = probe::find_sites(graph);
     std::vector<Candidate> candidates;
@@ -192,7 +218,7 @@ class PinPrecisionPass final : public Pass {
     }
 
     LOKA_ASSIGN_OR_RETURN(const bool measure, measure_requested(context));
-    double total = 0;
+    SiteError total;
     select_pinned(candidates, sites, model, total);
     std::optional<Measurement> measured;
     if (measure) {
@@ -234,7 +260,7 @@ class PinPrecisionPass final : public Pass {
 
   /// Pinned fp8 sites go first, whatever their error: the user decided.
   static void select_pinned(std::vector<Candidate>& candidates, const std::vector<probe::Site>& sites,
-                            const ErrorModel& model, double& total) {
+                            const ErrorModel& model, SiteError& total) {
     for (size_t i = 0; i < candidates.size(); ++i) {
       Candidate& c = candidates[i];
       if (!c.pin || c.pin->precision != "fp8_e4m3") continue;
@@ -245,13 +271,13 @@ class PinPrecisionPass final : public Pass {
       const bool tensor_ok = c.error[kTensor] && (is_embedding(sites[i]) || c.has_static_scale);
       // The tensor recipe when it fits, else the measured recipe with the smaller
       // error; an unmeasured site takes e4m3_row, which needs no calibration.
-      if (tensor_ok && model.fits(total + model.cost(*c.error[kTensor])))
+      if (tensor_ok && model.fits(total + *c.error[kTensor]))
         c.recipe = kTensor;
-      else if (c.error[kRow] && (!tensor_ok || *c.error[kRow] < *c.error[kTensor]))
+      else if (c.error[kRow] && (!tensor_ok || model.predicted(*c.error[kRow]) < model.predicted(*c.error[kTensor])))
         c.recipe = kRow;
       else
         c.recipe = tensor_ok ? kTensor : kRow;
-      if (c.error[*c.recipe]) total += model.cost(*c.error[*c.recipe]);
+      if (c.error[*c.recipe]) total = total + *c.error[*c.recipe];
     }
   }
 
@@ -277,7 +303,7 @@ class PinPrecisionPass final : public Pass {
 
   /// Greedy by FLOPs per unit of predicted error among the unpinned sites.
   static void select_greedy(std::vector<Candidate>& candidates, const std::vector<probe::Site>& sites,
-                            const ErrorModel& model, double& total) {
+                            const ErrorModel& model, SiteError& total) {
     std::vector<size_t> open = open_sites(candidates, sites);
     while (!open.empty()) {
       size_t best = open.size();
@@ -289,14 +315,15 @@ class PinPrecisionPass final : public Pass {
         std::optional<size_t> recipe;
         for (size_t r : {kTensor, kRow})
           if (!recipe && recipe_usable(c, r, is_embedding(sites[open[slot]])) &&
-              model.fits(total + model.cost(*c.error[r])))
+              model.fits(total + *c.error[r]))
             recipe = r;
         if (!recipe) {  // the total only grows: it will never fit
           c.reason = "over budget";
           continue;
         }
         still_open.push_back(open[slot]);
-        const double cost = model.cost(*c.error[*recipe]);
+        // Marginal cost: the growth of the predicted error if the site joins.
+        const double cost = model.predicted(total + *c.error[*recipe]) - model.predicted(total);
         const double ratio = cost > 0 ? c.flops / cost : std::numeric_limits<double>::infinity();
         if (ratio > best_ratio || (ratio == best_ratio && c.flops > best_flops)) {
           best = open[slot];
@@ -307,7 +334,7 @@ class PinPrecisionPass final : public Pass {
       }
       if (still_open.empty()) break;
       candidates[best].recipe = best_recipe;
-      total += model.cost(*candidates[best].error[best_recipe]);
+      total = total + *candidates[best].error[best_recipe];
       still_open.erase(std::find(still_open.begin(), still_open.end(), best));
       open = std::move(still_open);
     }
@@ -318,7 +345,7 @@ class PinPrecisionPass final : public Pass {
   /// within margin x budget on the calibration data.
   static Status select_measured(const ir::Graph& graph, const CompileSettings& settings, const json& document,
                                 const CandidateMeter& meter, std::vector<Candidate>& candidates,
-                                const std::vector<probe::Site>& sites, const ErrorModel& model, double& total,
+                                const std::vector<probe::Site>& sites, const ErrorModel& model, SiteError& total,
                                 Measurement& m) {
     const double limit = m.margin * model.limit;
     struct Entry {
@@ -329,7 +356,7 @@ class PinPrecisionPass final : public Pass {
     for (size_t i : open_sites(candidates, sites)) {
       const Candidate& c = candidates[i];
       const size_t r = recipe_usable(c, kTensor, is_embedding(sites[i])) ? kTensor : kRow;
-      const double cost = model.cost(*c.error[r]);
+      const double cost = model.predicted(*c.error[r]);
       // Sites without GEMM FLOPs (embedding gathers) go last: an unmeasurably
       // small predicted error must not let them spend the budget first.
       const double ratio = c.flops <= 0 ? 0.0 : cost > 0 ? c.flops / cost : std::numeric_limits<double>::infinity();
@@ -357,7 +384,7 @@ class PinPrecisionPass final : public Pass {
       // second chance when its predicted error is smaller.
       std::vector<size_t> recipes = {e.recipe};
       if (e.recipe == kTensor && recipe_usable(c, kRow, is_embedding(sites[e.index])) &&
-          *c.error[kRow] < *c.error[kTensor])
+          model.predicted(*c.error[kRow]) < model.predicted(*c.error[kTensor]))
         recipes.push_back(kRow);
       double last = 0;
       bool tried = false;
@@ -371,7 +398,7 @@ class PinPrecisionPass final : public Pass {
       }
       if (c.recipe) {
         m.error = last;
-        total += model.cost(*c.error[*c.recipe]);
+        total = total + *c.error[*c.recipe];
       } else if (!tried) {
         c.reason = "evaluation limit";
       } else {
@@ -431,7 +458,7 @@ class PinPrecisionPass final : public Pass {
 
   static Result<bool> write_decisions(ir::Graph& graph, PassContext& context, json& document, const std::string& before,
                                       const std::vector<Candidate>& candidates, const std::vector<probe::Site>& sites,
-                                      const probe::Budget& budget, const ErrorModel& model, double total,
+                                      const probe::Budget& budget, const ErrorModel& model, const SiteError& total,
                                       const std::optional<Measurement>& measured) {
     json& nodes = document["nodes"];
     double site_flops = 0, fp8_flops = 0;

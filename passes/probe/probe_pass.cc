@@ -77,7 +77,13 @@ ErrorSample compare(std::span<const float> reference, std::span<const float> tes
 }
 
 struct ErrorEstimate {
-  BatchMeans rel_l2, sqnr_db, max_abs, cosine, logloss_drift;
+  BatchMeans rel_l2, sqnr_db, max_abs, cosine;
+  // Relative to the reference logloss, per batch (see probe::LoglossShift).
+  BatchMeans logloss_drift, logloss_expected, logloss_second_moment;
+  /// What the verdict judges under a logloss budget, on an eval set the size
+  /// of the calibration data: the site's risk in units of its share of the
+  /// budget (probe::logloss_site_risk), and its risk alone.
+  BatchMeans logloss_share_risk, logloss_alone_risk;
 
   void add(const ErrorSample& sample) {
     rel_l2.add(sample.rel_l2);
@@ -85,11 +91,25 @@ struct ErrorEstimate {
     max_abs.add(sample.max_abs);
     cosine.add(sample.cosine);
   }
-  /// The estimate the verdict is judged on.
-  const BatchMeans& metric(probe::BudgetMetric which) const {
+  void add(const probe::LoglossShift& shift, double reference_logloss, double judged_samples, size_t sites,
+           double noise_sigmas) {
+    const double expected = shift.expected / reference_logloss;
+    const double second_moment = shift.second_moment / (reference_logloss * reference_logloss);
+    logloss_drift.add(shift.drift / reference_logloss);
+    logloss_expected.add(expected);
+    logloss_second_moment.add(second_moment);
+    logloss_share_risk.add(probe::logloss_site_risk(expected, second_moment, judged_samples, sites, noise_sigmas));
+    logloss_alone_risk.add(probe::logloss_site_risk(expected, second_moment, judged_samples, 1, noise_sigmas));
+  }
+  /// The estimate judged against the site's share of the budget.
+  const BatchMeans& share_metric(probe::BudgetMetric which) const {
+    return which == probe::BudgetMetric::kLogloss ? logloss_share_risk : alone_metric(which);
+  }
+  /// The estimate judged against the whole budget (the site alone in FP8).
+  const BatchMeans& alone_metric(probe::BudgetMetric which) const {
     switch (which) {
       case probe::BudgetMetric::kMaxAbs: return max_abs;
-      case probe::BudgetMetric::kLogloss: return logloss_drift;
+      case probe::BudgetMetric::kLogloss: return logloss_alone_risk;
       default: return rel_l2;
     }
   }
@@ -109,6 +129,11 @@ nlohmann::json error_json(const ErrorEstimate& estimate, bool with_logloss) {
     const auto [llo, lhi] = estimate.logloss_drift.ci95();
     out["logloss_drift_mean"] = estimate.logloss_drift.mean();
     out["logloss_drift_ci95"] = {finite_or_null(llo), finite_or_null(lhi)};
+    out["logloss_expected_mean"] = estimate.logloss_expected.mean();
+    out["logloss_second_moment_mean"] = estimate.logloss_second_moment.mean();
+    const auto [rlo, rhi] = estimate.logloss_alone_risk.ci95();
+    out["logloss_risk_mean"] = estimate.logloss_alone_risk.mean();
+    out["logloss_risk_ci95"] = {finite_or_null(std::max(0.0, rlo)), finite_or_null(rhi)};
   }
   return out;
 }
@@ -137,7 +162,7 @@ Tensor quantize_weight_channels(const Tensor& w, bool transposed) {
   Tensor copy = w.clone();
   const int64_t n = w.rank() ? w.dim(w.rank() - 1) : 1;
   const int64_t k = w.rank() >= 2 ? w.dim(w.rank() - 2) : 1;
-  const int64_t matrices = (k * n) ? w.element_count() / (k * n) : 0;
+  const int64_t matrices = k * n != 0 ? w.element_count() / (k * n) : 0;
   for (int64_t m = 0; m < matrices; ++m)
     cpu::fake_quantize_per_column(copy.values<float>().subspan(static_cast<size_t>(m * k * n), static_cast<size_t>(k * n)),
                                   k, n, Fp8Format::kE4M3FN);
@@ -287,9 +312,15 @@ class ProbePass final : public Pass {
     const size_t min_batches = std::min<size_t>(max_batches, static_cast<size_t>(std::max<int64_t>(2, context.int_option("min_batches"))));
     const size_t amax_batches = std::min<size_t>(reader.size(), static_cast<size_t>(std::max<int64_t>(1, context.int_option("amax_batches"))));
     const bool early_stop = context.bool_option("early_stop");
+    const double noise_sigmas = context.float_option("noise_sigmas");
+    if (!(noise_sigmas >= 0) || !std::isfinite(noise_sigmas))
+      return Status::error("option noise_sigmas must be a finite number >= 0");
 
     std::vector<SiteState> sites;
-    for (Site& site : probe::find_sites(graph)) sites.push_back(SiteState{std::move(site)});
+    for (Site& site : probe::find_sites(graph)) {
+      sites.emplace_back();
+      sites.back().site = std::move(site);
+    }
 
     LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(graph));
     LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), {}, {},
@@ -340,6 +371,7 @@ class ProbePass final : public Pass {
     bool have_labels = false;
     probe::Budget budget = requested.resolve(false);
     size_t batches_used = 0;
+    size_t judged_samples = 0;  ///< the eval-set size a logloss verdict judges: all calibration samples
     bool stopped_early = false;
     const auto start = std::chrono::steady_clock::now();
     for (size_t b = 0; b < max_batches; ++b) {
@@ -347,6 +379,7 @@ class ProbePass final : public Pass {
       const DataSet& data = batch.first;
       if (b == 0) {
         have_labels = data.labels.has_value();
+        if (have_labels) judged_samples = static_cast<size_t>(data.labels->element_count()) * max_batches;
         budget = requested.resolve(have_labels);
         if (budget.metric == probe::BudgetMetric::kLogloss && !have_labels)
           return Status::error("--budget " + budget.to_string() + " needs labels.pb in the calibration data");
@@ -368,7 +401,8 @@ class ProbePass final : public Pass {
             ErrorEstimate& estimate = sites[s].end_to_end[static_cast<size_t>(recipe)];
             estimate.add(compare(reference_flat, flatten_outputs(*quantized)));
             if (have_labels && reference_logloss > 0)
-              estimate.logloss_drift.add(std::fabs(logloss((*quantized)[0], labels) - reference_logloss) / reference_logloss);
+              estimate.add(probe::logloss_shift((*reference)[0], (*quantized)[0], labels), reference_logloss,
+                           static_cast<double>(judged_samples), sites.size(), noise_sigmas);
           }
         }
         return Status::ok();
@@ -382,11 +416,11 @@ class ProbePass final : public Pass {
       for (const Status& status : worker_status) LOKA_RETURN_IF_ERROR(status);
       for (SiteState& state : sites) state.reference_output = Tensor();
       batches_used = b + 1;
-      const size_t undecided = count_undecided(sites, budget);
+      const size_t unsettled_sites = count_unsettled(sites, budget);
       if (settings.show_progress)
-        std::fprintf(stderr, "\rprobe: batch %zu/%zu, %zu sites, %zu undecided   ", batches_used, max_batches,
-                     sites.size(), undecided);
-      if (early_stop && batches_used >= min_batches && undecided == 0 && batches_used < max_batches) {
+        std::fprintf(stderr, "\rprobe: batch %zu/%zu, %zu sites, %zu unsettled   ", batches_used, max_batches,
+                     sites.size(), unsettled_sites);
+      if (early_stop && batches_used >= min_batches && unsettled_sites == 0 && batches_used < max_batches) {
         stopped_early = true;
         break;
       }
@@ -406,6 +440,10 @@ class ProbePass final : public Pass {
                                   {"batches_saved", max_batches - batches_used},
                                   {"seconds", seconds},
                                   {"calibration", settings.calibration_data.string()}};
+    if (have_labels) {
+      document["model"]["probe"]["logloss_judged_samples"] = judged_samples;
+      document["model"]["probe"]["noise_sigmas"] = noise_sigmas;
+    }
     size_t safe = 0;
     for (const SiteState& state : sites) {
       nlohmann::json& node = document["nodes"][state.site.node];
@@ -422,11 +460,23 @@ class ProbePass final : public Pass {
  private:
   enum class Verdict { kSafe, kUnsafe, kUndecided };
 
+  /// safe: within its share of the budget (budget / sqrt(sites)), so any
+  /// selection of such sites fits; unsafe: the site alone in FP8 breaks the
+  /// whole budget, so no selection can hold it; undecided: in between (it may
+  /// join a selection that pin-precision accounts for) or not yet resolved by
+  /// the confidence intervals. Both bounds are judged at 95% confidence.
   static Verdict judge(const ErrorEstimate& estimate, const probe::Budget& budget, double threshold) {
-    const auto [lo, hi] = estimate.metric(budget.metric).ci95();
-    if (hi < threshold) return Verdict::kSafe;
-    if (lo > threshold) return Verdict::kUnsafe;
+    if (estimate.share_metric(budget.metric).ci95().second < threshold) return Verdict::kSafe;
+    if (estimate.alone_metric(budget.metric).ci95().first > budget.limit) return Verdict::kUnsafe;
     return Verdict::kUndecided;
+  }
+
+  /// Whether more batches could still change the verdict: an interval
+  /// straddles the share threshold or the budget.
+  static bool unsettled(const ErrorEstimate& estimate, const probe::Budget& budget, double threshold) {
+    const auto [share_lo, share_hi] = estimate.share_metric(budget.metric).ci95();
+    const auto [alone_lo, alone_hi] = estimate.alone_metric(budget.metric).ci95();
+    return (share_lo <= threshold && threshold <= share_hi) || (alone_lo <= budget.limit && budget.limit <= alone_hi);
   }
 
   /// The recipe a site would use: the first safe one (static per-tensor is
@@ -437,8 +487,8 @@ class ProbePass final : public Pass {
       if (judge(state.end_to_end[static_cast<size_t>(recipe)], budget, threshold) == Verdict::kSafe) return recipe;
     Recipe best = recipes.front();
     for (Recipe recipe : recipes)
-      if (state.end_to_end[static_cast<size_t>(recipe)].metric(budget.metric).mean() <
-          state.end_to_end[static_cast<size_t>(best)].metric(budget.metric).mean())
+      if (state.end_to_end[static_cast<size_t>(recipe)].alone_metric(budget.metric).mean() <
+          state.end_to_end[static_cast<size_t>(best)].alone_metric(budget.metric).mean())
         best = recipe;
     return best;
   }
@@ -453,11 +503,19 @@ class ProbePass final : public Pass {
     return all_unsafe ? Verdict::kUnsafe : Verdict::kUndecided;
   }
 
-  static size_t count_undecided(const std::vector<SiteState>& sites, const probe::Budget& budget) {
+  /// Sites whose verdict more batches could still change: not yet safe, and
+  /// some recipe's interval straddles a threshold.
+  static size_t count_unsettled(const std::vector<SiteState>& sites, const probe::Budget& budget) {
     const double threshold = budget.site_threshold(sites.size());
-    size_t undecided = 0;
-    for (const SiteState& state : sites) undecided += site_verdict(state, budget, threshold) == Verdict::kUndecided;
-    return undecided;
+    size_t count = 0;
+    for (const SiteState& state : sites) {
+      if (site_verdict(state, budget, threshold) == Verdict::kSafe) continue;
+      const std::vector<Recipe> recipes = recipes_for(state.site.kind);
+      count += std::any_of(recipes.begin(), recipes.end(), [&](Recipe recipe) {
+        return unsettled(state.end_to_end[static_cast<size_t>(recipe)], budget, threshold);
+      });
+    }
+    return count;
   }
 
   static nlohmann::json stats_json(const ValueStatistics& stats, float scale) {
@@ -529,7 +587,10 @@ PassInfo probe_pass_info() {
                   {{"batches", OptionType::kInt, "64", "most calibration batches to measure errors on"},
                    {"min_batches", OptionType::kInt, "3", "batches before early stopping may stop"},
                    {"amax_batches", OptionType::kInt, "8", "batches used to calibrate static scales (amax)"},
-                   {"early_stop", OptionType::kBool, "true", "stop once every site's verdict is decided"},
+                   {"early_stop", OptionType::kBool, "true", "stop once no site's verdict can change"},
+                   {"noise_sigmas", OptionType::kFloat, "1",
+                    "logloss budgets: standard deviations of eval-set noise allowed for (more: fewer FP8 sites, "
+                    "less risk)"},
                    {"threads", OptionType::kInt, "0", "worker threads measuring sites (0: one per core)"}},
                   {"sites", "safe-sites", "batches"}};
 }
