@@ -214,6 +214,7 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(const onnx::ModelPro
     auto kernel = (*factory)(init);
     if (!kernel) return fail(kernel.status().with_context(where).message());
     step.kernel = std::move(kernel).value();
+    step.attributes = std::move(attributes);
     for (const auto& input : node.input()) step.inputs.push_back(input.empty() ? kNoValue : value_ids.at(input));
     for (const auto& output : node.output()) step.outputs.push_back(output.empty() ? kNoValue : value_ids.at(output));
     const int index = static_cast<int>(plan->steps_.size());

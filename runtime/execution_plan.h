@@ -37,6 +37,7 @@ struct PlanStep {
   int opset = 0;
   std::vector<int> inputs;   ///< value ids; kNoValue for an omitted optional input
   std::vector<int> outputs;  ///< value ids; kNoValue for an unused optional output
+  Attributes attributes;     ///< as parsed for the kernel (device backends plan from them too)
   std::unique_ptr<OpKernel> kernel;
 };
 

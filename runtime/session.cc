@@ -7,6 +7,7 @@
 
 #include "loka/engine.h"
 #include "runtime/buffer_pool.h"
+#include "runtime/cpu_executor.h"
 #include "runtime/error_text.h"
 #include "runtime/execution_plan.h"
 
@@ -63,11 +64,8 @@ Result<std::vector<Tensor>> Session::run(const std::vector<std::pair<std::string
   return run(ordered);
 }
 
-namespace {
-
-/// One run of `engine`'s plan; Session::run adds the one-line guarantee around it.
-Result<std::vector<Tensor>> execute(const Engine& engine, Observer* observer, BufferPool* pool,
-                                    std::span<const Tensor> inputs) {
+Result<std::vector<Tensor>> execute_on_cpu(const Engine& engine, Observer* observer, BufferPool* pool,
+                                           std::span<const Tensor> inputs) {
   const ExecutionPlan& plan = engine.plan();
   if (inputs.size() != plan.inputs().size())
     return Status::error("the model takes " + std::to_string(plan.inputs().size()) + " inputs, got " +
@@ -122,11 +120,9 @@ Result<std::vector<Tensor>> execute(const Engine& engine, Observer* observer, Bu
   return outputs;
 }
 
-}  // namespace
-
 // Errors leave through one_line(): they quote node and tensor names, which may hold any byte.
 Result<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
-  return one_line(execute(engine_, observer_, pool_.get(), inputs));
+  return one_line(execute_on_cpu(engine_, observer_, pool_.get(), inputs));
 }
 
 }  // namespace loka

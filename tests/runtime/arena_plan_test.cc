@@ -1,0 +1,72 @@
+// ============================================================================
+// tests/runtime/arena_plan_test.cc — no two live buffers share bytes.
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "runtime/arena_plan.h"
+
+namespace loka {
+namespace {
+
+/// Largest sum of bytes alive at one step: no plan can be smaller.
+size_t peak_live_bytes(const std::vector<ArenaRequest>& requests, int steps) {
+  size_t peak = 0;
+  for (int s = -1; s <= steps; ++s) {
+    size_t live = 0;
+    for (const ArenaRequest& r : requests)
+      if (r.first_step <= s && s <= r.last_step) live += (r.bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+TEST(ArenaPlan, RandomChainsNeverOverlapLiveBuffersAndStayNearThePeak) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int steps = 1 + static_cast<int>(rng() % 60);
+    std::vector<ArenaRequest> requests;
+    for (int s = -1; s < steps; ++s) {
+      const int outputs = 1 + static_cast<int>(rng() % 2);
+      for (int o = 0; o < outputs; ++o) {
+        const int last = s + 1 + static_cast<int>(rng() % 6);
+        requests.push_back({static_cast<size_t>(1 + rng() % 100000), s, std::min(last, steps)});
+      }
+    }
+    const ArenaPlan plan = plan_arena(requests);
+    ASSERT_EQ(plan.offsets.size(), requests.size());
+    for (size_t a = 0; a < requests.size(); ++a) {
+      EXPECT_EQ(plan.offsets[a] % kArenaAlignment, 0u);
+      EXPECT_LE(plan.offsets[a] + requests[a].bytes, plan.total_bytes);
+      for (size_t b = a + 1; b < requests.size(); ++b) {
+        const bool live_together =
+            requests[a].first_step <= requests[b].last_step && requests[b].first_step <= requests[a].last_step;
+        const bool share_bytes = plan.offsets[a] < plan.offsets[b] + requests[b].bytes &&
+                                 plan.offsets[b] < plan.offsets[a] + requests[a].bytes;
+        EXPECT_FALSE(live_together && share_bytes) << "trial " << trial << ": requests " << a << " and " << b;
+      }
+    }
+    const size_t peak = peak_live_bytes(requests, steps);
+    EXPECT_GE(plan.total_bytes, peak);
+    EXPECT_LE(plan.total_bytes, peak * 2) << "trial " << trial;
+  }
+}
+
+TEST(ArenaPlan, ASequentialChainReusesTwoSlots) {
+  // x0 -> x1 -> x2 -> ...: each buffer is read only by the next step.
+  std::vector<ArenaRequest> requests;
+  for (int s = -1; s < 50; ++s) requests.push_back({1000, s, s + 1});
+  const ArenaPlan plan = plan_arena(requests);
+  EXPECT_EQ(plan.total_bytes, 2 * 1024u);
+}
+
+TEST(ArenaPlan, EmptyRequestsStillGetDistinctAlignedSlots) {
+  const ArenaPlan plan = plan_arena({{0, 0, 1}, {0, 0, 1}});
+  EXPECT_NE(plan.offsets[0], plan.offsets[1]);
+  EXPECT_EQ(plan.total_bytes, 2 * kArenaAlignment);
+}
+
+}  // namespace
+}  // namespace loka
