@@ -6,6 +6,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "loka/session.h"
+#include "runtime/device_backend.h"
 #include "runtime/error_text.h"
 #include "runtime/execution_plan.h"
 #include "runtime/file_io.h"
@@ -27,13 +28,17 @@ Result<std::shared_ptr<const Engine>> Engine::load_file(const std::filesystem::p
 Result<std::shared_ptr<const Engine>> Engine::load_bytes(std::span<const std::byte> bytes, EngineOptions options,
                                                          const std::filesystem::path& external_data_dir,
                                                          const std::string& source_name) {
-  if (options.device != Device::kCpu)
-    return one_line(Status::error(source_name + ": the CUDA device is not available in this build; use --device cpu"));
   auto model = parse_model_bytes(bytes, source_name);
   if (!model) return one_line(model.status());
   auto plan = ExecutionPlan::build(**model, external_data_dir, source_name);
   if (!plan) return one_line(plan.status());
-  return std::shared_ptr<const Engine>(new Engine(std::move(plan).value(), options));
+  std::shared_ptr<Engine> engine(new Engine(std::move(plan).value(), options));
+  if (options.device == Device::kCuda) {
+    auto device_model = create_device_model(*engine);
+    if (!device_model) return one_line(device_model.status().with_context(source_name + ": "));
+    engine->device_model_ = std::move(device_model).value();
+  }
+  return std::shared_ptr<const Engine>(std::move(engine));
 }
 
 const std::vector<TensorInfo>& Engine::inputs() const { return plan_->inputs(); }

@@ -8,6 +8,7 @@
 #include "loka/engine.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/cpu_executor.h"
+#include "runtime/device_backend.h"
 #include "runtime/error_text.h"
 #include "runtime/execution_plan.h"
 
@@ -15,24 +16,25 @@ namespace loka {
 namespace {
 
 /// Checks one input against its declaration; symbolic dims must agree across inputs.
-Status check_input(const TensorInfo& info, const Tensor& tensor, const EngineOptions& options,
+Status check_input(const TensorInfo& info, const InputDescription& input, const EngineOptions& options,
                    std::map<std::string, int64_t>& bound_dims) {
   const std::string where = "input '" + info.name + "': ";
-  if (!tensor.defined()) return Status::error(where + "missing");
-  if (tensor.dtype() != info.dtype)
+  if (!input.defined) return Status::error(where + "missing");
+  if (input.dtype != info.dtype)
     return Status::error(where + "expected " + std::string(dtype_name(info.dtype)) + ", got " +
-                         std::string(dtype_name(tensor.dtype())));
+                         std::string(dtype_name(input.dtype)));
   if (!info.has_shape) return Status::ok();
-  if (tensor.rank() != static_cast<int>(info.shape.size()))
+  const Shape& shape = *input.shape;
+  if (shape.size() != info.shape.size())
     return Status::error(where + "expected rank " + std::to_string(info.shape.size()) + ", got shape " +
-                         shape_to_string(tensor.shape()));
-  for (int axis = 0; axis < tensor.rank(); ++axis) {
-    const int64_t declared = info.shape[static_cast<size_t>(axis)];
-    const int64_t actual = tensor.dim(axis);
+                         shape_to_string(shape));
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    const int64_t declared = info.shape[axis];
+    const int64_t actual = shape[axis];
     if (declared >= 0 && declared != actual)
       return Status::error(where + "dim " + std::to_string(axis) + " must be " + std::to_string(declared) +
-                           ", got shape " + shape_to_string(tensor.shape()));
-    const std::string& name = info.dim_names[static_cast<size_t>(axis)];
+                           ", got shape " + shape_to_string(shape));
+    const std::string& name = info.dim_names[axis];
     if (declared < 0 && !name.empty()) {
       auto [it, inserted] = bound_dims.try_emplace(name, actual);
       if (!inserted && it->second != actual)
@@ -48,10 +50,37 @@ Status check_input(const TensorInfo& info, const Tensor& tensor, const EngineOpt
 
 }  // namespace
 
-Session::Session(const Engine& engine) : engine_(engine), pool_(std::make_unique<BufferPool>()) {}
+Status check_inputs(const Engine& engine, std::span<const InputDescription> inputs) {
+  const auto& declared = engine.inputs();
+  if (inputs.size() != declared.size())
+    return Status::error("the model takes " + std::to_string(declared.size()) + " inputs, got " +
+                         std::to_string(inputs.size()));
+  std::map<std::string, int64_t> bound_dims;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    LOKA_RETURN_IF_ERROR(check_input(declared[i], inputs[i], engine.options(), bound_dims));
+  return Status::ok();
+}
+
+Session::Session(const Engine& engine) : engine_(engine), pool_(std::make_unique<BufferPool>()) {
+  if (engine.device_model() == nullptr) return;
+  auto device = create_device_session(engine, *engine.device_model());
+  if (device)
+    device_ = std::move(device).value();
+  else
+    device_status_ = device.status();
+}
 Session::~Session() = default;
 
 size_t Session::pooled_bytes() const { return pool_->held_bytes(); }
+void* Session::cuda_stream() const { return device_ ? device_->stream() : nullptr; }
+size_t Session::device_bytes() const { return device_ ? device_->device_bytes() : 0; }
+
+Result<std::vector<DeviceView>> Session::run_on_device(std::span<const DeviceView> inputs) {
+  if (engine_.device_model() == nullptr)
+    return Status::error("run_on_device needs an Engine loaded with device = Device::kCuda");
+  if (!device_) return one_line(device_status_);
+  return one_line(device_->run_on_device(inputs));
+}
 
 Result<std::vector<Tensor>> Session::run(const std::vector<std::pair<std::string, Tensor>>& named_inputs) {
   const ExecutionPlan& plan = engine_.plan();
@@ -67,12 +96,9 @@ Result<std::vector<Tensor>> Session::run(const std::vector<std::pair<std::string
 Result<std::vector<Tensor>> execute_on_cpu(const Engine& engine, Observer* observer, BufferPool* pool,
                                            std::span<const Tensor> inputs) {
   const ExecutionPlan& plan = engine.plan();
-  if (inputs.size() != plan.inputs().size())
-    return Status::error("the model takes " + std::to_string(plan.inputs().size()) + " inputs, got " +
-                         std::to_string(inputs.size()));
-  std::map<std::string, int64_t> bound_dims;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    LOKA_RETURN_IF_ERROR(check_input(plan.inputs()[i], inputs[i], engine.options(), bound_dims));
+  std::vector<InputDescription> described;
+  for (const Tensor& input : inputs) described.push_back({input.defined(), input.dtype(), &input.shape()});
+  LOKA_RETURN_IF_ERROR(check_inputs(engine, described));
 
   const auto& value_table = plan.values();
   std::vector<Tensor> values(value_table.size());
@@ -122,6 +148,10 @@ Result<std::vector<Tensor>> execute_on_cpu(const Engine& engine, Observer* obser
 
 // Errors leave through one_line(): they quote node and tensor names, which may hold any byte.
 Result<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
+  if (engine_.device_model() != nullptr) {
+    if (!device_) return one_line(device_status_);
+    return one_line(device_->run(inputs));
+  }
   return one_line(execute_on_cpu(engine_, observer_, pool_.get(), inputs));
 }
 

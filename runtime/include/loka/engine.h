@@ -25,8 +25,17 @@ enum class Device { kCpu, kCuda };
 
 struct EngineOptions {
   Device device = Device::kCpu;
-  /// Largest batch (first dim of symbolic-batch inputs) a Session accepts; 0 = no limit.
+  /// Largest batch (first dim of symbolic-batch inputs) a Session accepts; 0 = no limit
+  /// on the CPU, the largest bucket on CUDA.
   int64_t max_batch = 0;
+  /// CUDA: the batch sizes planned ahead, each with its own arena and CUDA graph; a run
+  /// pads its batch up to the smallest bucket that holds it. Empty: powers of 8 from 1
+  /// to max_batch (1, 8, 64, 512, 4096, 16384 by default), plus max_batch itself.
+  std::vector<int64_t> batch_buckets;
+  /// CUDA: which device.
+  int device_index = 0;
+  /// CUDA: replay each bucket's kernels as one CUDA graph (off: launch them one by one).
+  bool cuda_graphs = true;
 };
 
 /// A graph input or output as declared by the model. Symbolic dims are -1
@@ -41,6 +50,7 @@ struct TensorInfo {
 
 class Session;
 class ExecutionPlan;
+class DeviceModel;
 
 class Engine {
  public:
@@ -64,11 +74,14 @@ class Engine {
   std::unique_ptr<Session> new_session() const;
 
   const ExecutionPlan& plan() const { return *plan_; }
+  /// The device backend's state (null for CPU engines).
+  const DeviceModel* device_model() const { return device_model_.get(); }
 
  private:
   Engine(std::unique_ptr<ExecutionPlan> plan, EngineOptions options);
   std::unique_ptr<ExecutionPlan> plan_;
   EngineOptions options_;
+  std::shared_ptr<const DeviceModel> device_model_;
 };
 
 }  // namespace loka

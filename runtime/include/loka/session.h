@@ -21,6 +21,15 @@ namespace loka {
 
 class Engine;
 class BufferPool;
+class DeviceSession;
+
+/// A tensor in device memory, not owned: inputs the caller placed there, or
+/// outputs a CUDA Session holds (valid until its next run).
+struct DeviceView {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  void* data = nullptr;
+};
 
 class Session {
  public:
@@ -41,10 +50,24 @@ class Session {
   /// Bytes currently held by the buffer pool (for memory-flatness checks).
   size_t pooled_bytes() const;
 
+  // ---- CUDA engines ----
+  /// Runs on inputs already in device memory (same order and checks as run); the
+  /// work is enqueued on cuda_stream() and the call returns without waiting. The
+  /// outputs are views into this Session's arena, valid until its next run; wait
+  /// on the stream before reading them. Errors the device flags (out-of-range
+  /// embedding ids) are reported by run(), which waits.
+  Result<std::vector<DeviceView>> run_on_device(std::span<const DeviceView> inputs);
+  /// The Session's cudaStream_t (null for CPU engines).
+  void* cuda_stream() const;
+  /// Device bytes this Session holds: arenas, staging and workspace (0 on the CPU).
+  size_t device_bytes() const;
+
  private:
   const Engine& engine_;
   Observer* observer_ = nullptr;
   std::unique_ptr<BufferPool> pool_;
+  std::unique_ptr<DeviceSession> device_;
+  Status device_status_ = Status::ok();  ///< why device_ is missing on a CUDA engine
 };
 
 }  // namespace loka

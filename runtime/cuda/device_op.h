@@ -1,0 +1,125 @@
+// ============================================================================
+// runtime/cuda/device_op.h — the interface every op implements on the GPU.
+//
+// A DeviceOp is planned for one node at one batch bucket, with every input
+// and output shape static (runtime/batch_shapes.h) and the contents of
+// constant and host-computed inputs at hand, so it resolves attributes,
+// broadcasting, cuBLASLt descriptors and algorithms once. `enqueue` then only
+// launches work on the stream: no allocation, no synchronisation, so a
+// bucket's steps can be captured into a CUDA graph. A DeviceOp belongs to one
+// Session (cuBLASLt descriptors are not shared across threads).
+//
+// View ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity) do no work: their
+// output aliases their first input's bytes (DevicePlan::alias_input).
+// ============================================================================
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loka/status.h"
+#include "loka/tensor.h"
+#include "runtime/attributes.h"
+
+namespace loka::cuda {
+
+/// A value as a planned op sees it.
+struct DeviceValueInfo {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  /// Host contents when the value is a constant or host-computed for this
+  /// bucket (Reshape targets, Slice starts, weights); undefined otherwise.
+  Tensor host;
+  bool present = true;  ///< false for an omitted optional input
+};
+
+/// A device buffer handed to enqueue.
+struct DeviceTensor {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  void* data = nullptr;
+  int64_t element_count() const { return loka::element_count(shape); }
+};
+
+struct DeviceOpInit {
+  std::string_view node_name;
+  std::string_view op_type;
+  std::string_view domain;
+  int opset = 0;
+  const Attributes& attributes;
+  std::vector<DeviceValueInfo> inputs;
+  std::vector<DeviceValueInfo> outputs;
+};
+
+/// Per-run resources a Session lends its ops.
+struct DeviceRunContext {
+  cudaStream_t stream = nullptr;
+  void* workspace = nullptr;  ///< kWorkspaceBytes, 256-byte aligned
+  size_t workspace_bytes = 0;
+  int* error_flags = nullptr;  ///< device int per step; an op sets its own to report bad data (e.g. ids)
+};
+
+class DeviceOp {
+ public:
+  virtual ~DeviceOp() = default;
+  virtual Status enqueue(std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs,
+                         const DeviceRunContext& context, int step) const = 0;
+  /// What a nonzero error flag of this op's step means, for the run's error.
+  virtual std::string error_text(int flag) const { return "error flag " + std::to_string(flag); }
+};
+
+/// An op planned for one node: either work to enqueue, or a view of an input.
+struct DevicePlan {
+  std::unique_ptr<DeviceOp> op;
+  int alias_input = -1;  ///< >= 0: output 0 is input `alias_input`'s bytes, reshaped
+};
+
+using DeviceOpFactory = std::function<Result<DevicePlan>(const DeviceOpInit&)>;
+
+/// (domain, op_type) -> factory; populated once by register_device_ops().
+class DeviceOpRegistry {
+ public:
+  static const DeviceOpRegistry& builtin();
+  void add(std::string domain, std::string op_type, DeviceOpFactory factory);
+  /// The factory, or an error saying the op has no CUDA kernel yet.
+  Result<const DeviceOpFactory*> find(std::string_view domain, std::string_view op_type) const;
+
+ private:
+  struct Entry {
+    std::string domain, op_type;
+    DeviceOpFactory factory;
+  };
+  std::vector<Entry> entries_;
+};
+
+/// Registers every op family in runtime/cuda/ops/ (ops/register_all.cc).
+void register_device_ops(DeviceOpRegistry& registry);
+
+/// A DeviceOp whose enqueue is a function (most ops).
+template <typename Fn>
+class FunctionDeviceOp final : public DeviceOp {
+ public:
+  explicit FunctionDeviceOp(Fn fn) : fn_(std::move(fn)) {}
+  Status enqueue(std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs,
+                 const DeviceRunContext& context, int step) const override {
+    return fn_(inputs, outputs, context, step);
+  }
+
+ private:
+  Fn fn_;
+};
+
+template <typename Fn>
+DevicePlan device_function(Fn fn) {
+  return DevicePlan{std::make_unique<FunctionDeviceOp<Fn>>(std::move(fn)), -1};
+}
+
+inline DevicePlan device_view(int input = 0) { return DevicePlan{nullptr, input}; }
+
+}  // namespace loka::cuda

@@ -1,0 +1,353 @@
+// ============================================================================
+// runtime/cuda/device_session.cc — planning buckets, staging, graphs, runs.
+// ============================================================================
+#include "runtime/cuda/device_session.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <numeric>
+
+#include "runtime/arena_plan.h"
+#include "runtime/cpu_executor.h"
+#include "runtime/cuda/cuda_status.h"
+#include "runtime/execution_plan.h"
+
+namespace loka {
+
+Result<std::shared_ptr<const DeviceModel>> create_device_model(const Engine& engine) {
+  LOKA_ASSIGN_OR_RETURN(auto model, cuda::CudaDeviceModel::create(engine));
+  return std::shared_ptr<const DeviceModel>(std::move(model));
+}
+
+Result<std::unique_ptr<DeviceSession>> create_device_session(const Engine& engine, const DeviceModel& model) {
+  LOKA_ASSIGN_OR_RETURN(auto session,
+                        cuda::CudaDeviceSession::create(engine, static_cast<const cuda::CudaDeviceModel&>(model)));
+  return std::unique_ptr<DeviceSession>(std::move(session));
+}
+
+namespace cuda {
+
+struct CudaDeviceSession::Bucket {
+  int64_t batch = 0;
+  std::vector<DevicePlan> ops;      ///< per plan step (empty for host-computed steps)
+  std::vector<DeviceTensor> values;  ///< per value id: dtype, shape at this bucket, device pointer
+  DeviceBuffer arena;
+  DeviceBuffer uploads;      ///< host-computed values the ops read
+  DeviceBuffer error_flags;  ///< one int per step
+  PinnedBuffer staging;      ///< inputs, then outputs, then the error flags
+  std::vector<size_t> input_offsets, output_offsets;
+  size_t flags_offset = 0;
+  cudaGraphExec_t graph = nullptr;
+
+  ~Bucket() {
+    if (graph) cudaGraphExecDestroy(graph);
+  }
+  size_t device_bytes() const { return arena.bytes() + uploads.bytes() + error_flags.bytes(); }
+};
+
+namespace {
+
+size_t aligned(size_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+size_t byte_size(const DeviceTensor& t) { return static_cast<size_t>(t.element_count()) * dtype_size(t.dtype); }
+
+/// The batch of a run: the first dim of the first input whose first dim is symbolic (1 when none is).
+int64_t batch_of(const Engine& engine, std::span<const Shape* const> shapes) {
+  for (size_t i = 0; i < engine.inputs().size(); ++i) {
+    const TensorInfo& info = engine.inputs()[i];
+    if (!info.shape.empty() && info.shape[0] < 0 && !shapes[i]->empty()) return (*shapes[i])[0];
+  }
+  return 1;
+}
+
+/// The shape an output has for a run of `batch` rows in a bucket of `bucket` rows.
+Shape run_shape(const Shape& bucket_shape, int64_t bucket, int64_t batch) {
+  Shape shape = bucket_shape;
+  if (!shape.empty() && shape[0] == bucket) shape[0] = batch;
+  return shape;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaDeviceSession>> CudaDeviceSession::create(const Engine& engine,
+                                                                    const CudaDeviceModel& model) {
+  std::unique_ptr<CudaDeviceSession> session(new CudaDeviceSession(engine, model));
+  LOKA_CUDA_RETURN_IF_ERROR(cudaSetDevice(model.device_index()));
+  LOKA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&session->stream_, cudaStreamNonBlocking));
+  LOKA_ASSIGN_OR_RETURN(session->workspace_, DeviceBuffer::allocate(kWorkspaceBytes));
+  session->buckets_.resize(model.buckets().size());
+  return session;
+}
+
+CudaDeviceSession::~CudaDeviceSession() {
+  buckets_.clear();
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+size_t CudaDeviceSession::device_bytes() const {
+  size_t total = workspace_.bytes();
+  for (const auto& bucket : buckets_)
+    if (bucket) total += bucket->device_bytes();
+  return total;
+}
+
+Result<CudaDeviceSession::Bucket*> CudaDeviceSession::bucket_for(int64_t batch) {
+  LOKA_ASSIGN_OR_RETURN(const size_t index, model_.bucket_for(batch));
+  if (!buckets_[index]) {
+    auto planned = plan_bucket(index);
+    if (!planned)
+      return planned.status().with_context("planning batch bucket " + std::to_string(model_.buckets()[index]) + ": ");
+    buckets_[index] = std::move(planned).value();
+  }
+  return buckets_[index].get();
+}
+
+Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucket(size_t index) {
+  const ExecutionPlan& plan = engine_.plan();
+  const BucketShapes& shapes = model_.shapes(index);
+  const size_t value_count = plan.values().size();
+  const auto& steps = plan.steps();
+  auto bucket = std::make_unique<Bucket>();
+  bucket->batch = model_.buckets()[index];
+  bucket->values.resize(value_count);
+  for (size_t v = 0; v < value_count; ++v) bucket->values[v] = DeviceTensor{shapes.dtypes[v], shapes.shapes[v], nullptr};
+
+  const auto is_host = [&](int id) { return shapes.host_resident[static_cast<size_t>(id)]; };
+  const auto host_contents = [&](int id) -> Tensor {
+    if (plan.values()[static_cast<size_t>(id)].is_constant) return plan.constant(id);
+    return shapes.host_values[static_cast<size_t>(id)];
+  };
+
+  // Plan an op for every step with device work, and note which host values they read.
+  const DeviceOpRegistry& registry = DeviceOpRegistry::builtin();
+  bucket->ops.resize(steps.size());
+  std::vector<int> root(value_count);
+  std::iota(root.begin(), root.end(), 0);
+  std::vector<bool> uploaded(value_count, false);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PlanStep& step = steps[s];
+    const bool device_step =
+        std::any_of(step.outputs.begin(), step.outputs.end(), [&](int id) { return id != kNoValue && !is_host(id); });
+    if (!device_step) continue;
+    const std::string where = "node '" + step.name + "' (" + step.op_type + "): ";
+    LOKA_ASSIGN_OR_RETURN(const DeviceOpFactory* factory, registry.find(step.domain, step.op_type));
+    DeviceOpInit init{step.name, step.op_type, step.domain, step.opset, step.attributes, {}, {}};
+    for (int id : step.inputs) {
+      if (id == kNoValue) {
+        init.inputs.push_back(DeviceValueInfo{DType::kUndefined, {}, Tensor(), false});
+        continue;
+      }
+      const DeviceTensor& value = bucket->values[static_cast<size_t>(id)];
+      init.inputs.push_back(DeviceValueInfo{value.dtype, value.shape, is_host(id) ? host_contents(id) : Tensor(), true});
+      if (is_host(id) && !plan.values()[static_cast<size_t>(id)].is_constant) uploaded[static_cast<size_t>(id)] = true;
+    }
+    for (int id : step.outputs) {
+      if (id == kNoValue) {
+        init.outputs.push_back(DeviceValueInfo{DType::kUndefined, {}, Tensor(), false});
+        continue;
+      }
+      const DeviceTensor& value = bucket->values[static_cast<size_t>(id)];
+      init.outputs.push_back(DeviceValueInfo{value.dtype, value.shape, Tensor(), true});
+    }
+    auto planned = (*factory)(init);
+    if (!planned) return planned.status().with_context(where);
+    if (planned->alias_input >= 0) {
+      const int source = step.inputs[static_cast<size_t>(planned->alias_input)];
+      if (source == kNoValue || step.outputs.empty() || step.outputs[0] == kNoValue)
+        return Status::error(where + "a view needs its input and output");
+      root[static_cast<size_t>(step.outputs[0])] = root[static_cast<size_t>(source)];
+    }
+    bucket->ops[s] = std::move(planned).value();
+  }
+
+  // Host-computed values read on the device: uploaded once per bucket.
+  size_t upload_bytes = 0;
+  std::vector<size_t> upload_offset(value_count, 0);
+  for (size_t v = 0; v < value_count; ++v)
+    if (uploaded[v]) {
+      upload_offset[v] = upload_bytes;
+      upload_bytes += aligned(shapes.host_values[v].byte_size());
+    }
+  LOKA_ASSIGN_OR_RETURN(bucket->uploads, DeviceBuffer::allocate(upload_bytes));
+  for (size_t v = 0; v < value_count; ++v)
+    if (uploaded[v]) {
+      void* device = static_cast<std::byte*>(bucket->uploads.data()) + upload_offset[v];
+      bucket->values[v].data = device;
+      if (shapes.host_values[v].byte_size() > 0)
+        LOKA_CUDA_RETURN_IF_ERROR(cudaMemcpy(device, shapes.host_values[v].raw(), shapes.host_values[v].byte_size(),
+                                             cudaMemcpyHostToDevice));
+    }
+  for (size_t v = 0; v < value_count; ++v)
+    if (plan.values()[v].is_constant) bucket->values[v].data = model_.constant(static_cast<int>(v));
+
+  // Arena: one request per root buffer, alive from its producer to its last reader (of any alias).
+  std::vector<int> producer(value_count, -1);
+  for (size_t s = 0; s < steps.size(); ++s)
+    for (int id : steps[s].outputs)
+      if (id != kNoValue) producer[static_cast<size_t>(id)] = static_cast<int>(s);
+  std::vector<int> request_of(value_count, -1);
+  std::vector<ArenaRequest> requests;
+  for (size_t v = 0; v < value_count; ++v) {
+    if (plan.values()[v].is_constant || shapes.host_resident[v] || shapes.dtypes[v] == DType::kUndefined) continue;
+    const size_t r = static_cast<size_t>(root[v]);
+    if (plan.values()[r].is_constant || shapes.host_resident[r]) continue;  // a view of a constant or upload
+    if (request_of[r] < 0) {
+      request_of[r] = static_cast<int>(requests.size());
+      requests.push_back(ArenaRequest{byte_size(bucket->values[r]), producer[r], producer[r]});
+    }
+    ArenaRequest& request = requests[static_cast<size_t>(request_of[r])];
+    const PlanValue& value = plan.values()[v];
+    request.last_step = std::max({request.last_step, value.last_reader, value.is_graph_output ? INT_MAX : -1});
+  }
+  const ArenaPlan arena = plan_arena(requests);
+  LOKA_ASSIGN_OR_RETURN(bucket->arena, DeviceBuffer::allocate(arena.total_bytes));
+  for (size_t v = 0; v < value_count; ++v) {
+    const size_t r = static_cast<size_t>(root[v]);
+    if (request_of[r] >= 0)
+      bucket->values[v].data =
+          static_cast<std::byte*>(bucket->arena.data()) + arena.offsets[static_cast<size_t>(request_of[r])];
+    else if (r != v)
+      bucket->values[v].data = bucket->values[r].data;
+  }
+  for (int id : plan.output_ids())
+    if (shapes.host_resident[static_cast<size_t>(id)])
+      return Status::error("graph output '" + plan.values()[static_cast<size_t>(id)].name +
+                           "' is computed on the host; the CUDA backend cannot return it");
+
+  // Staging: inputs, outputs, error flags.
+  LOKA_ASSIGN_OR_RETURN(bucket->error_flags, DeviceBuffer::allocate(sizeof(int) * std::max<size_t>(1, steps.size())));
+  size_t staging = 0;
+  for (int id : plan.input_ids()) {
+    bucket->input_offsets.push_back(staging);
+    staging += aligned(byte_size(bucket->values[static_cast<size_t>(id)]));
+  }
+  for (int id : plan.output_ids()) {
+    bucket->output_offsets.push_back(staging);
+    staging += aligned(byte_size(bucket->values[static_cast<size_t>(id)]));
+  }
+  bucket->flags_offset = staging;
+  staging += sizeof(int) * std::max<size_t>(1, steps.size());
+  LOKA_ASSIGN_OR_RETURN(bucket->staging, PinnedBuffer::allocate(staging));
+
+  if (engine_.options().cuda_graphs) {
+    cudaGraph_t graph = nullptr;
+    LOKA_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const Status enqueued = enqueue_steps(*bucket);
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    LOKA_RETURN_IF_ERROR(enqueued);
+    LOKA_RETURN_IF_ERROR(cuda_status(ended, "capturing the bucket's CUDA graph"));
+    const cudaError_t instantiated = cudaGraphInstantiate(&bucket->graph, graph, 0);
+    cudaGraphDestroy(graph);
+    LOKA_RETURN_IF_ERROR(cuda_status(instantiated, "instantiating the bucket's CUDA graph"));
+  }
+  return bucket;
+}
+
+Status CudaDeviceSession::enqueue_steps(const Bucket& bucket) const {
+  const auto& steps = engine_.plan().steps();
+  DeviceRunContext context{stream_, workspace_.data(), workspace_.bytes(), static_cast<int*>(bucket.error_flags.data())};
+  std::vector<DeviceTensor> inputs, outputs;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const DevicePlan& planned = bucket.ops[s];
+    if (!planned.op) continue;
+    inputs.clear();
+    outputs.clear();
+    for (int id : steps[s].inputs) inputs.push_back(id == kNoValue ? DeviceTensor{} : bucket.values[static_cast<size_t>(id)]);
+    for (int id : steps[s].outputs)
+      outputs.push_back(id == kNoValue ? DeviceTensor{} : bucket.values[static_cast<size_t>(id)]);
+    if (Status status = planned.op->enqueue(inputs, outputs, context, static_cast<int>(s)); !status)
+      return status.with_context("node '" + steps[s].name + "' (" + steps[s].op_type + "): ");
+  }
+  return cuda_status(cudaGetLastError(), "launching the bucket's kernels");
+}
+
+Status CudaDeviceSession::launch(Bucket& bucket) {
+  LOKA_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(bucket.error_flags.data(), 0, bucket.error_flags.bytes(), stream_));
+  if (bucket.graph) return cuda_status(cudaGraphLaunch(bucket.graph, stream_), "launching the bucket's CUDA graph");
+  return enqueue_steps(bucket);
+}
+
+Status CudaDeviceSession::check_error_flags(const Bucket& bucket) const {
+  const auto& steps = engine_.plan().steps();
+  const int* flags = reinterpret_cast<const int*>(static_cast<const std::byte*>(bucket.staging.data()) + bucket.flags_offset);
+  for (size_t s = 0; s < steps.size(); ++s)
+    if (flags[s] != 0 && bucket.ops[s].op)
+      return Status::error("node '" + steps[s].name + "' (" + steps[s].op_type + "): " + bucket.ops[s].op->error_text(flags[s]));
+  return Status::ok();
+}
+
+Result<std::vector<Tensor>> CudaDeviceSession::run(std::span<const Tensor> inputs) {
+  std::vector<InputDescription> described;
+  std::vector<const Shape*> shapes;
+  for (const Tensor& input : inputs) {
+    described.push_back({input.defined(), input.dtype(), &input.shape()});
+    shapes.push_back(&input.shape());
+  }
+  LOKA_RETURN_IF_ERROR(check_inputs(engine_, described));
+  LOKA_CUDA_RETURN_IF_ERROR(cudaSetDevice(model_.device_index()));
+  const int64_t batch = batch_of(engine_, shapes);
+  LOKA_ASSIGN_OR_RETURN(Bucket* bucket, bucket_for(batch));
+  const ExecutionPlan& plan = engine_.plan();
+  std::byte* staging = static_cast<std::byte*>(bucket->staging.data());
+
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DeviceTensor& slot = bucket->values[static_cast<size_t>(plan.input_ids()[i])];
+    const size_t bytes = inputs[i].byte_size(), capacity = byte_size(slot);
+    std::memcpy(staging + bucket->input_offsets[i], inputs[i].raw(), bytes);
+    LOKA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(slot.data, staging + bucket->input_offsets[i], bytes, cudaMemcpyHostToDevice, stream_));
+    if (bytes < capacity)  // padding rows: zeros (valid ids, finite values)
+      LOKA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(static_cast<std::byte*>(slot.data) + bytes, 0, capacity - bytes, stream_));
+  }
+  LOKA_RETURN_IF_ERROR(launch(*bucket));
+
+  std::vector<Tensor> outputs;
+  for (size_t o = 0; o < plan.output_ids().size(); ++o) {
+    const DeviceTensor& slot = bucket->values[static_cast<size_t>(plan.output_ids()[o])];
+    Tensor output = Tensor::zeros(slot.dtype, run_shape(slot.shape, bucket->batch, batch));
+    LOKA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + bucket->output_offsets[o], slot.data, output.byte_size(),
+                                              cudaMemcpyDeviceToHost, stream_));
+    outputs.push_back(std::move(output));
+  }
+  LOKA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + bucket->flags_offset, bucket->error_flags.data(),
+                                            bucket->error_flags.bytes(), cudaMemcpyDeviceToHost, stream_));
+  LOKA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  LOKA_RETURN_IF_ERROR(check_error_flags(*bucket));
+  for (size_t o = 0; o < outputs.size(); ++o)
+    std::memcpy(outputs[o].raw(), staging + bucket->output_offsets[o], outputs[o].byte_size());
+  return outputs;
+}
+
+Result<std::vector<DeviceView>> CudaDeviceSession::run_on_device(std::span<const DeviceView> inputs) {
+  std::vector<InputDescription> described;
+  std::vector<const Shape*> shapes;
+  for (const DeviceView& input : inputs) {
+    described.push_back({input.data != nullptr, input.dtype, &input.shape});
+    shapes.push_back(&input.shape);
+  }
+  LOKA_RETURN_IF_ERROR(check_inputs(engine_, described));
+  LOKA_CUDA_RETURN_IF_ERROR(cudaSetDevice(model_.device_index()));
+  const int64_t batch = batch_of(engine_, shapes);
+  LOKA_ASSIGN_OR_RETURN(Bucket* bucket, bucket_for(batch));
+  const ExecutionPlan& plan = engine_.plan();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DeviceTensor& slot = bucket->values[static_cast<size_t>(plan.input_ids()[i])];
+    const size_t bytes = static_cast<size_t>(element_count(inputs[i].shape)) * dtype_size(inputs[i].dtype);
+    const size_t capacity = byte_size(slot);
+    LOKA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.data, inputs[i].data, bytes, cudaMemcpyDeviceToDevice, stream_));
+    if (bytes < capacity)
+      LOKA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(static_cast<std::byte*>(slot.data) + bytes, 0, capacity - bytes, stream_));
+  }
+  LOKA_RETURN_IF_ERROR(launch(*bucket));
+  std::vector<DeviceView> outputs;
+  for (int id : plan.output_ids()) {
+    const DeviceTensor& slot = bucket->values[static_cast<size_t>(id)];
+    outputs.push_back(DeviceView{slot.dtype, run_shape(slot.shape, bucket->batch, batch), slot.data});
+  }
+  return outputs;
+}
+
+}  // namespace cuda
+}  // namespace loka
