@@ -1,0 +1,302 @@
+// ============================================================================
+// kernels/cuda/copy.cu — the strided-copy core, the tiled transpose, the ops
+// expressed through them, and row gathers.
+// ============================================================================
+#include <string>
+
+#include "kernels/cuda/copy.h"
+#include "kernels/cuda/device_util.cuh"
+
+namespace loka::cuda {
+namespace {
+
+/// The unsigned type that moves kBytes at once (aligned to kBytes).
+template <int kBytes>
+struct UnitOf;
+template <>
+struct UnitOf<1> { using type = uint8_t; };
+template <>
+struct UnitOf<2> { using type = uint16_t; };
+template <>
+struct UnitOf<4> { using type = uint32_t; };
+template <>
+struct UnitOf<8> { using type = uint2; };
+template <>
+struct UnitOf<16> { using type = uint4; };
+
+struct CopyIndex {
+  int rank;
+  int64_t extent[kMaxCopyRank];
+  int64_t src_stride[kMaxCopyRank];
+  int64_t dst_stride[kMaxCopyRank];
+};
+
+template <typename Unit>
+__global__ void strided_copy_kernel(const Unit* src, Unit* dst, const __grid_constant__ CopyIndex index, int64_t count) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rest = i, from = 0, to = 0;
+    for (int d = index.rank - 1; d >= 0; --d) {
+      const int64_t coordinate = rest % index.extent[d];
+      rest /= index.extent[d];
+      from += coordinate * index.src_stride[d];
+      to += coordinate * index.dst_stride[d];
+    }
+    dst[to] = src[from];
+  }
+}
+
+constexpr int kTile = 32;
+constexpr int kTileRows = 8;
+
+/// dst[b, p, q] = src[b, q, p] through a shared tile: p is contiguous in src, q in dst.
+template <typename Unit>
+__global__ void transpose_tiled_kernel(const Unit* src, Unit* dst, int64_t p_extent, int64_t q_extent,
+                                       int64_t src_q_stride, int64_t dst_p_stride, int64_t src_batch_stride,
+                                       int64_t dst_batch_stride) {
+  __shared__ Unit tile[kTile][kTile + 1];  // +1: column reads hit distinct banks
+  const int64_t p0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const Unit* in = src + blockIdx.z * src_batch_stride;
+  Unit* out = dst + blockIdx.z * dst_batch_stride;
+  for (int k = 0; k < kTile; k += kTileRows) {
+    const int64_t p = p0 + threadIdx.x, q = q0 + threadIdx.y + k;
+    if (p < p_extent && q < q_extent) tile[threadIdx.y + k][threadIdx.x] = in[p + q * src_q_stride];
+  }
+  __syncthreads();
+  for (int k = 0; k < kTile; k += kTileRows) {
+    const int64_t p = p0 + threadIdx.y + k, q = q0 + threadIdx.x;
+    if (p < p_extent && q < q_extent) out[p * dst_p_stride + q] = tile[threadIdx.x][threadIdx.y + k];
+  }
+}
+
+/// Whether a simplified plan is "swap the two innermost dims" (with at most one batch
+/// dim) and fits the tiled kernel's grid.
+bool is_tiled_transpose(const CopyPlan& plan) {
+  const auto& dims = plan.dims;
+  if (dims.rank < 2 || dims.rank > 3) return false;
+  const size_t q = static_cast<size_t>(dims.rank - 1), p = q - 1;
+  const int64_t batch = dims.rank == 3 ? dims.extent[0] : 1;
+  return dims.stride[1][q] == 1 && dims.stride[0][p] == 1 && dims.stride[0][q] != 1 &&
+         (dims.extent[q] + kTile - 1) / kTile <= 65535 && batch <= 65535;
+}
+
+template <typename Unit>
+void launch_copy_kernel(const void* src, void* dst, const CopyPlan& plan, cudaStream_t stream) {
+  const auto* from = static_cast<const Unit*>(src);
+  auto* to = static_cast<Unit*>(dst);
+  const auto& dims = plan.dims;
+  if (is_tiled_transpose(plan)) {
+    const size_t q = static_cast<size_t>(dims.rank - 1), p = q - 1;
+    const bool batched = dims.rank == 3;
+    const dim3 grid(static_cast<unsigned>((dims.extent[p] + kTile - 1) / kTile),
+                    static_cast<unsigned>((dims.extent[q] + kTile - 1) / kTile),
+                    static_cast<unsigned>(batched ? dims.extent[0] : 1));
+    transpose_tiled_kernel<Unit><<<grid, dim3(kTile, kTileRows), 0, stream>>>(
+        from, to, dims.extent[p], dims.extent[q], dims.stride[0][q], dims.stride[1][p], batched ? dims.stride[0][0] : 0,
+        batched ? dims.stride[1][0] : 0);
+    return;
+  }
+  CopyIndex index{};
+  index.rank = dims.rank;
+  for (int d = 0; d < dims.rank; ++d) {
+    index.extent[d] = dims.extent[static_cast<size_t>(d)];
+    index.src_stride[d] = dims.stride[0][static_cast<size_t>(d)];
+    index.dst_stride[d] = dims.stride[1][static_cast<size_t>(d)];
+  }
+  const int64_t count = dims.element_count();
+  strided_copy_kernel<Unit><<<blocks_for(count), kThreadsPerBlock, 0, stream>>>(from, to, index, count);
+}
+
+template <typename Unit>
+__global__ void gather_rows_kernel(const Unit* data, int64_t rows, int64_t units_per_row, const void* ids,
+                                   bool ids_int64, int64_t count, Unit* dst, IndexPolicy policy, int* error_flag) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count * units_per_row;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t k = i / units_per_row, unit = i % units_per_row;
+    const int64_t id = ids_int64 ? static_cast<const int64_t*>(ids)[k] : static_cast<const int32_t*>(ids)[k];
+    const int64_t row = resolve_index(id, rows, policy);
+    if (row < 0) {
+      if (error_flag != nullptr) *error_flag = 1;
+      dst[i] = Unit{};
+    } else {
+      dst[i] = data[row * units_per_row + unit];
+    }
+  }
+}
+
+bool aligned(const void* pointer, size_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; }
+
+Status check_element_size(size_t element_size, const char* op) {
+  if (element_size == 1 || element_size == 2 || element_size == 4 || element_size == 8 || element_size == 16)
+    return Status::ok();
+  return Status::error(std::string(op) + ": element size " + std::to_string(element_size) +
+                       " is not 1, 2, 4, 8 or 16 bytes");
+}
+
+/// A plan over `out_shape` writing dst contiguously; src strides filled by the caller.
+CopyPlan contiguous_output_plan(const std::vector<int64_t>& out_shape, size_t element_size) {
+  CopyPlan plan;
+  plan.unit_bytes = static_cast<int>(element_size);
+  const std::vector<int64_t> dst_strides = contiguous_strides(out_shape);
+  for (size_t d = 0; d < out_shape.size(); ++d) plan.dims.push(out_shape[d], {0, dst_strides[d]});
+  return plan;
+}
+
+}  // namespace
+
+Status launch_strided_copy(const void* src, void* dst, CopyPlan plan, cudaStream_t stream) {
+  LOKA_RETURN_IF_ERROR(check_element_size(static_cast<size_t>(plan.unit_bytes), "strided copy"));
+  if (plan.dims.element_count() == 0) return Status::ok();
+  simplify_copy(plan, src, dst);
+  switch (plan.unit_bytes) {
+    case 1: launch_copy_kernel<UnitOf<1>::type>(src, dst, plan, stream); break;
+    case 2: launch_copy_kernel<UnitOf<2>::type>(src, dst, plan, stream); break;
+    case 4: launch_copy_kernel<UnitOf<4>::type>(src, dst, plan, stream); break;
+    case 8: launch_copy_kernel<UnitOf<8>::type>(src, dst, plan, stream); break;
+    default: launch_copy_kernel<UnitOf<16>::type>(src, dst, plan, stream); break;
+  }
+  return launch_status("strided copy");
+}
+
+Status launch_transpose(const void* src, const std::vector<int64_t>& shape, const std::vector<int64_t>& perm,
+                        size_t element_size, void* dst, cudaStream_t stream) {
+  LOKA_RETURN_IF_ERROR(check_shape(shape, "transpose: input"));
+  LOKA_RETURN_IF_ERROR(check_element_size(element_size, "transpose"));
+  std::vector<bool> seen(shape.size(), false);
+  bool valid = perm.size() == shape.size();
+  for (size_t d = 0; valid && d < perm.size(); ++d) {
+    valid = perm[d] >= 0 && perm[d] < static_cast<int64_t>(shape.size()) && !seen[static_cast<size_t>(perm[d])];
+    if (valid) seen[static_cast<size_t>(perm[d])] = true;
+  }
+  if (!valid)
+    return Status::error("transpose: perm " + dims_to_string(perm) + " is not a permutation of the axes of " +
+                         dims_to_string(shape));
+  const std::vector<int64_t> src_strides = contiguous_strides(shape);
+  std::vector<int64_t> out_shape(shape.size());
+  for (size_t d = 0; d < perm.size(); ++d) out_shape[d] = shape[static_cast<size_t>(perm[d])];
+  CopyPlan plan = contiguous_output_plan(out_shape, element_size);
+  for (size_t d = 0; d < perm.size(); ++d) plan.dims.stride[0][d] = src_strides[static_cast<size_t>(perm[d])];
+  return launch_strided_copy(src, dst, plan, stream);
+}
+
+Status launch_concat(const std::vector<const void*>& inputs, const std::vector<std::vector<int64_t>>& shapes, int axis,
+                     size_t element_size, void* dst, cudaStream_t stream) {
+  LOKA_RETURN_IF_ERROR(check_element_size(element_size, "concat"));
+  if (inputs.size() != shapes.size() || shapes.empty())
+    return Status::error("concat: " + std::to_string(inputs.size()) + " inputs with " + std::to_string(shapes.size()) +
+                         " shapes; need one shape per input and at least one input");
+  std::vector<int64_t> out_shape = shapes[0];
+  LOKA_RETURN_IF_ERROR(check_shape(out_shape, "concat: input 0"));
+  if (axis < 0 || axis >= static_cast<int>(out_shape.size()))
+    return Status::error("concat: axis " + std::to_string(axis) + " is outside the rank of " + dims_to_string(out_shape));
+  const size_t a = static_cast<size_t>(axis);
+  for (size_t i = 1; i < shapes.size(); ++i) {
+    bool compatible = shapes[i].size() == out_shape.size();
+    for (size_t d = 0; compatible && d < out_shape.size(); ++d) compatible = d == a || shapes[i][d] == out_shape[d];
+    if (!compatible || shapes[i][a] < 0)
+      return Status::error("concat: input " + std::to_string(i) + " " + dims_to_string(shapes[i]) +
+                           " differs from input 0 " + dims_to_string(shapes[0]) + " outside axis " + std::to_string(axis));
+    out_shape[a] += shapes[i][a];
+  }
+  const std::vector<int64_t> dst_strides = contiguous_strides(out_shape);
+  int64_t offset = 0;  // along the axis
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<int64_t> src_strides = contiguous_strides(shapes[i]);
+    CopyPlan plan;
+    plan.unit_bytes = static_cast<int>(element_size);
+    for (size_t d = 0; d < out_shape.size(); ++d) plan.dims.push(shapes[i][d], {src_strides[d], dst_strides[d]});
+    char* slice = static_cast<char*>(dst) + offset * dst_strides[a] * static_cast<int64_t>(element_size);
+    LOKA_RETURN_IF_ERROR(launch_strided_copy(inputs[i], slice, plan, stream));
+    offset += shapes[i][a];
+  }
+  return Status::ok();
+}
+
+Status launch_slice(const void* src, const std::vector<int64_t>& shape, const std::vector<int64_t>& starts,
+                    const std::vector<int64_t>& steps, const std::vector<int64_t>& out_shape, size_t element_size,
+                    void* dst, cudaStream_t stream) {
+  LOKA_RETURN_IF_ERROR(check_shape(shape, "slice: input"));
+  LOKA_RETURN_IF_ERROR(check_shape(out_shape, "slice: output"));
+  LOKA_RETURN_IF_ERROR(check_element_size(element_size, "slice"));
+  if (starts.size() != shape.size() || steps.size() != shape.size() || out_shape.size() != shape.size())
+    return Status::error("slice: starts, steps and output shape need one entry per dim of " + dims_to_string(shape));
+  const std::vector<int64_t> in_strides = contiguous_strides(shape);
+  CopyPlan plan = contiguous_output_plan(out_shape, element_size);
+  int64_t base = 0;
+  bool empty = false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    empty = empty || out_shape[d] == 0;
+    const int64_t last = starts[d] + (out_shape[d] - 1) * steps[d];
+    if (out_shape[d] > 0 && (steps[d] == 0 || starts[d] < 0 || starts[d] >= shape[d] || last < 0 || last >= shape[d]))
+      return Status::error("slice: dim " + std::to_string(d) + " reads " + std::to_string(out_shape[d]) +
+                           " elements from " + std::to_string(starts[d]) + " in steps of " + std::to_string(steps[d]) +
+                           ", outside [0, " + std::to_string(shape[d]) + ")");
+    base += starts[d] * in_strides[d];
+    plan.dims.stride[0][d] = in_strides[d] * steps[d];
+  }
+  if (empty) return Status::ok();
+  return launch_strided_copy(static_cast<const char*>(src) + base * static_cast<int64_t>(element_size), dst, plan,
+                             stream);
+}
+
+Status launch_expand(const void* src, const std::vector<int64_t>& shape, const std::vector<int64_t>& out_shape,
+                     size_t element_size, void* dst, cudaStream_t stream) {
+  LOKA_RETURN_IF_ERROR(check_shape(shape, "expand: input"));
+  LOKA_RETURN_IF_ERROR(check_shape(out_shape, "expand: output"));
+  LOKA_RETURN_IF_ERROR(check_element_size(element_size, "expand"));
+  auto broadcast = broadcast_shape(shape, out_shape);
+  if (!broadcast || *broadcast != out_shape)
+    return Status::error("expand: " + dims_to_string(shape) + " does not broadcast to " + dims_to_string(out_shape));
+  const std::vector<int64_t> src_strides = broadcast_strides(shape, out_shape);
+  CopyPlan plan = contiguous_output_plan(out_shape, element_size);
+  for (size_t d = 0; d < out_shape.size(); ++d) plan.dims.stride[0][d] = src_strides[d];
+  return launch_strided_copy(src, dst, plan, stream);
+}
+
+Status launch_tile(const void* src, const std::vector<int64_t>& shape, const std::vector<int64_t>& repeats,
+                   size_t element_size, void* dst, cudaStream_t stream) {
+  LOKA_RETURN_IF_ERROR(check_shape(shape, "tile: input"));
+  LOKA_RETURN_IF_ERROR(check_element_size(element_size, "tile"));
+  if (repeats.size() != shape.size())
+    return Status::error("tile: repeats " + dims_to_string(repeats) + " need one entry per dim of " + dims_to_string(shape));
+  const std::vector<int64_t> src_strides = contiguous_strides(shape);
+  // Output dim d (repeats·dim elements) is the pair [repeats, dim]: row-major, so dst stays contiguous.
+  std::vector<int64_t> split_shape;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (repeats[d] < 0) return Status::error("tile: repeats " + dims_to_string(repeats) + " has a negative entry");
+    split_shape.push_back(repeats[d]);
+    split_shape.push_back(shape[d]);
+  }
+  CopyPlan plan = contiguous_output_plan(split_shape, element_size);
+  for (size_t d = 0; d < shape.size(); ++d) plan.dims.stride[0][2 * d + 1] = src_strides[d];
+  return launch_strided_copy(src, dst, plan, stream);
+}
+
+Status launch_gather_rows(const void* data, int64_t rows, size_t row_bytes, const void* ids, bool ids_int64,
+                          int64_t count, void* dst, IndexPolicy policy, int* error_flag, cudaStream_t stream) {
+  if (rows < 0 || count < 0)
+    return Status::error("gather: rows and id count must be >= 0, got " + std::to_string(rows) + " and " +
+                         std::to_string(count));
+  if (count == 0 || row_bytes == 0) return Status::ok();
+  size_t unit = 16;
+  while (unit > 1 && (row_bytes % unit != 0 || !aligned(data, unit) || !aligned(dst, unit))) unit /= 2;
+  const auto units_per_row = static_cast<int64_t>(row_bytes / unit);
+  const unsigned blocks = blocks_for(count * units_per_row);
+  const auto run = [&](auto zero) {
+    using Unit = decltype(zero);
+    gather_rows_kernel<Unit><<<blocks, kThreadsPerBlock, 0, stream>>>(static_cast<const Unit*>(data), rows,
+                                                                      units_per_row, ids, ids_int64, count,
+                                                                      static_cast<Unit*>(dst), policy, error_flag);
+  };
+  switch (unit) {
+    case 16: run(uint4{}); break;
+    case 8: run(uint2{}); break;
+    case 4: run(uint32_t{}); break;
+    case 2: run(uint16_t{}); break;
+    default: run(uint8_t{}); break;
+  }
+  return launch_status("gather");
+}
+
+}  // namespace loka::cuda

@@ -1,0 +1,69 @@
+// ============================================================================
+// kernels/cuda/device_util.cuh — small device helpers shared by the CUDA
+// data kernels: grid sizing, float <-> storage-type conversion, aligned packs.
+//
+// Half types are stored as FP16/BF16 and computed in FP32 with one rounding
+// on store (nearest even), as the CPU runtime does (runtime/ops/elementwise.cc).
+// Included by .cu files only.
+// ============================================================================
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "loka/dtype.h"
+#include "loka/status.h"
+
+namespace loka::cuda {
+
+inline constexpr int kThreadsPerBlock = 256;
+
+/// Blocks for a grid-stride loop over `count` items: enough to fill an H100
+/// many times over, few enough that each thread does a handful of items.
+inline unsigned blocks_for(int64_t count, int threads = kThreadsPerBlock) {
+  const int64_t blocks = (count + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
+}
+
+/// Ok, or the launch error of the last kernel, naming `what`.
+inline Status launch_status(const char* what) {
+  const cudaError_t error = cudaGetLastError();
+  if (error == cudaSuccess) return Status::ok();
+  return Status::error(std::string(what) + " launch failed: " + cudaGetErrorString(error));
+}
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+/// N elements moved as one aligned load or store (N·sizeof(T) a power of two ≤ 16).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+/// Calls fn(T{}) with T the storage type of a float dtype LoKA computes on the
+/// GPU (FP32, BF16, FP16); false for any other dtype.
+template <typename Fn>
+bool visit_float_type(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: fn(float{}); return true;
+    case DType::kBFloat16: fn(__nv_bfloat16{}); return true;
+    case DType::kFloat16: fn(__half{}); return true;
+    default: return false;
+  }
+}
+
+}  // namespace loka::cuda

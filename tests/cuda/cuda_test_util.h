@@ -1,0 +1,68 @@
+// ============================================================================
+// tests/cuda/cuda_test_util.h — shared helpers of the CUDA kernel tests:
+// the skip-without-GPU fixture, device buffers, and float comparisons that
+// report the first mismatches with their index.
+// ============================================================================
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loka/tensor.h"
+
+namespace loka::testing {
+
+/// Skips visibly (with the reason) when no CUDA device is usable.
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+};
+
+/// A device allocation of `bytes` (at least 1), freed on destruction.
+class DeviceBytes {
+ public:
+  explicit DeviceBytes(size_t bytes);
+  /// Uploads the bytes of `host`.
+  explicit DeviceBytes(const Tensor& host);
+  template <typename T>
+  explicit DeviceBytes(const std::vector<T>& host) : DeviceBytes(host.size() * sizeof(T)) {
+    upload(host.data(), host.size() * sizeof(T));
+  }
+  ~DeviceBytes();
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+
+  void* get() const { return data_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+  void upload(const void* host, size_t bytes);
+  /// Synchronises the device, then copies the first `bytes` back.
+  void download(void* host, size_t bytes) const;
+  template <typename T>
+  std::vector<T> download_vector(size_t count) const {
+    std::vector<T> host(count);
+    download(host.data(), count * sizeof(T));
+    return host;
+  }
+  /// A host tensor of `dtype` and `shape` filled from the first bytes.
+  Tensor download_tensor(DType dtype, const Shape& shape) const;
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+/// Expects every element of `actual` (FLOAT, BFLOAT16 or FLOAT16) within `max_ulp`
+/// units of its type (+0 and -0 are equal, NaN matches NaN), or within
+/// `abs_tolerance`, of `expected` (same dtype and
+/// shape); reports the count and the first few mismatches with their index.
+void expect_close(const Tensor& actual, const Tensor& expected, int64_t max_ulp, float abs_tolerance = 0.0f);
+/// Expects every byte to match; reports the first mismatching element of `element_size` bytes.
+void expect_same_bytes(const void* actual, const void* expected, size_t count, size_t element_size);
+
+}  // namespace loka::testing
