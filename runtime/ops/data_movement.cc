@@ -249,55 +249,18 @@ KernelResult make_split(const KernelInit& init) {
 // ---------------------------------------------------------------------------
 // Slice, Tile, Pad: per-axis maps into copy_by_axis_maps.
 
-struct SliceArgs {
-  std::vector<int64_t> starts, ends, axes, steps;
-};
+using ops::SliceArgs;
 
 /// Builds the per-axis maps of a slice of `x` (ONNX clamping rules) and the output shape.
 Result<std::vector<ops::AxisMap>> slice_maps(const Tensor& x, SliceArgs args, Shape& shape) {
-  const size_t n = args.starts.size();
-  if (args.ends.size() != n)
-    return Status::error("starts has " + std::to_string(n) + " entries, ends " + std::to_string(args.ends.size()));
-  if (args.axes.empty())
-    for (size_t i = 0; i < n; ++i) args.axes.push_back(static_cast<int64_t>(i));
-  if (args.steps.empty()) args.steps.assign(n, 1);
-  if (args.axes.size() != n || args.steps.size() != n)
-    return Status::error("starts, ends, axes and steps must have the same length, got " + std::to_string(n) + ", " +
-                         std::to_string(args.ends.size()) + ", " + std::to_string(args.axes.size()) + ", " +
-                         std::to_string(args.steps.size()));
+  LOKA_ASSIGN_OR_RETURN(const std::vector<ops::SliceWindow> windows, ops::slice_windows(x.shape(), std::move(args)));
   const std::vector<int64_t> strides = ops::contiguous_strides(x.shape());
   shape = x.shape();
   std::vector<ops::AxisMap> maps(static_cast<size_t>(x.rank()));
-  std::vector<bool> seen(static_cast<size_t>(x.rank()), false);
-  for (int d = 0; d < x.rank(); ++d) maps[static_cast<size_t>(d)] = ops::AxisMap::strided(x.dim(d), 0, strides[static_cast<size_t>(d)]);
-  for (size_t i = 0; i < n; ++i) {
-    LOKA_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(args.axes[i], x.rank()));
-    const size_t a = static_cast<size_t>(axis);
-    if (seen[a]) return Status::error("axes repeat axis " + std::to_string(args.axes[i]));
-    seen[a] = true;
-    const int64_t dim = x.dim(axis);
-    const int64_t step = args.steps[i];
-    if (step == 0) return Status::error("step for axis " + std::to_string(axis) + " is zero");
-    // Negative bounds count from the end; then clamp to [0, dim] (step > 0) or
-    // [-1, dim - 1] (step < 0). Counts are computed so that no extreme value overflows.
-    int64_t start = args.starts[i], end = args.ends[i];
-    if (start < 0) start += dim;
-    if (end < 0) end += dim;
-    int64_t count = 0;
-    if (dim == 0) {
-      start = 0;
-    } else if (step > 0) {
-      start = std::clamp(start, int64_t{0}, dim);
-      end = std::clamp(end, int64_t{0}, dim);
-      count = end > start ? 1 + (end - start - 1) / step : 0;
-    } else {
-      start = std::clamp(start, int64_t{0}, dim - 1);
-      end = std::clamp(end, int64_t{-1}, dim - 1);
-      const int64_t magnitude = step == INT64_MIN ? INT64_MAX : -step;
-      count = start > end ? 1 + (start - end - 1) / magnitude : 0;
-    }
-    shape[a] = count;
-    maps[a] = ops::AxisMap::strided(count, start * strides[a], count > 1 ? step * strides[a] : 0);
+  for (size_t a = 0; a < windows.size(); ++a) {
+    const ops::SliceWindow& w = windows[a];
+    shape[a] = w.count;
+    maps[a] = ops::AxisMap::strided(w.count, w.start * strides[a], w.count > 1 ? w.step * strides[a] : 0);
   }
   return maps;
 }

@@ -3,6 +3,9 @@
 // ============================================================================
 #include "runtime/ops/op_helpers.h"
 
+#include <algorithm>
+#include <climits>
+
 namespace loka::ops {
 
 Status require_input(std::span<const Tensor> inputs, size_t index, const char* what) {
@@ -60,6 +63,52 @@ Result<std::vector<int64_t>> read_int_list(const Tensor& tensor, const char* wha
   LOKA_RETURN_IF_ERROR(require_index_type(tensor, what));
   if (tensor.rank() > 1) return Status::error(std::string(what) + " must be 1-D, got shape " + shape_to_string(tensor.shape()));
   return tensor.to_int64s();
+}
+
+Result<std::vector<SliceWindow>> slice_windows(const Shape& shape, SliceArgs args) {
+  const size_t n = args.starts.size();
+  const int rank = static_cast<int>(shape.size());
+  if (args.ends.size() != n)
+    return Status::error("starts has " + std::to_string(n) + " entries, ends " + std::to_string(args.ends.size()));
+  if (args.axes.empty())
+    for (size_t i = 0; i < n; ++i) args.axes.push_back(static_cast<int64_t>(i));
+  if (args.steps.empty()) args.steps.assign(n, 1);
+  if (args.axes.size() != n || args.steps.size() != n)
+    return Status::error("starts, ends, axes and steps must have the same length, got " + std::to_string(n) + ", " +
+                         std::to_string(args.ends.size()) + ", " + std::to_string(args.axes.size()) + ", " +
+                         std::to_string(args.steps.size()));
+  std::vector<SliceWindow> windows(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) windows[d] = SliceWindow{0, 1, shape[d]};
+  std::vector<bool> seen(shape.size(), false);
+  for (size_t i = 0; i < n; ++i) {
+    LOKA_ASSIGN_OR_RETURN(const int axis, normalize_axis(args.axes[i], rank));
+    const size_t a = static_cast<size_t>(axis);
+    if (seen[a]) return Status::error("axes repeat axis " + std::to_string(args.axes[i]));
+    seen[a] = true;
+    const int64_t dim = shape[a];
+    const int64_t step = args.steps[i];
+    if (step == 0) return Status::error("step for axis " + std::to_string(axis) + " is zero");
+    // Negative bounds count from the end; then clamp to [0, dim] (step > 0) or
+    // [-1, dim - 1] (step < 0). Counts are computed so that no extreme value overflows.
+    int64_t start = args.starts[i], end = args.ends[i];
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    int64_t count = 0;
+    if (dim == 0) {
+      start = 0;
+    } else if (step > 0) {
+      start = std::clamp(start, int64_t{0}, dim);
+      end = std::clamp(end, int64_t{0}, dim);
+      count = end > start ? 1 + (end - start - 1) / step : 0;
+    } else {
+      start = std::clamp(start, int64_t{0}, dim - 1);
+      end = std::clamp(end, int64_t{-1}, dim - 1);
+      const int64_t magnitude = step == INT64_MIN ? INT64_MAX : -step;
+      count = start > end ? 1 + (start - end - 1) / magnitude : 0;
+    }
+    windows[a] = SliceWindow{start, step, count};
+  }
+  return windows;
 }
 
 }  // namespace loka::ops

@@ -37,4 +37,17 @@ std::vector<int64_t> contiguous_strides(const Shape& shape);
 /// Values of a 1-D (or scalar) int32/int64 tensor.
 Result<std::vector<int64_t>> read_int_list(const Tensor& tensor, const char* what);
 
+/// ONNX Slice arguments (axes and steps may be empty: all axes, steps of 1).
+struct SliceArgs {
+  std::vector<int64_t> starts, ends, axes, steps;
+};
+/// What a slice reads along one axis: `count` elements from `start` by `step`.
+struct SliceWindow {
+  int64_t start = 0, step = 1, count = 0;
+};
+/// Per-axis windows of a slice of `shape` under ONNX's clamping rules (axes not
+/// sliced take the whole dim); errors name the bad argument. Shared by the CPU
+/// and CUDA Slice kernels so both read the same elements.
+Result<std::vector<SliceWindow>> slice_windows(const Shape& shape, SliceArgs args);
+
 }  // namespace loka::ops

@@ -6,7 +6,15 @@
 namespace loka::cuda {
 
 void register_view_ops(DeviceOpRegistry& registry);
+void register_elementwise_device_ops(DeviceOpRegistry& registry);
+void register_data_movement_device_ops(DeviceOpRegistry& registry);
+void register_reduction_device_ops(DeviceOpRegistry& registry);
 
-void register_device_ops(DeviceOpRegistry& registry) { register_view_ops(registry); }
+void register_device_ops(DeviceOpRegistry& registry) {
+  register_view_ops(registry);
+  register_elementwise_device_ops(registry);
+  register_data_movement_device_ops(registry);
+  register_reduction_device_ops(registry);
+}
 
 }  // namespace loka::cuda

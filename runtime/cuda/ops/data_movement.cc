@@ -1,0 +1,174 @@
+// ============================================================================
+// runtime/cuda/ops/data_movement.cc — Transpose, Concat, Slice, Expand, Tile,
+// Gather (axis 0) and ai.loka.QuantizedGather on the GPU (kernels/cuda/copy.h,
+// embedding_bag.h). Arguments the CPU reads at run time (Slice starts, Tile
+// repeats) are known when a bucket is planned, so the plan resolves them once,
+// with the CPU's own rules (runtime/ops/op_helpers.h).
+//
+// Ids out of range: the kernels read nothing outside the table, write a zero
+// row and raise the step's error flag; the run then fails naming the node
+// (IndexPolicy::kError), as the CPU runtime does.
+// ============================================================================
+#include "kernels/cuda/copy.h"
+#include "kernels/cuda/embedding_bag.h"
+#include "runtime/cuda/ops/op_args.h"
+
+namespace loka::cuda {
+namespace {
+
+size_t element_size(const DeviceOpInit& init) { return dtype_size(init.inputs[0].dtype); }
+
+Result<DevicePlan> plan_transpose(const DeviceOpInit& init) {
+  const Shape shape = init.inputs[0].shape;
+  std::vector<int64_t> reversed(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) reversed[d] = static_cast<int64_t>(shape.size() - 1 - d);
+  LOKA_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, init.attributes.get_ints("perm", reversed));
+  const size_t bytes = element_size(init);
+  return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
+    return launch_transpose(in[0].data, shape, perm, bytes, out[0].data, context.stream);
+  });
+}
+
+Result<DevicePlan> plan_concat(const DeviceOpInit& init) {
+  LOKA_ASSIGN_OR_RETURN(const int64_t axis_attr, init.attributes.get_int("axis"));
+  LOKA_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(axis_attr, static_cast<int>(init.outputs[0].shape.size())));
+  std::vector<std::vector<int64_t>> shapes;
+  for (const DeviceValueInfo& input : init.inputs) shapes.push_back(input.shape);
+  const size_t bytes = element_size(init);
+  return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
+    std::vector<const void*> sources;
+    for (const DeviceTensor& t : in) sources.push_back(t.data);
+    return launch_concat(sources, shapes, axis, bytes, out[0].data, context.stream);
+  });
+}
+
+Result<DevicePlan> plan_slice(const DeviceOpInit& init) {
+  ops::SliceArgs args;
+  if (init.opset < 10) {
+    LOKA_ASSIGN_OR_RETURN(args.starts, init.attributes.get_ints("starts"));
+    LOKA_ASSIGN_OR_RETURN(args.ends, init.attributes.get_ints("ends"));
+    LOKA_ASSIGN_OR_RETURN(args.axes, init.attributes.get_ints("axes", std::vector<int64_t>{}));
+  } else {
+    LOKA_ASSIGN_OR_RETURN(args.starts, planned_ints(init, 1, "starts"));
+    LOKA_ASSIGN_OR_RETURN(args.ends, planned_ints(init, 2, "ends"));
+    if (has_input(init, 3)) {
+      LOKA_ASSIGN_OR_RETURN(args.axes, planned_ints(init, 3, "axes"));
+    }
+    if (has_input(init, 4)) {
+      LOKA_ASSIGN_OR_RETURN(args.steps, planned_ints(init, 4, "steps"));
+    }
+  }
+  const Shape shape = init.inputs[0].shape;
+  LOKA_ASSIGN_OR_RETURN(const std::vector<ops::SliceWindow> windows, ops::slice_windows(shape, std::move(args)));
+  std::vector<int64_t> starts, steps, out_shape;
+  for (const ops::SliceWindow& w : windows) {
+    starts.push_back(w.start);
+    steps.push_back(w.step);
+    out_shape.push_back(w.count);
+  }
+  if (out_shape != init.outputs[0].shape) return Status::error("the planned output shape disagrees with the slice");
+  const size_t bytes = element_size(init);
+  return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
+    return launch_slice(in[0].data, shape, starts, steps, out_shape, bytes, out[0].data, context.stream);
+  });
+}
+
+Result<DevicePlan> plan_expand(const DeviceOpInit& init) {
+  const Shape shape = init.inputs[0].shape, out_shape = init.outputs[0].shape;
+  const size_t bytes = element_size(init);
+  return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
+    return launch_expand(in[0].data, shape, out_shape, bytes, out[0].data, context.stream);
+  });
+}
+
+Result<DevicePlan> plan_tile(const DeviceOpInit& init) {
+  LOKA_ASSIGN_OR_RETURN(const std::vector<int64_t> repeats, planned_ints(init, 1, "repeats"));
+  const Shape shape = init.inputs[0].shape;
+  const size_t bytes = element_size(init);
+  return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
+    return launch_tile(in[0].data, shape, repeats, bytes, out[0].data, context.stream);
+  });
+}
+
+/// Reports the error flag the gathers raise.
+class GatherOp final : public DeviceOp {
+ public:
+  using Enqueue = std::function<Status(std::span<const DeviceTensor>, std::span<const DeviceTensor>,
+                                       const DeviceRunContext&, int*)>;
+  explicit GatherOp(Enqueue enqueue) : enqueue_(std::move(enqueue)) {}
+  Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
+                 int step) const override {
+    return enqueue_(in, out, context, context.error_flags ? context.error_flags + step : nullptr);
+  }
+  std::string error_text(int) const override { return "indices out of range (rows read as zeros on the device)"; }
+
+ private:
+  Enqueue enqueue_;
+};
+
+Status require_ids(const DeviceOpInit& init, size_t index) {
+  const DType dtype = init.inputs[index].dtype;
+  if (dtype == DType::kInt64 || dtype == DType::kInt32) return Status::ok();
+  return Status::error("indices must be INT32 or INT64, got " + std::string(dtype_name(dtype)));
+}
+
+Result<DevicePlan> plan_gather(const DeviceOpInit& init) {
+  LOKA_ASSIGN_OR_RETURN(const int64_t axis_attr, init.attributes.get_int("axis", 0));
+  const Shape shape = init.inputs[0].shape;
+  LOKA_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(axis_attr, static_cast<int>(shape.size())));
+  if (axis != 0) return Status::error("Gather on axis " + std::to_string(axis) + " has no CUDA kernel yet (axis 0 has)");
+  LOKA_RETURN_IF_ERROR(require_ids(init, 1));
+  const int64_t rows = shape.empty() ? 0 : shape[0];
+  const size_t row_bytes = static_cast<size_t>(rows ? element_count(shape) / rows : 0) * element_size(init);
+  const bool ids_int64 = init.inputs[1].dtype == DType::kInt64;
+  const int64_t count = element_count(init.inputs[1].shape);
+  return DevicePlan{std::make_unique<GatherOp>([=](auto in, auto out, const DeviceRunContext& context, int* flag) {
+                      return launch_gather_rows(in[0].data, rows, row_bytes, in[1].data, ids_int64, count,
+                                                out[0].data, IndexPolicy::kError, flag, context.stream);
+                    }),
+                    -1};
+}
+
+/// ai.loka.QuantizedGather: FP8 rows with per-row (or one) scale, FP32 out.
+Result<DevicePlan> plan_quantized_gather(const DeviceOpInit& init) {
+  if (init.inputs.size() < 3 || init.inputs[0].dtype != DType::kFloat8E4M3FN || init.inputs[0].shape.size() != 2)
+    return Status::error("expects an FP8 E4M3FN table [V, D], row scales and indices");
+  LOKA_RETURN_IF_ERROR(require_ids(init, 2));
+  const int64_t rows = init.inputs[0].shape[0], dim = init.inputs[0].shape[1];
+  const int64_t scales = element_count(init.inputs[1].shape);
+  if (scales != rows && scales != 1) return Status::error("Row_scale must have V or 1 entries");
+  const bool ids_int64 = init.inputs[2].dtype == DType::kInt64;
+  const int64_t count = element_count(init.inputs[2].shape);
+  return DevicePlan{std::make_unique<GatherOp>([=](auto in, auto out, const DeviceRunContext& context, int* flag) {
+                      EmbeddingBagArgs args;
+                      args.table = in[0].data;
+                      args.format = EmbeddingFormat::kFp8E4M3;
+                      args.row_scales = static_cast<const float*>(in[1].data);
+                      args.per_row_scales = scales == rows;
+                      args.rows = rows;
+                      args.dim = dim;
+                      args.ids = in[2].data;
+                      args.ids_int64 = ids_int64;
+                      args.bag = 1;
+                      args.out = out[0].data;
+                      args.out_dtype = DType::kFloat32;
+                      args.policy = IndexPolicy::kError;
+                      args.error_flag = flag;
+                      return launch_embedding_bag(args, count, context.stream);
+                    }),
+                    -1};
+}
+
+}  // namespace
+
+void register_data_movement_device_ops(DeviceOpRegistry& registry) {
+  registry.add("", "Transpose", plan_transpose);
+  registry.add("", "Concat", plan_concat);
+  registry.add("", "Slice", plan_slice);
+  registry.add("", "Expand", plan_expand);
+  registry.add("", "Tile", plan_tile);
+  registry.add("", "Gather", plan_gather);
+  registry.add("ai.loka", "QuantizedGather", plan_quantized_gather);
+}
+
+}  // namespace loka::cuda
