@@ -1,0 +1,244 @@
+// ============================================================================
+// tests/cuda/cuda_runtime_test.cc — the CUDA Engine/Session against the CPU.
+//
+// Every zoo model (and exporter variant) runs its eval data on the GPU and
+// matches the CPU runtime; batches between buckets are padded and sliced
+// back; run_on_device agrees with run; out-of-range ids fail naming the node;
+// 8 serving threads give the single-thread outputs with flat device memory.
+// Skips visibly without a GPU.
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "kernels/cuda/device.h"
+#include "loka/engine.h"
+#include "loka/session.h"
+#include "model_builder.h"
+#include "runtime/test_data.h"
+#include "test_support.h"
+
+namespace loka {
+namespace {
+
+class CudaRuntime : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string reason = cuda::device_unavailable_reason();
+    if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+  }
+};
+
+/// The largest |a - b| over two output lists (infinite when shapes differ).
+float max_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].shape() != b[i].shape()) return INFINITY;
+    worst = std::max(worst, testing::max_abs_difference(a[i], b[i]));
+  }
+  return worst;
+}
+
+/// A data set's inputs in the engine's order.
+std::vector<Tensor> inputs_of(const Engine& engine, const DataSet& data) {
+  std::vector<std::string> names;
+  for (const TensorInfo& info : engine.inputs()) names.push_back(info.name);
+  auto ordered = order_inputs(data, names);
+  EXPECT_TRUE(ordered) << ordered.status().message();
+  return ordered ? *ordered : std::vector<Tensor>{};
+}
+
+/// The first `rows` rows of every batch-major input.
+std::vector<Tensor> first_rows(const std::vector<Tensor>& inputs, int64_t rows) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : inputs) {
+    Shape shape = t.shape();
+    shape[0] = rows;
+    Tensor part = Tensor::zeros(t.dtype(), shape);
+    std::memcpy(part.raw(), t.raw(), part.byte_size());
+    out.push_back(part);
+  }
+  return out;
+}
+
+class ZooOnCuda : public CudaRuntime, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(ZooOnCuda, EvalOutputsMatchTheCpuRuntime) {
+  const auto folder = testing::source_dir() / "models" / "zoo" / GetParam();
+  auto cpu = Engine::load_file(folder / "model.onnx");
+  ASSERT_TRUE(cpu) << cpu.status().message();
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = 4096;
+  auto gpu = Engine::load_file(folder / "model.onnx", options);
+  ASSERT_TRUE(gpu) << gpu.status().message();
+  auto reader = DataSetReader::open(folder / "eval");
+  ASSERT_TRUE(reader) << reader.status().message();
+  auto cpu_session = (*cpu)->new_session();
+  auto gpu_session = (*gpu)->new_session();
+  for (size_t d = 0; d < reader->size(); ++d) {
+    auto data = reader->read(d);
+    ASSERT_TRUE(data) << data.status().message();
+    const std::vector<Tensor> inputs = inputs_of(**cpu, *data);
+    // The full set, then batches that fall between buckets (padded on the GPU).
+    for (int64_t rows : {inputs[0].dim(0), int64_t{1}, int64_t{7}, int64_t{100}}) {
+      const std::vector<Tensor> batch = first_rows(inputs, std::min(rows, inputs[0].dim(0)));
+      auto expected = cpu_session->run(batch);
+      ASSERT_TRUE(expected) << expected.status().message();
+      auto actual = gpu_session->run(batch);
+      ASSERT_TRUE(actual) << actual.status().message();
+      // FP32 GEMMs in another summation order: probabilities agree to ~1e-6.
+      EXPECT_LE(max_difference(*expected, *actual), 2e-5f) << GetParam() << " " << data->label << " rows " << rows;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooOnCuda, ::testing::ValuesIn(testing::zoo_model_dirs()),
+                         [](const auto& info) { return testing::zoo_test_name(info.param); });
+
+TEST_F(CudaRuntime, RunOnDeviceAgreesWithRun) {
+  const auto folder = testing::source_dir() / "models" / "zoo" / "dlrm_dcnv2";
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = 1024;
+  auto engine = Engine::load_file(folder / "model.onnx", options);
+  ASSERT_TRUE(engine) << engine.status().message();
+  auto reader = DataSetReader::open(folder / "eval");
+  ASSERT_TRUE(reader);
+  auto data = reader->read(0);
+  ASSERT_TRUE(data);
+  const std::vector<Tensor> inputs = first_rows(inputs_of(**engine, *data), 300);
+  auto session = (*engine)->new_session();
+  auto expected = session->run(inputs);
+  ASSERT_TRUE(expected) << expected.status().message();
+
+  std::vector<void*> buffers;
+  std::vector<DeviceView> views;
+  for (const Tensor& t : inputs) {
+    void* device = nullptr;
+    ASSERT_EQ(cudaMalloc(&device, t.byte_size()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(device, t.raw(), t.byte_size(), cudaMemcpyHostToDevice), cudaSuccess);
+    buffers.push_back(device);
+    views.push_back(DeviceView{t.dtype(), t.shape(), device});
+  }
+  auto outputs = session->run_on_device(views);
+  ASSERT_TRUE(outputs) << outputs.status().message();
+  ASSERT_EQ(cudaStreamSynchronize(static_cast<cudaStream_t>(session->cuda_stream())), cudaSuccess);
+  ASSERT_EQ(outputs->size(), expected->size());
+  for (size_t o = 0; o < outputs->size(); ++o) {
+    EXPECT_EQ((*outputs)[o].shape, (*expected)[o].shape());
+    Tensor host = Tensor::zeros((*outputs)[o].dtype, (*outputs)[o].shape);
+    ASSERT_EQ(cudaMemcpy(host.raw(), (*outputs)[o].data, host.byte_size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(testing::max_abs_difference(host, (*expected)[o]), 0.0f);
+  }
+  for (void* b : buffers) cudaFree(b);
+}
+
+TEST_F(CudaRuntime, OutOfRangeIdsFailNamingTheNodeAndReadNothingOutside) {
+  testing::ModelBuilder b(17);
+  b.input("ids", DType::kInt64, {-1});
+  std::mt19937 rng(3);
+  b.initializer("table", testing::random_tensor(rng, {10, 8}));
+  b.node("Gather", {"table", "ids"}, {"rows"}, {}, "lookup");
+  b.output("rows", DType::kFloat32, {-1, 8});
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = 64;
+  auto engine = b.build_engine(options);
+  ASSERT_TRUE(engine) << engine.status().message();
+  auto session = (*engine)->new_session();
+  const std::vector<int64_t> good = {0, 9, -10, 3};
+  auto ok = session->run(std::vector<Tensor>{Tensor::from_int64s({4}, good)});
+  ASSERT_TRUE(ok) << ok.status().message();
+  const std::vector<int64_t> bad = {0, 10, 3};
+  auto failed = session->run(std::vector<Tensor>{Tensor::from_int64s({3}, bad)});
+  ASSERT_FALSE(failed);
+  EXPECT_NE(failed.status().message().find("node 'lookup'"), std::string::npos) << failed.status().message();
+  EXPECT_NE(failed.status().message().find("out of range"), std::string::npos) << failed.status().message();
+  // The Session stays usable.
+  auto again = session->run(std::vector<Tensor>{Tensor::from_int64s({4}, good)});
+  ASSERT_TRUE(again) << again.status().message();
+  EXPECT_EQ(max_difference(*ok, *again), 0.0f);
+}
+
+TEST_F(CudaRuntime, ABatchAboveTheLargestBucketIsRefused) {
+  const auto folder = testing::source_dir() / "models" / "zoo" / "dlrm_dot";
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = 64;
+  auto engine = Engine::load_file(folder / "model.onnx", options);
+  ASSERT_TRUE(engine) << engine.status().message();
+  std::vector<Tensor> inputs;
+  for (const TensorInfo& info : (*engine)->inputs()) {
+    Shape shape = info.shape;
+    shape[0] = 65;
+    inputs.push_back(Tensor::zeros(info.dtype, shape));
+  }
+  auto result = (*engine)->new_session()->run(inputs);
+  ASSERT_FALSE(result);
+  EXPECT_NE(result.status().message().find("exceeds"), std::string::npos) << result.status().message();
+}
+
+/// The serving pattern: one Engine, a Session per thread, many runs.
+TEST_F(CudaRuntime, EightServingThreadsGiveTheSingleThreadOutputsWithFlatMemory) {
+  const auto folder = testing::source_dir() / "models" / "zoo" / "wukong";
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = 512;
+  auto engine = Engine::load_file(folder / "model.onnx", options);
+  ASSERT_TRUE(engine) << engine.status().message();
+  auto reader = DataSetReader::open(folder / "eval");
+  ASSERT_TRUE(reader);
+  auto data = reader->read(0);
+  ASSERT_TRUE(data);
+  const std::vector<Tensor> all = inputs_of(**engine, *data);
+  // Three request sizes in three buckets.
+  const std::vector<std::vector<Tensor>> requests = {first_rows(all, 1), first_rows(all, 60), first_rows(all, 512)};
+  std::vector<std::vector<Tensor>> expected;
+  {
+    auto session = (*engine)->new_session();
+    for (const auto& request : requests) {
+      auto out = session->run(request);
+      ASSERT_TRUE(out) << out.status().message();
+      expected.push_back(*out);
+    }
+  }
+  const char* env = std::getenv("LOKA_SERVING_RUNS");
+  const int runs = env ? std::atoi(env) : 10000;
+  constexpr int kThreads = 8;
+  std::atomic<int> mismatches{0}, failures{0}, growth{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      auto session = (*engine)->new_session();
+      size_t warm_bytes = 0;
+      for (int r = 0; r < runs; ++r) {
+        const size_t which = static_cast<size_t>((r + t) % 3);
+        auto out = session->run(requests[which]);
+        if (!out) {
+          ++failures;
+          continue;
+        }
+        if (max_difference(*out, expected[which]) != 0.0f) ++mismatches;
+        if (r == 2) warm_bytes = session->device_bytes();  // every bucket planned
+        if (r > 2 && session->device_bytes() != warm_bytes) ++growth;
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  std::printf("[ serving ] %d threads x %d runs: %d mismatches, %d failures, %d runs with device memory growth\n",
+              kThreads, runs, mismatches.load(), failures.load(), growth.load());
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(growth.load(), 0);
+}
+
+}  // namespace
+}  // namespace loka
