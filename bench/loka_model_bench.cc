@@ -1,0 +1,180 @@
+// ============================================================================
+// bench/loka_model_bench.cc — LoKA's CUDA runtime on one model: latency,
+// throughput and device memory per batch size.
+//
+//   loka_model_bench MODEL.onnx --data DIR [--batches 512,4096,16384] [--runs 50] [--json OUT]
+//
+// Inputs are the data sets of DIR (an eval folder), their rows repeated to
+// fill each batch, copied to the device once: the timed loop is
+// Session::run_on_device (a CUDA graph launch per run) bracketed by CUDA
+// events on the Session's stream, after warm-up; the median is reported.
+// Peak device memory is what the process holds on the device after the runs
+// beyond what it held before loading (weights, arenas, staging, workspace).
+// ============================================================================
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/device.h"
+#include "loka/engine.h"
+#include "loka/session.h"
+#include "runtime/test_data.h"
+#include "tools/cli/arguments.h"
+
+namespace loka {
+namespace {
+
+constexpr const char* kProgram = "loka_model_bench";
+constexpr int kWarmupRuns = 10;
+
+cli::ArgumentParser make_parser() {
+  cli::ArgumentParser parser(kProgram, "Times LoKA's CUDA runtime on a model at several batch sizes.");
+  parser.positional("MODEL.onnx", "the model (plain ONNX or loka-opt output)")
+      .option("--data", "DIR", "data sets whose rows fill the batches (e.g. the model's eval folder)").required()
+      .option("--batches", "LIST", "comma-separated batch sizes").default_value("512,4096,16384")
+      .option("--runs", "N", "timed runs per batch").default_value("50")
+      .option("--json", "FILE", "also write the results as a JSON list");
+  return parser;
+}
+
+size_t device_used_bytes() {
+  size_t free = 0, total = 0;
+  cudaMemGetInfo(&free, &total);
+  return total - free;
+}
+
+/// The data sets' rows, concatenated and repeated to `batch` rows, per input.
+Result<std::vector<Tensor>> fill_batch(const std::vector<std::vector<Tensor>>& sets, int64_t batch) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < sets[0].size(); ++i) {
+    Shape shape = sets[0][i].shape();
+    if (shape.empty()) return Status::error("input " + std::to_string(i) + " has no batch dim");
+    shape[0] = batch;
+    Tensor filled = Tensor::zeros(sets[0][i].dtype(), shape);
+    const size_t row_bytes = sets[0][i].byte_size() / static_cast<size_t>(sets[0][i].dim(0));
+    int64_t row = 0;
+    while (row < batch)
+      for (const auto& set : sets) {
+        const int64_t take = std::min(set[i].dim(0), batch - row);
+        std::memcpy(static_cast<std::byte*>(filled.raw()) + row * row_bytes, set[i].raw(), take * row_bytes);
+        row += take;
+        if (row == batch) break;
+      }
+    out.push_back(std::move(filled));
+  }
+  return out;
+}
+
+struct Row {
+  int64_t batch = 0;
+  double median_ms = 0, p90_ms = 0, samples_per_s = 0, peak_mb = 0;
+};
+
+Result<int> run(const std::string& model, const std::string& data, const std::vector<int64_t>& batches, int runs,
+                const std::string& json) {
+  if (const std::string reason = cuda::device_unavailable_reason(); !reason.empty()) return Status::error(reason);
+  cudaFree(nullptr);  // create the context before the baseline
+  const size_t baseline = device_used_bytes();
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.batch_buckets = batches;
+  options.max_batch = *std::max_element(batches.begin(), batches.end());
+  LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_file(model, options));
+  LOKA_ASSIGN_OR_RETURN(DataSetReader reader, DataSetReader::open(data));
+  std::vector<std::string> names;
+  for (const TensorInfo& info : engine->inputs()) names.push_back(info.name);
+  std::vector<std::vector<Tensor>> sets;
+  for (size_t d = 0; d < reader.size(); ++d) {
+    LOKA_ASSIGN_OR_RETURN(DataSet set, reader.read(d));
+    LOKA_ASSIGN_OR_RETURN(std::vector<Tensor> ordered, order_inputs(set, names));
+    sets.push_back(std::move(ordered));
+  }
+  if (sets.empty()) return Status::error(data + ": no data sets");
+  auto session = engine->new_session();
+  auto stream = static_cast<cudaStream_t>(session->cuda_stream());
+  std::printf("device: %s\nmodel: %s\n%8s %12s %12s %14s %10s\n", cuda::device_description().c_str(), model.c_str(),
+              "batch", "median ms", "p90 ms", "samples/s", "peak MB");
+  std::vector<Row> rows;
+  for (int64_t batch : batches) {
+    LOKA_ASSIGN_OR_RETURN(std::vector<Tensor> host, fill_batch(sets, batch));
+    std::vector<void*> buffers;
+    std::vector<DeviceView> views;
+    for (const Tensor& t : host) {
+      void* device = nullptr;
+      if (cudaMalloc(&device, t.byte_size()) != cudaSuccess) return Status::error("cudaMalloc for the inputs failed");
+      cudaMemcpy(device, t.raw(), t.byte_size(), cudaMemcpyHostToDevice);
+      buffers.push_back(device);
+      views.push_back(DeviceView{t.dtype(), t.shape(), device});
+    }
+    // Warm-up through run() first: it plans the bucket and reports device-side errors.
+    LOKA_RETURN_IF_ERROR(session->run(host).status());
+    for (int r = 0; r < kWarmupRuns; ++r) LOKA_RETURN_IF_ERROR(session->run_on_device(views).status());
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    std::vector<double> times;
+    for (int r = 0; r < runs; ++r) {
+      cudaEventRecord(start, stream);
+      LOKA_RETURN_IF_ERROR(session->run_on_device(views).status());
+      cudaEventRecord(stop, stream);
+      cudaEventSynchronize(stop);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      times.push_back(ms);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    std::sort(times.begin(), times.end());
+    Row row;
+    row.batch = batch;
+    row.median_ms = times[times.size() / 2];
+    row.p90_ms = times[std::min(times.size() - 1, times.size() * 9 / 10)];
+    row.samples_per_s = static_cast<double>(batch) / (row.median_ms / 1e3);
+    for (void* b : buffers) cudaFree(b);
+    row.peak_mb = static_cast<double>(device_used_bytes() - baseline) / (1 << 20);
+    std::printf("%8lld %12.4f %12.4f %14.4g %10.1f\n", static_cast<long long>(batch), row.median_ms, row.p90_ms,
+                row.samples_per_s, row.peak_mb);
+    rows.push_back(row);
+  }
+  if (!json.empty()) {
+    std::ofstream out(json);
+    out << "[";
+    for (size_t i = 0; i < rows.size(); ++i)
+      out << (i ? ",\n " : "") << "{\"batch\": " << rows[i].batch << ", \"latency_ms\": " << rows[i].median_ms
+          << ", \"p90_ms\": " << rows[i].p90_ms << ", \"samples_per_s\": " << rows[i].samples_per_s
+          << ", \"peak_mem_mb\": " << rows[i].peak_mb << ", \"device\": \"" << cuda::device_description() << "\"}";
+    out << "]\n";
+    if (!out) return Status::error(json + ": cannot write");
+  }
+  return 0;
+}
+
+int main_checked(int argc, char** argv) {
+  const cli::ArgumentParser parser = make_parser();
+  cli::ParsedArguments args;
+  if (auto exit_code = cli::parse_or_exit_code(parser, argc, argv, args)) return *exit_code;
+  std::vector<int64_t> batches;
+  std::stringstream list(args.value("--batches"));
+  for (std::string item; std::getline(list, item, ',');) {
+    char* end = nullptr;
+    const long long value = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || value < 1) return cli::usage_error(kProgram, "--batches: bad entry '" + item + "'");
+    batches.push_back(value);
+  }
+  auto runs = args.integer("--runs");
+  if (!runs || *runs < 1) return cli::usage_error(kProgram, "--runs needs a positive integer");
+  auto result = run(args.positionals()[0], args.value("--data"), batches, static_cast<int>(*runs), args.value("--json"));
+  if (!result) return cli::runtime_error(kProgram, result.status().message());
+  return *result;
+}
+
+}  // namespace
+}  // namespace loka
+
+int main(int argc, char** argv) { return loka::cli::guarded_main("loka_model_bench", loka::main_checked, argc, argv); }
