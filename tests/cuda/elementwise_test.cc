@@ -124,7 +124,9 @@ TEST_F(CudaElementwise, MisalignedBuffersTakeTheScalarPathAndStillMatch) {
   const Tensor x = make_tensor({4096}, random_values(rng, 4096, -5.0f, 5.0f), DType::kFloat32);
   auto expected = testing::run_single_node("Tanh", 13, {x});
   ASSERT_TRUE(expected) << expected.status().message();
-  testing::expect_close(run_unary_on_gpu(UnaryOp::kTanh, x, DType::kFloat32, 1), (*expected)[0], 2);
+  // The tolerance of the aligned Tanh case above: CUDA's tanhf is within 2 ulp
+  // of the true value and glibc's within 2 more.
+  testing::expect_close(run_unary_on_gpu(UnaryOp::kTanh, x, DType::kFloat32, 1), (*expected)[0], 4);
 }
 
 TEST_F(CudaElementwise, CastsBetweenFloatTypesMatchTheCpuRuntime) {
