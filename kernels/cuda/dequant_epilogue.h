@@ -1,0 +1,39 @@
+// ============================================================================
+// kernels/cuda/dequant_epilogue.h — the scale epilogue of an FP8 GEMM whose
+// scales cuBLASLt cannot apply (ai.loka QuantizedGemm on sm_90).
+//
+//   y[r, n] = act( acc[r, n] · x_scale[r or 0] · w_scale[n] + bias[n] )
+//
+// acc is the FP32 result of the FP8 GEMM run with unit scales. cuBLASLt 13 on
+// an H100 has no FP8 algorithm for per-row activation or per-output-channel
+// weight scale vectors (ARCHITECTURE.md), which QuantizedGemm uses, so they are
+// applied here in one pass over the output (in place allowed). The order of
+// the two multiplies and the add follows the CPU reference (the scaled operands
+// there are multiplied before summing, so results differ by FP32 rounding).
+// Enqueue only: graph-capturable.
+// ============================================================================
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/fp8_gemm.h"  // GemmEpilogue
+#include "loka/status.h"
+
+namespace loka::cuda {
+
+struct DequantEpilogueArgs {
+  const float* acc = nullptr;      ///< [rows, cols]
+  const float* x_scale = nullptr;  ///< rows entries, or one when !per_row_x_scale
+  bool per_row_x_scale = false;
+  const float* w_scale = nullptr;  ///< cols entries
+  const float* bias = nullptr;     ///< cols entries, or null
+  GemmEpilogue activation = GemmEpilogue::kNone;
+  float* y = nullptr;              ///< [rows, cols]; may be acc
+  int64_t rows = 0, cols = 0;
+};
+
+Status launch_dequant_epilogue(const DequantEpilogueArgs& args, cudaStream_t stream);
+
+}  // namespace loka::cuda

@@ -1,0 +1,72 @@
+// ============================================================================
+// tests/cuda/dequant_epilogue_test.cc — the FP8 GEMM scale epilogue vs the host.
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cuda_test_util.h"
+#include "kernels/cuda/dequant_epilogue.h"
+
+namespace loka {
+namespace {
+
+class CudaDequantEpilogue : public testing::CudaTest {};
+
+TEST_F(CudaDequantEpilogue, MatchesTheHostFormulaOnAwkwardShapes) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-3.0f, 3.0f), scale(0.001f, 0.1f);
+  struct Case {
+    int64_t rows, cols;
+    bool per_row, bias;
+    cuda::GemmEpilogue act;
+  };
+  for (const Case& c : {Case{1, 1, false, false, cuda::GemmEpilogue::kNone}, Case{7, 13, true, true, cuda::GemmEpilogue::kRelu},
+                        Case{65536, 3, true, true, cuda::GemmEpilogue::kGelu},
+                        Case{513, 1024, false, true, cuda::GemmEpilogue::kRelu}}) {
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols));
+    std::vector<float> acc(static_cast<size_t>(c.rows * c.cols)), xs(c.per_row ? c.rows : 1), ws(c.cols), b(c.cols);
+    for (float& v : acc) v = value(rng);
+    for (float& v : xs) v = scale(rng);
+    for (float& v : ws) v = scale(rng);
+    for (float& v : b) v = value(rng);
+    acc[0] = NAN;  // NaN stays NaN through every activation
+    testing::DeviceBytes d_acc(acc), d_xs(xs), d_ws(ws), d_b(b), d_y(acc.size() * sizeof(float));
+    cuda::DequantEpilogueArgs args;
+    args.acc = d_acc.as<float>();
+    args.x_scale = d_xs.as<float>();
+    args.per_row_x_scale = c.per_row;
+    args.w_scale = d_ws.as<float>();
+    args.bias = c.bias ? d_b.as<float>() : nullptr;
+    args.activation = c.act;
+    args.y = d_y.as<float>();
+    args.rows = c.rows;
+    args.cols = c.cols;
+    ASSERT_TRUE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
+    const std::vector<float> y = d_y.download_vector<float>(acc.size());
+    size_t mismatches = 0;
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t n = 0; n < c.cols; ++n) {
+        const size_t i = static_cast<size_t>(r * c.cols + n);
+        float v = acc[i] * xs[c.per_row ? r : 0] * ws[n];
+        if (c.bias) v += b[n];
+        if (c.act == cuda::GemmEpilogue::kRelu) v = std::isnan(v) ? v : std::max(v, 0.0f);
+        if (c.act == cuda::GemmEpilogue::kGelu) v = 0.5f * v * (1.0f + std::erf(v / std::sqrt(2.0f)));
+        const bool same = (std::isnan(v) && std::isnan(y[i])) || std::fabs(v - y[i]) <= 1e-6f * (1.0f + std::fabs(v));
+        if (!same && mismatches++ < 5) ADD_FAILURE() << "element " << i << ": " << y[i] << " vs " << v;
+      }
+    EXPECT_EQ(mismatches, 0u);
+  }
+}
+
+TEST_F(CudaDequantEpilogue, EmptyOutputsLaunchNothingAndNullPointersAreRefused) {
+  cuda::DequantEpilogueArgs args;
+  EXPECT_TRUE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
+  args.rows = 2;
+  args.cols = 2;
+  EXPECT_FALSE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
+}
+
+}  // namespace
+}  // namespace loka
