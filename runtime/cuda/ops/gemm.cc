@@ -1,0 +1,332 @@
+// ============================================================================
+// runtime/cuda/ops/gemm.cc — Gemm, MatMul and ai.loka.QuantizedGemm on the GPU.
+//
+// FP32 Gemm/MatMul run cuBLASLt FP32 GEMMs (kernels/cuda/gemm.h; no TF32, so
+// results match the CPU to summation order). QuantizedGemm runs the FP8 path
+// when cuBLASLt can (K a multiple of 16): the activation is quantized (or
+// already FP8 from LayerNormQuant), the E4M3 GEMM runs with unit scales into
+// the FP32 output, and the scale epilogue applies the per-tensor or per-row
+// activation scale, per-channel weight scales, bias and activation. Otherwise
+// it runs the same arithmetic in FP32: weights decoded once when planned, the
+// activation fake-quantized on the device. Scratch buffers (codes, decoded
+// weights) are the op's own, allocated when the bucket is planned.
+// ============================================================================
+#include <array>
+
+#include "kernels/cuda/dequant_epilogue.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/fp8_convert.h"
+#include "kernels/cuda/fp8_gemm.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/quantize_rows.h"
+#include "loka/float8.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/ops/op_args.h"
+
+namespace loka::cuda {
+namespace {
+
+/// An FP32 GEMM Y = X·op(W) (+ bias [N]) with an optional full-size addend C [M,N].
+class Fp32GemmOp final : public DeviceOp {
+ public:
+  struct Layout {
+    int x = 0, w = 1, bias = -1, addend = -1;  ///< input positions (-1: none)
+  };
+  Fp32GemmOp(std::unique_ptr<Gemm> gemm, Layout layout, Shape y_shape, Shape addend_shape)
+      : gemm_(std::move(gemm)), layout_(layout), y_shape_(std::move(y_shape)), addend_shape_(std::move(addend_shape)) {}
+  Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
+                 int) const override {
+    GemmArgs args;
+    args.x = in[static_cast<size_t>(layout_.x)].data;
+    args.w = in[static_cast<size_t>(layout_.w)].data;
+    args.bias = layout_.bias >= 0 ? in[static_cast<size_t>(layout_.bias)].data : nullptr;
+    args.y = out[0].data;
+    LOKA_RETURN_IF_ERROR(gemm_->run(args, context.workspace, context.stream));
+    if (layout_.addend < 0) return Status::ok();
+    return launch_binary(BinaryOp::kAdd, out[0].data, y_shape_, in[static_cast<size_t>(layout_.addend)].data,
+                         addend_shape_, DType::kFloat32, out[0].data, context.stream);
+  }
+
+ private:
+  std::unique_ptr<Gemm> gemm_;
+  Layout layout_;
+  Shape y_shape_, addend_shape_;
+};
+
+Status require_all_float32(const DeviceOpInit& init, std::initializer_list<size_t> inputs) {
+  for (size_t i : inputs) LOKA_RETURN_IF_ERROR(require_float32(init, i));
+  if (init.outputs[0].dtype != DType::kFloat32) return Status::error("output must be FLOAT");
+  return Status::ok();
+}
+
+/// ONNX Gemm: transA = 0, alpha = 1; C as a bias ([N] or [1,N], beta = 1) or a
+/// broadcast addend (beta = 1).
+Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
+  LOKA_RETURN_IF_ERROR(require_all_float32(init, {0, 1}));
+  LOKA_ASSIGN_OR_RETURN(const int64_t trans_a, init.attributes.get_int("transA", 0));
+  LOKA_ASSIGN_OR_RETURN(const int64_t trans_b, init.attributes.get_int("transB", 0));
+  LOKA_ASSIGN_OR_RETURN(const float alpha, init.attributes.get_float("alpha", 1.0f));
+  LOKA_ASSIGN_OR_RETURN(const float beta, init.attributes.get_float("beta", 1.0f));
+  if (trans_a != 0 || alpha != 1.0f) return Status::error("transA != 0 or alpha != 1 has no CUDA kernel yet");
+  const Shape& a = init.inputs[0].shape;
+  const Shape& b = init.inputs[1].shape;
+  if (a.size() != 2 || b.size() != 2) return Status::error("A and B must be matrices");
+  GemmProblem problem;
+  problem.m = a[0];
+  problem.k = a[1];
+  problem.n = trans_b ? b[0] : b[1];
+  problem.input = problem.output = DType::kFloat32;
+  problem.transpose_w = trans_b != 0;
+  Fp32GemmOp::Layout layout;
+  Shape addend_shape;
+  if (has_input(init, 2)) {
+    LOKA_RETURN_IF_ERROR(require_float32(init, 2));
+    if (beta != 1.0f) return Status::error("beta != 1 has no CUDA kernel yet");
+    const Shape& c = init.inputs[2].shape;
+    if (element_count(c) == problem.n && (c.size() == 1 || (c.size() == 2 && c[0] == 1))) {
+      problem.has_bias = true;
+      layout.bias = 2;
+    } else {
+      layout.addend = 2;
+      addend_shape = c;
+    }
+  }
+  LOKA_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(problem));
+  return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), layout, init.outputs[0].shape, addend_shape), -1};
+}
+
+/// MatMul: [..., M, K] × [K, N] (a weight: one GEMM over all leading rows) or
+/// [B..., M, K] × [B..., K, N] with equal leading dims (strided-batched).
+Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
+  LOKA_RETURN_IF_ERROR(require_all_float32(init, {0, 1}));
+  const Shape& a = init.inputs[0].shape;
+  const Shape& b = init.inputs[1].shape;
+  if (a.size() < 2 || b.size() < 2) return Status::error("1-D MatMul operands have no CUDA kernel yet");
+  GemmProblem problem;
+  problem.input = problem.output = DType::kFloat32;
+  problem.transpose_w = false;
+  problem.k = a.back();
+  problem.n = b.back();
+  if (b[b.size() - 2] != problem.k) return Status::error("inner dims differ");
+  const int64_t b_batch = element_count(b) / (problem.k * problem.n == 0 ? 1 : problem.k * problem.n);
+  if (b.size() == 2 || b_batch == 1) {
+    problem.m = problem.k == 0 ? 0 : element_count(a) / problem.k;
+  } else {
+    const Shape lead_a(a.begin(), a.end() - 2), lead_b(b.begin(), b.end() - 2);
+    if (lead_a != lead_b) return Status::error("broadcast batch dims have no CUDA kernel yet");
+    problem.batch = element_count(lead_a);
+    problem.m = a[a.size() - 2];
+  }
+  LOKA_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(problem));
+  return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), Fp32GemmOp::Layout{}, init.outputs[0].shape, Shape{}), -1};
+}
+
+// ---------------------------------------------------------------- FP8 ---
+
+enum class XForm { kFp8, kTensor, kRow };
+
+/// ai.loka.QuantizedGemm (docs/loka_ops.md) on the FP8 tensor cores.
+class QuantizedGemmOp final : public DeviceOp {
+ public:
+  struct Config {
+    XForm x_form = XForm::kTensor;
+    float x_scale = 1.0f;  ///< kTensor: the static scale (host copy of X_scale)
+    int64_t rows = 0, n = 0, k = 0;
+    bool has_bias = false;
+    GemmEpilogue activation = GemmEpilogue::kNone;
+  };
+  static Result<std::unique_ptr<QuantizedGemmOp>> create(const Config& config) {
+    std::unique_ptr<QuantizedGemmOp> op(new QuantizedGemmOp(config));
+    const Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false,
+                                 GemmEpilogue::kNone};
+    LOKA_ASSIGN_OR_RETURN(op->gemm_, Fp8Gemm::create(problem));
+    const size_t codes = config.x_form == XForm::kFp8 ? 0 : static_cast<size_t>(config.rows * config.k);
+    const size_t row_scales = config.x_form == XForm::kRow ? static_cast<size_t>(config.rows) : 0;
+    LOKA_ASSIGN_OR_RETURN(op->scratch_, DeviceBuffer::allocate(256 + codes + 256 + row_scales * sizeof(float)));
+    const float one = 1.0f;
+    cudaMemcpy(op->scratch_.data(), &one, sizeof one, cudaMemcpyHostToDevice);
+    return op;
+  }
+  Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
+                 int) const override {
+    std::byte* scratch = static_cast<std::byte*>(scratch_.data());
+    const float* unit = reinterpret_cast<const float*>(scratch);
+    uint8_t* codes = reinterpret_cast<uint8_t*>(scratch + 256);
+    float* row_scales = reinterpret_cast<float*>(scratch + 256 + ((config_.rows * config_.k + 255) / 256) * 256);
+    const uint8_t* x_codes = codes;
+    const float* x_scale = nullptr;
+    switch (config_.x_form) {
+      case XForm::kFp8:
+        x_codes = static_cast<const uint8_t*>(in[0].data);
+        x_scale = static_cast<const float*>(in[4].data);
+        break;
+      case XForm::kTensor:
+        LOKA_RETURN_IF_ERROR(cuda_status_of(launch_quantize_fp8(static_cast<const float*>(in[0].data), codes,
+                                                                config_.rows * config_.k, config_.x_scale,
+                                                                Fp8Kind::kE4M3FN, context.stream)));
+        x_scale = static_cast<const float*>(in[4].data);
+        break;
+      case XForm::kRow:
+        LOKA_RETURN_IF_ERROR(launch_quantize_rows(in[0].data, in[0].dtype, config_.rows, config_.k, codes, row_scales,
+                                                  context.stream));
+        x_scale = row_scales;
+        break;
+    }
+    Fp8GemmArgs args;
+    args.x = x_codes;
+    args.w = static_cast<const uint8_t*>(in[1].data);
+    args.x_scale = unit;
+    args.w_scale = unit;
+    args.y = out[0].data;
+    LOKA_RETURN_IF_ERROR(gemm_->run(args, context.workspace, context.stream));
+    DequantEpilogueArgs epilogue;
+    epilogue.acc = static_cast<const float*>(out[0].data);
+    epilogue.x_scale = x_scale;
+    epilogue.per_row_x_scale = config_.x_form == XForm::kRow;
+    epilogue.w_scale = static_cast<const float*>(in[2].data);
+    epilogue.bias = config_.has_bias ? static_cast<const float*>(in[3].data) : nullptr;
+    epilogue.activation = config_.activation;
+    epilogue.y = static_cast<float*>(out[0].data);
+    epilogue.rows = config_.rows;
+    epilogue.cols = config_.n;
+    return launch_dequant_epilogue(epilogue, context.stream);
+  }
+
+ private:
+  explicit QuantizedGemmOp(Config config) : config_(config) {}
+  static Status cuda_status_of(cudaError_t error) {
+    return error == cudaSuccess ? Status::ok() : Status::error(std::string("FP8 quantize: ") + cudaGetErrorString(error));
+  }
+  Config config_;
+  std::unique_ptr<Fp8Gemm> gemm_;
+  DeviceBuffer scratch_;  ///< [unit scale | activation codes | row scales], each 256-byte aligned
+};
+
+/// QuantizedGemm where cuBLASLt has no FP8 kernel (K not a multiple of 16):
+/// the same quantization, then an FP32 GEMM on the dequantized operands
+/// (weights decoded once, when planned).
+class FakeQuantGemmOp final : public DeviceOp {
+ public:
+  static Result<std::unique_ptr<FakeQuantGemmOp>> create(const QuantizedGemmOp::Config& config, const Tensor& w_codes,
+                                                         const Tensor& w_scale) {
+    std::unique_ptr<FakeQuantGemmOp> op(new FakeQuantGemmOp(config));
+    GemmProblem problem;
+    problem.m = config.rows;
+    problem.n = config.n;
+    problem.k = config.k;
+    problem.input = problem.output = DType::kFloat32;
+    problem.has_bias = config.has_bias;
+    problem.epilogue = config.activation;
+    LOKA_ASSIGN_OR_RETURN(op->gemm_, Gemm::create(problem));
+    // wq[n,k] = D(W[n,k]) · W_scale[n], as the CPU reference.
+    const std::vector<float> scales = w_scale.to_floats();
+    std::vector<float> decoded(static_cast<size_t>(config.n * config.k));
+    const uint8_t* codes = w_codes.data<uint8_t>();
+    for (int64_t j = 0; j < config.n; ++j)
+      for (int64_t p = 0; p < config.k; ++p)
+        decoded[static_cast<size_t>(j * config.k + p)] = fp8e4m3fn_to_float(codes[j * config.k + p]) * scales[static_cast<size_t>(j)];
+    const size_t weight_bytes = decoded.size() * sizeof(float);
+    const size_t x_bytes = static_cast<size_t>(config.rows * config.k) * sizeof(float);
+    op->x_offset_ = (weight_bytes + 255) / 256 * 256;
+    op->codes_offset_ = op->x_offset_ + (x_bytes + 255) / 256 * 256;
+    op->scales_offset_ = op->codes_offset_ + (static_cast<size_t>(config.rows * config.k) + 255) / 256 * 256;
+    LOKA_ASSIGN_OR_RETURN(op->scratch_, DeviceBuffer::allocate(op->scales_offset_ + static_cast<size_t>(config.rows + 1) * sizeof(float)));
+    if (weight_bytes > 0 &&
+        cudaMemcpy(op->scratch_.data(), decoded.data(), weight_bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+      return Status::error("uploading the decoded FP8 weights failed");
+    return op;
+  }
+  Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
+                 int) const override {
+    std::byte* scratch = static_cast<std::byte*>(scratch_.data());
+    float* xq = reinterpret_cast<float*>(scratch + x_offset_);
+    uint8_t* codes = reinterpret_cast<uint8_t*>(scratch + codes_offset_);
+    float* row_scales = reinterpret_cast<float*>(scratch + scales_offset_);
+    const int64_t count = config_.rows * config_.k;
+    const auto check = [](cudaError_t error) {
+      return error == cudaSuccess ? Status::ok() : Status::error(std::string("FP8 fake quantize: ") + cudaGetErrorString(error));
+    };
+    switch (config_.x_form) {
+      case XForm::kFp8:
+        LOKA_RETURN_IF_ERROR(check(launch_dequantize_fp8(static_cast<const uint8_t*>(in[0].data), xq, count,
+                                                         config_.x_scale, Fp8Kind::kE4M3FN, context.stream)));
+        break;
+      case XForm::kTensor:
+        LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(in[0].data), codes, count,
+                                                       config_.x_scale, Fp8Kind::kE4M3FN, context.stream)));
+        LOKA_RETURN_IF_ERROR(
+            check(launch_dequantize_fp8(codes, xq, count, config_.x_scale, Fp8Kind::kE4M3FN, context.stream)));
+        break;
+      case XForm::kRow:
+        LOKA_RETURN_IF_ERROR(launch_quantize_rows(in[0].data, in[0].dtype, config_.rows, config_.k, codes, row_scales,
+                                                  context.stream));
+        LOKA_RETURN_IF_ERROR(check(launch_dequantize_fp8(codes, xq, count, 1.0f, Fp8Kind::kE4M3FN, context.stream)));
+        LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kMul, xq, {config_.rows, config_.k}, row_scales, {config_.rows, 1},
+                                           DType::kFloat32, xq, context.stream));
+        break;
+    }
+    GemmArgs args;
+    args.x = xq;
+    args.w = scratch;
+    args.bias = config_.has_bias ? in[3].data : nullptr;
+    args.y = out[0].data;
+    return gemm_->run(args, context.workspace, context.stream);
+  }
+
+ private:
+  explicit FakeQuantGemmOp(QuantizedGemmOp::Config config) : config_(config) {}
+  QuantizedGemmOp::Config config_;
+  std::unique_ptr<Gemm> gemm_;
+  DeviceBuffer scratch_;  ///< [decoded weights | dequantized activation | codes | row scales]
+  size_t x_offset_ = 0, codes_offset_ = 0, scales_offset_ = 0;
+};
+
+Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
+  if (init.inputs.size() < 3) return Status::error("needs X, W and W_scale");
+  const DeviceValueInfo& x = init.inputs[0];
+  const DeviceValueInfo& w = init.inputs[1];
+  if (w.dtype != DType::kFloat8E4M3FN || w.shape.size() != 2) return Status::error("W must be FLOAT8E4M3FN [N, K]");
+  LOKA_ASSIGN_OR_RETURN(const std::string recipe, init.attributes.get_string("act_recipe", std::string("tensor")));
+  LOKA_ASSIGN_OR_RETURN(const std::string activation, init.attributes.get_string("activation", std::string("none")));
+  QuantizedGemmOp::Config config;
+  config.n = w.shape[0];
+  config.k = w.shape[1];
+  config.rows = x.shape.empty() || config.k == 0 ? 0 : element_count(x.shape) / config.k;
+  config.has_bias = has_input(init, 3);
+  config.activation = activation == "relu"   ? GemmEpilogue::kRelu
+                      : activation == "gelu" ? GemmEpilogue::kGelu
+                                             : GemmEpilogue::kNone;
+  if (x.dtype == DType::kFloat8E4M3FN) {
+    config.x_form = XForm::kFp8;
+  } else if (recipe == "row") {
+    config.x_form = XForm::kRow;
+  } else {
+    config.x_form = XForm::kTensor;
+    if (!has_input(init, 4) || !init.inputs[4].host.defined())
+      return Status::error("the tensor recipe needs a constant X_scale");
+    config.x_scale = init.inputs[4].host.to_floats().at(0);
+  }
+  if (config.x_form == XForm::kFp8) {
+    if (!has_input(init, 4) || !init.inputs[4].host.defined()) return Status::error("FP8 X needs a constant X_scale");
+    config.x_scale = init.inputs[4].host.to_floats().at(0);
+  }
+  Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
+  if (Fp8Gemm::can_implement(problem).is_ok()) {
+    auto op = QuantizedGemmOp::create(config);
+    if (op) return DevicePlan{std::move(op).value(), -1};
+  }
+  // No FP8 kernel for this shape: the same arithmetic in FP32 (bit-identical quantization).
+  if (!w.host.defined() || !init.inputs[2].host.defined()) return Status::error("W and W_scale must be constants");
+  LOKA_ASSIGN_OR_RETURN(auto op, FakeQuantGemmOp::create(config, w.host, init.inputs[2].host));
+  return DevicePlan{std::move(op), -1};
+}
+
+}  // namespace
+
+void register_gemm_device_ops(DeviceOpRegistry& registry) {
+  registry.add("", "Gemm", plan_gemm);
+  registry.add("", "MatMul", plan_matmul);
+  registry.add("ai.loka", "QuantizedGemm", plan_quantized_gemm);
+}
+
+}  // namespace loka::cuda
