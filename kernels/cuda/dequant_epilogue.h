@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/fp8_gemm.h"  // GemmEpilogue
+#include "kernels/cuda/gemm_types.h"  // GemmEpilogue
 #include "loka/status.h"
 
 namespace loka::cuda {

@@ -21,12 +21,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cuda/gemm_types.h"
 #include "loka/dtype.h"
 #include "loka/status.h"
 
 namespace loka::cuda {
-
-enum class GemmEpilogue { kNone, kRelu, kGelu };
 
 struct Fp8GemmProblem {
   int64_t m = 0, n = 0, k = 0;
@@ -46,26 +45,32 @@ struct Fp8GemmArgs {
   void* y = nullptr;           ///< [M,N]
 };
 
-/// 32 MiB: what cuBLASLt's FP8 kernels may ask for at large sizes.
-inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
-
 class Fp8Gemm {
  public:
   /// Plans `problem` (descriptors and the heuristic's best algorithm); errors say why it cannot run.
-  static Result<std::unique_ptr<Fp8Gemm>> create(const Fp8GemmProblem& problem);
+  static Result<std::unique_ptr<Fp8Gemm>> create(const Fp8GemmProblem& problem, const GemmOptions& options = {});
   ~Fp8Gemm();
   /// Whether cuBLASLt's FP8 path can run this problem (K and leading dims multiples of 16, ...).
   static Status can_implement(const Fp8GemmProblem& problem);
   /// Enqueues the GEMM on `stream`; `workspace` holds kGemmWorkspaceBytes (256-byte aligned).
   /// Not thread-safe (it sets the scale pointers on its descriptor): one Fp8Gemm per Session.
   Status run(const Fp8GemmArgs& args, void* workspace, cudaStream_t stream) const;
+  /// As run, with heuristic candidate `index` (the autotuner's timing loop).
+  Status run_algorithm(int index, const Fp8GemmArgs& args, void* workspace, cudaStream_t stream) const;
+  /// How many heuristic candidates were kept (>= 1), and which one `run` uses.
+  int algorithm_count() const;
+  Status select_algorithm(int index);
+  int selected_algorithm() const { return selected_; }
   const Fp8GemmProblem& problem() const { return problem_; }
+  const GemmOptions& options() const { return options_; }
 
  private:
   struct Impl;
-  Fp8Gemm(Fp8GemmProblem problem, std::unique_ptr<Impl> impl);
+  Fp8Gemm(Fp8GemmProblem problem, GemmOptions options, std::unique_ptr<Impl> impl, int selected);
   Fp8GemmProblem problem_;
+  GemmOptions options_;
   std::unique_ptr<Impl> impl_;
+  int selected_ = 0;
 };
 
 }  // namespace loka::cuda

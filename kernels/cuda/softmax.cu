@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/row_reduce.cuh"
 #include "kernels/cuda/softmax.h"
 
 namespace loka::cuda {
@@ -27,29 +28,10 @@ __device__ __forceinline__ float softmax_value(float x, float max, double sum, d
   return static_cast<float>(exp(static_cast<double>(x - max)) / sum);
 }
 
-/// Reduces `value` over the kThreads threads of a row (a warp or a whole block).
-template <int kThreads, typename T, typename Op>
-__device__ __forceinline__ T row_reduce(T value, Op op, T* shared) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    T other;
-    if constexpr (std::is_same_v<T, RowMax>) {
-      other.max = __shfl_xor_sync(0xFFFFFFFFu, value.max, offset);
-      other.nan = __shfl_xor_sync(0xFFFFFFFFu, static_cast<int>(value.nan), offset) != 0;
-    } else {
-      other = __shfl_xor_sync(0xFFFFFFFFu, value, offset);
-    }
-    value = op(value, other);
-  }
-  if constexpr (kThreads > 32) {
-    const int warp = static_cast<int>(threadIdx.x) / 32;
-    __syncthreads();  // `shared` may still be read by the previous reduction
-    if (threadIdx.x % 32 == 0) shared[warp] = value;
-    __syncthreads();
-    value = shared[0];
-    for (int w = 1; w < kThreads / 32; ++w) value = op(value, shared[w]);
-  }
-  return value;
+/// Lets row_reduce exchange RowMax values between lanes.
+__device__ __forceinline__ RowMax shuffle_xor(RowMax value, int offset) {
+  return {__shfl_xor_sync(0xFFFFFFFFu, value.max, offset),
+          __shfl_xor_sync(0xFFFFFFFFu, static_cast<int>(value.nan), offset) != 0};
 }
 
 /// One row of the last axis per kThreads threads (kThreads = 32: a warp, rows_per_block per block).

@@ -1,0 +1,67 @@
+// ============================================================================
+// kernels/cuda/cublaslt_util.cc — shared cuBLASLt plumbing.
+// ============================================================================
+#include "kernels/cuda/cublaslt_util.h"
+
+namespace loka::cuda {
+
+std::string cublaslt_error(cublasStatus_t status, const char* what) {
+  return std::string("cuBLASLt ") + what + " failed: " + cublasLtGetStatusString(status);
+}
+
+cublasLtHandle_t cublaslt_thread_handle() {
+  thread_local struct Holder {
+    cublasLtHandle_t handle = nullptr;
+    Holder() { cublasLtCreate(&handle); }
+    ~Holder() {
+      if (handle) cublasLtDestroy(handle);
+    }
+  } holder;
+  return holder.handle;
+}
+
+Status set_cublaslt_epilogue(cublasLtMatmulDesc_t operation, GemmEpilogue epilogue, bool has_bias) {
+  cublasLtEpilogue_t value = CUBLASLT_EPILOGUE_DEFAULT;
+  switch (epilogue) {
+    case GemmEpilogue::kNone: value = has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT; break;
+    case GemmEpilogue::kRelu: value = has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU; break;
+    case GemmEpilogue::kGelu: value = has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU; break;
+  }
+  LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &value, sizeof value), "EPILOGUE");
+  return Status::ok();
+}
+
+Result<std::vector<cublasLtMatmulAlgo_t>> cublaslt_algorithms(cublasLtMatmulDesc_t operation, cublasLtMatrixLayout_t a,
+                                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
+                                                              int max_count, uint32_t min_alignment_bytes,
+                                                              const std::string& what) {
+  cublasLtMatmulPreference_t preference = nullptr;
+  LOKA_LT_CHECK(cublasLtMatmulPreferenceCreate(&preference), "PreferenceCreate");
+  const size_t workspace = kGemmWorkspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
+  for (const auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                               CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(preference, attribute, &min_alignment_bytes, sizeof min_alignment_bytes);
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(max_count < 1 ? 1 : max_count));
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(cublaslt_thread_handle(), operation, a, b, d, d, preference,
+                                                               static_cast<int>(results.size()), results.data(), &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0)
+    return Status::error("cuBLASLt has no algorithm for " + what +
+                         (status != CUBLAS_STATUS_SUCCESS ? std::string(": ") + cublasLtGetStatusString(status) : ""));
+  std::vector<cublasLtMatmulAlgo_t> algorithms;
+  for (int i = 0; i < found; ++i)
+    if (results[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS) algorithms.push_back(results[static_cast<size_t>(i)].algo);
+  if (algorithms.empty()) return Status::error("cuBLASLt has no usable algorithm for " + what);
+  return algorithms;
+}
+
+CublasLtPlan::~CublasLtPlan() {
+  if (d) cublasLtMatrixLayoutDestroy(d);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (operation) cublasLtMatmulDescDestroy(operation);
+}
+
+}  // namespace loka::cuda

@@ -1,0 +1,53 @@
+// ============================================================================
+// kernels/cuda/cublaslt_util.h — the cuBLASLt plumbing every GEMM planner
+// shares: status-to-error conversion, one handle per thread, epilogue
+// selection and the heuristic's candidate list.
+//
+// Host code only (.cc files); the planners own their descriptors.
+// ============================================================================
+#pragma once
+
+#include <cublasLt.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/gemm_types.h"
+#include "loka/status.h"
+
+namespace loka::cuda {
+
+/// "cuBLASLt WHAT failed: REASON".
+std::string cublaslt_error(cublasStatus_t status, const char* what);
+
+#define LOKA_LT_CHECK(call, what)                                                                         \
+  do {                                                                                                    \
+    const cublasStatus_t lt_status_ = (call);                                                             \
+    if (lt_status_ != CUBLAS_STATUS_SUCCESS) return ::loka::Status::error(::loka::cuda::cublaslt_error(lt_status_, what)); \
+  } while (0)
+
+/// This thread's cuBLASLt handle (handles are cheap within a thread, not shared across).
+cublasLtHandle_t cublaslt_thread_handle();
+
+/// Sets the epilogue (and nothing else) on `operation` for `epilogue` with or without a bias.
+Status set_cublaslt_epilogue(cublasLtMatmulDesc_t operation, GemmEpilogue epilogue, bool has_bias);
+
+/// Up to `max_count` algorithms for the described matmul, best estimate first, each usable with
+/// a kGemmWorkspaceBytes workspace and operands aligned to `min_alignment_bytes`.
+/// An empty list is an error naming `what`.
+Result<std::vector<cublasLtMatmulAlgo_t>> cublaslt_algorithms(cublasLtMatmulDesc_t operation, cublasLtMatrixLayout_t a,
+                                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
+                                                              int max_count, uint32_t min_alignment_bytes,
+                                                              const std::string& what);
+
+/// RAII owner of a cuBLASLt operation descriptor and its A, B and D layouts.
+struct CublasLtPlan {
+  cublasLtMatmulDesc_t operation = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  CublasLtPlan() = default;
+  CublasLtPlan(const CublasLtPlan&) = delete;
+  CublasLtPlan& operator=(const CublasLtPlan&) = delete;
+  ~CublasLtPlan();
+};
+
+}  // namespace loka::cuda

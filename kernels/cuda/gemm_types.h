@@ -1,0 +1,28 @@
+// ============================================================================
+// kernels/cuda/gemm_types.h — what every GEMM planner (cuBLASLt FP32/BF16,
+// FP8, LoKA's epilogue kernels) and the Dispatch autotuner share: the fused
+// activation, the planning options and the workspace size.
+// ============================================================================
+#pragma once
+
+#include <cstddef>
+
+namespace loka::cuda {
+
+/// The activation fused after bias (cuBLASLt's RELU_BIAS / GELU_BIAS; GELU is
+/// cuBLASLt's tanh approximation there, LoKA's own epilogues use erf).
+enum class GemmEpilogue { kNone, kRelu, kGelu };
+
+/// How a GEMM is planned. Algorithms come from cuBLASLt's heuristic, best
+/// first; Dispatch times them all and pins one (`algorithm`), and everything
+/// else runs the heuristic's first.
+struct GemmOptions {
+  int max_algorithms = 8;   ///< how many heuristic candidates to keep (>= 1)
+  int algorithm = 0;        ///< the one `run` uses; clamped to what exists
+  bool fast_accum = false;  ///< FP8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM (faster, less accurate)
+};
+
+/// 32 MiB: what cuBLASLt's large FP8 and split-K kernels may ask for.
+inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+
+}  // namespace loka::cuda

@@ -1,0 +1,105 @@
+// ============================================================================
+// runtime/cuda/ops/normalization.cc — LayerNormalization and ai.loka
+// LayerNormQuant on the GPU (kernels/cuda/layer_norm.h).
+//
+// LayerNormalization normalizes over dims [axis, rank), so the kernel sees
+// rows × cols with cols their product; Scale and B hold exactly cols values
+// (what exporters write; other broadcasts are refused with the reason).
+// LayerNormQuant (docs/loka_ops.md) is the same row arithmetic emitting E4M3
+// codes divided by its constant Y_scale, read once when the bucket is planned.
+// Only the Y output is computed: Mean / InvStdDev outputs are refused.
+// ============================================================================
+#include <cmath>
+
+#include "kernels/cuda/layer_norm.h"
+#include "runtime/cuda/ops/op_args.h"
+
+namespace loka::cuda {
+namespace {
+
+struct NormGeometry {
+  int64_t rows = 0, cols = 0;
+};
+
+/// rows × cols of X normalized from `axis`, with Scale (input 1) and B (input 2) of cols values.
+Result<NormGeometry> plan_geometry(const DeviceOpInit& init, int64_t axis) {
+  LOKA_RETURN_IF_ERROR(require_float32(init, 0));
+  LOKA_RETURN_IF_ERROR(require_float32(init, 1));
+  if (has_input(init, 2)) LOKA_RETURN_IF_ERROR(require_float32(init, 2));
+  for (size_t i = 1; i < init.outputs.size(); ++i)
+    if (!init.outputs[i].shape.empty() || init.outputs[i].dtype != DType::kUndefined)
+      return Status::error("the Mean / InvStdDev outputs have no CUDA kernel yet");
+  const Shape& shape = init.inputs[0].shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank)
+    return Status::error("axis " + std::to_string(axis) + " out of range for X of rank " + std::to_string(rank));
+  NormGeometry geometry;
+  geometry.cols = element_count(Shape(shape.begin() + axis, shape.end()));
+  geometry.rows = geometry.cols == 0 ? 0 : element_count(shape) / geometry.cols;
+  for (size_t i : {size_t{1}, size_t{2}})
+    if (has_input(init, i) && element_count(init.inputs[i].shape) != geometry.cols)
+      return Status::error(std::string(i == 1 ? "Scale" : "B") + " has " +
+                           std::to_string(element_count(init.inputs[i].shape)) + " values, the normalized dims " +
+                           std::to_string(geometry.cols) + " (broadcast Scale/B have no CUDA kernel yet)");
+  return geometry;
+}
+
+Result<float> planned_epsilon(const DeviceOpInit& init) {
+  LOKA_ASSIGN_OR_RETURN(const float epsilon, init.attributes.get_float("epsilon", 1e-5f));
+  if (!(epsilon >= 0.0f) || !std::isfinite(epsilon))
+    return Status::error("attribute 'epsilon' must be finite and >= 0, got " + std::to_string(epsilon));
+  return epsilon;
+}
+
+Result<DevicePlan> plan_layer_norm(const DeviceOpInit& init) {
+  LOKA_ASSIGN_OR_RETURN(const int64_t axis, init.attributes.get_int("axis", -1));
+  LOKA_ASSIGN_OR_RETURN(const int64_t stash_type, init.attributes.get_int("stash_type", 1));
+  if (stash_type != 1) return Status::error("stash_type must be 1 (FLOAT), got " + std::to_string(stash_type));
+  LOKA_ASSIGN_OR_RETURN(const NormGeometry geometry, plan_geometry(init, axis));
+  LOKA_ASSIGN_OR_RETURN(const float epsilon, planned_epsilon(init));
+  const bool has_bias = has_input(init, 2);
+  return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
+    LayerNormArgs args;
+    args.x = static_cast<const float*>(in[0].data);
+    args.scale = static_cast<const float*>(in[1].data);
+    args.bias = has_bias ? static_cast<const float*>(in[2].data) : nullptr;
+    args.rows = geometry.rows;
+    args.cols = geometry.cols;
+    args.epsilon = epsilon;
+    args.y = static_cast<float*>(out[0].data);
+    return launch_layer_norm(args, context.stream);
+  });
+}
+
+Result<DevicePlan> plan_layer_norm_quant(const DeviceOpInit& init) {
+  LOKA_ASSIGN_OR_RETURN(const NormGeometry geometry, plan_geometry(init, -1));
+  LOKA_ASSIGN_OR_RETURN(const float epsilon, planned_epsilon(init));
+  if (!has_input(init, 3) || !init.inputs[3].host.defined() || init.inputs[3].host.element_count() != 1)
+    return Status::error("Y_scale must be a constant scalar");
+  const float y_scale = init.inputs[3].host.to_floats().front();
+  if (!(y_scale > 0.0f) || !std::isfinite(y_scale))
+    return Status::error("Y_scale must be finite and > 0, got " + std::to_string(y_scale));
+  const bool has_bias = has_input(init, 2);
+  return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
+    LayerNormArgs args;
+    args.x = static_cast<const float*>(in[0].data);
+    args.scale = static_cast<const float*>(in[1].data);
+    args.bias = has_bias ? static_cast<const float*>(in[2].data) : nullptr;
+    args.rows = geometry.rows;
+    args.cols = geometry.cols;
+    args.epsilon = epsilon;
+    args.y_codes = static_cast<uint8_t*>(out[0].data);
+    args.y_scale = y_scale;
+    return launch_layer_norm(args, context.stream);
+  });
+}
+
+}  // namespace
+
+void register_normalization_device_ops(DeviceOpRegistry& registry) {
+  registry.add("", "LayerNormalization", plan_layer_norm);
+  registry.add("ai.loka", "LayerNormQuant", plan_layer_norm_quant);
+}
+
+}  // namespace loka::cuda
