@@ -3,6 +3,7 @@
 // throughput and device memory per batch size.
 //
 //   loka_model_bench MODEL.onnx --data DIR [--batches 512,4096,16384] [--runs 50] [--json OUT]
+//                    [--kernel-trace [--trace-runs 20]]
 //
 // Inputs are the data sets of DIR (an eval folder), their rows repeated to
 // fill each batch, copied to the device once: the timed loop is
@@ -10,6 +11,9 @@
 // events on the Session's stream, after warm-up; the median is reported.
 // Peak device memory is what the process holds on the device after the runs
 // beyond what it held before loading (weights, arenas, staging, workspace).
+// With --kernel-trace, further runs (never the timed ones) are traced with
+// CUPTI (bench/kernel_trace.h) and the per-kernel device time per run joins
+// the row: where the graph's time goes, and how much of it no kernel uses.
 // ============================================================================
 #include <cuda_runtime_api.h>
 
@@ -17,10 +21,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "bench/kernel_trace.h"
 #include "kernels/cuda/device.h"
 #include "loka/engine.h"
 #include "loka/session.h"
@@ -39,7 +47,9 @@ cli::ArgumentParser make_parser() {
       .option("--data", "DIR", "data sets whose rows fill the batches (e.g. the model's eval folder)").required()
       .option("--batches", "LIST", "comma-separated batch sizes").default_value("512,4096,16384")
       .option("--runs", "N", "timed runs per batch").default_value("50")
-      .option("--json", "FILE", "also write the results as a JSON list");
+      .option("--json", "FILE", "also write the results as a JSON list")
+      .flag("--kernel-trace", "also record per-kernel device time (CUPTI) over extra untimed runs")
+      .option("--trace-runs", "N", "runs traced per batch with --kernel-trace").default_value("20");
   return parser;
 }
 
@@ -74,10 +84,27 @@ Result<std::vector<Tensor>> fill_batch(const std::vector<std::vector<Tensor>>& s
 struct Row {
   int64_t batch = 0;
   double median_ms = 0, p90_ms = 0, samples_per_s = 0, peak_mb = 0;
+  nlohmann::json kernels;  ///< the kernel trace per run, or {"error": why} (null without --kernel-trace)
 };
 
+/// Per-run kernel times over `runs` traced graph launches (or why there are none).
+nlohmann::json trace_kernels(Session& session, std::span<const DeviceView> views, int runs) {
+  if (Status started = bench::KernelTrace::start(); !started) return {{"error", started.message()}};
+  Status status = Status::ok();
+  for (int r = 0; r < runs && status; ++r) status = session.run_on_device(views).status();
+  auto trace = bench::KernelTrace::stop();
+  if (!status) return {{"error", status.message()}};
+  if (!trace) return {{"error", trace.status().message()}};
+  nlohmann::json out = {{"runs", runs}, {"busy_ms_per_run", trace->busy_ms / runs},
+                        {"dropped_records", trace->dropped_records}, {"kernels", nlohmann::json::array()}};
+  for (const bench::KernelTime& k : trace->kernels)
+    out["kernels"].push_back({{"name", k.name}, {"launches_per_run", static_cast<double>(k.launches) / runs},
+                              {"ms_per_run", k.total_ms / runs}});
+  return out;
+}
+
 Result<int> run(const std::string& model, const std::string& data, const std::vector<int64_t>& batches, int runs,
-                const std::string& json) {
+                const std::string& json, int trace_runs) {
   if (const std::string reason = cuda::device_unavailable_reason(); !reason.empty()) return Status::error(reason);
   cudaFree(nullptr);  // create the context before the baseline
   const size_t baseline = device_used_bytes();
@@ -136,6 +163,7 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
     row.median_ms = times[times.size() / 2];
     row.p90_ms = times[std::min(times.size() - 1, times.size() * 9 / 10)];
     row.samples_per_s = static_cast<double>(batch) / (row.median_ms / 1e3);
+    if (trace_runs > 0) row.kernels = trace_kernels(*session, views, trace_runs);
     for (void* b : buffers) cudaFree(b);
     row.peak_mb = static_cast<double>(device_used_bytes() - baseline) / (1 << 20);
     std::printf("%8lld %12.4f %12.4f %14.4g %10.1f\n", static_cast<long long>(batch), row.median_ms, row.p90_ms,
@@ -143,13 +171,17 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
     rows.push_back(row);
   }
   if (!json.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const Row& row : rows) {
+      nlohmann::json item = {{"model", model},           {"batch", row.batch},
+                             {"latency_ms", row.median_ms}, {"p90_ms", row.p90_ms},
+                             {"samples_per_s", row.samples_per_s}, {"peak_mem_mb", row.peak_mb},
+                             {"device", cuda::device_description()}};
+      if (!row.kernels.is_null()) item["kernel_trace"] = row.kernels;
+      list.push_back(std::move(item));
+    }
     std::ofstream out(json);
-    out << "[";
-    for (size_t i = 0; i < rows.size(); ++i)
-      out << (i ? ",\n " : "") << "{\"batch\": " << rows[i].batch << ", \"latency_ms\": " << rows[i].median_ms
-          << ", \"p90_ms\": " << rows[i].p90_ms << ", \"samples_per_s\": " << rows[i].samples_per_s
-          << ", \"peak_mem_mb\": " << rows[i].peak_mb << ", \"device\": \"" << cuda::device_description() << "\"}";
-    out << "]\n";
+    out << list.dump(1) << "\n";
     if (!out) return Status::error(json + ": cannot write");
   }
   return 0;
@@ -169,7 +201,10 @@ int main_checked(int argc, char** argv) {
   }
   auto runs = args.integer("--runs");
   if (!runs || *runs < 1) return cli::usage_error(kProgram, "--runs needs a positive integer");
-  auto result = run(args.positionals()[0], args.value("--data"), batches, static_cast<int>(*runs), args.value("--json"));
+  auto trace_runs = args.integer("--trace-runs");
+  if (!trace_runs || *trace_runs < 1) return cli::usage_error(kProgram, "--trace-runs needs a positive integer");
+  auto result = run(args.positionals()[0], args.value("--data"), batches, static_cast<int>(*runs), args.value("--json"),
+                    args.has("--kernel-trace") ? static_cast<int>(*trace_runs) : 0);
   if (!result) return cli::runtime_error(kProgram, result.status().message());
   return *result;
 }

@@ -47,6 +47,13 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=1,
                    help="PyTorch CPU threads (1 keeps runs reproducible and fast on shared machines)")
     p.add_argument("--log-every", type=int, default=0, help="print the training loss every N steps")
+    p.add_argument("--no-variants", action="store_true", help="skip the export variants under exports/")
+    p.add_argument("--save-state", action="store_true",
+                   help="also write NAME/model.pt (the trained state_dict; bench/torch_bench.py reads it)")
+    p.add_argument("--calib-sets", type=int, help="override the number of calibration data sets")
+    p.add_argument("--calib-rows", type=int, help="override the rows per calibration data set")
+    p.add_argument("--eval-sets", type=int, help="override the number of evaluation data sets")
+    p.add_argument("--eval-rows", type=int, help="override the rows per evaluation data set")
     args = p.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in args.models if m not in MODEL_NAMES]
@@ -65,8 +72,9 @@ def main(argv=None) -> int:
     torch.use_deterministic_algorithms(True, warn_only=True)
     os.makedirs(args.out, exist_ok=True)
     plan = DATA_PLANS[args.size]
-    if args.metric_samples is not None:
-        plan = dataclasses.replace(plan, metric_samples=args.metric_samples)
+    overrides = {"metric_samples": args.metric_samples, "calib_batches": args.calib_sets,
+                 "calib_batch_size": args.calib_rows, "eval_batches": args.eval_sets, "eval_batch_size": args.eval_rows}
+    plan = dataclasses.replace(plan, **{k: v for k, v in overrides.items() if v is not None})
     start = time.time()
     failures = []
     for name in args.models:
@@ -75,7 +83,8 @@ def main(argv=None) -> int:
         if args.train_steps is not None:
             spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, steps=args.train_steps))
         print(f"[{name}] size={args.size} device={args.device}", flush=True)
-        facts = build_model(spec, index, args.size, args.out, plan, args.seed, args.device, args.log_every)
+        facts = build_model(spec, index, args.size, args.out, plan, args.seed, args.device, args.log_every,
+                            variants=not args.no_variants, save_state=args.save_state, ort_threads=args.threads)
         q = facts["quality"]
         print(f"[{name}] {facts['bytes'] / 1e6:.2f} MB, {facts['build_seconds']} s; FP32 logloss "
               f"{q['fp32']['logloss']:.4f} AUC {q['fp32']['auc']:.4f} (teacher {q['teacher']['auc']:.4f}); "

@@ -6,7 +6,8 @@ Folder written for model NAME (relative to the zoo root):
     NAME/calib/test_data_set_<k>/{input_0.pb, input_1.pb, labels.pb}
     NAME/eval/test_data_set_<k>/{input_0.pb, input_1.pb, output_0.pb, labels.pb}
     NAME/facts.json
-    exports/NAME_<exporter>_op<opset>/{model.onnx, eval/test_data_set_0/..., facts.json}
+    NAME/model.pt                      (with save_state: the trained PyTorch state_dict, for benchmarks)
+    exports/NAME_<exporter>_op<opset>/{model.onnx, eval/test_data_set_0/..., facts.json} (unless variants=False)
 Every random draw comes from numpy/torch generators seeded from (seed, model index, purpose).
 """
 from __future__ import annotations
@@ -66,7 +67,8 @@ def _write_json(path: str, doc: dict) -> None:
 
 
 def _export_and_check(model, spec: ModelSpec, exporter: str, opset: int, folder: str, size: str,
-                      example: Batch, eval_sets: List[Batch], torch_probs: List[np.ndarray], rows: int) -> dict:
+                      example: Batch, eval_sets: List[Batch], torch_probs: List[np.ndarray], rows: int,
+                      ort_threads: int = 1) -> dict:
     """Exports into `folder`, writes eval data with onnxruntime outputs, returns facts about it."""
     os.makedirs(folder, exist_ok=True)
     args = (torch.from_numpy(example.dense[:4]), torch.from_numpy(_ids(spec, example.sparse[:4])))
@@ -75,7 +77,7 @@ def _export_and_check(model, spec: ModelSpec, exporter: str, opset: int, folder:
     proto = ex.export_model(model, args, exporter, opset, path,
                             {"zoo.model": spec.name, "zoo.size": size, "zoo.exporter": exporter})
     seconds = time.time() - start
-    session = ex.ort_session(path)
+    session = ex.ort_session(path, ort_threads)
     worst = 0.0
     ort_probs = []
     for k, (batch, ref) in enumerate(zip(eval_sets, torch_probs)):
@@ -99,7 +101,7 @@ def _export_and_check(model, spec: ModelSpec, exporter: str, opset: int, folder:
 
 
 def build_model(spec: ModelSpec, index: int, size: str, out: str, data: DataPlan, seed: int, device: str,
-                log_every: int = 0) -> dict:
+                log_every: int = 0, variants: bool = True, save_state: bool = False, ort_threads: int = 1) -> dict:
     t0 = time.time()
     folder = os.path.join(out, spec.name)
     shutil.rmtree(folder, ignore_errors=True)
@@ -137,20 +139,22 @@ def build_model(spec: ModelSpec, index: int, size: str, out: str, data: DataPlan
     torch_eval = [predict(cpu_model, b.dense, _ids(spec, b.sparse), "cpu") for b in evals]
     print(f"  exporting {spec.name} ({spec.exporter}, opset {spec.opset})", flush=True)
     main = _export_and_check(cpu_model, spec, spec.exporter, spec.opset, folder, size, calib[0], evals,
-                             torch_eval, -1)
+                             torch_eval, -1, ort_threads)
+    if save_state:  # the same weights for PyTorch-side benchmarks (bench/torch_bench.py)
+        torch.save(cpu_model.state_dict(), os.path.join(folder, "model.pt"))
     ort_probs = np.concatenate(main.pop("ort_probs"))
     eval_labels = np.concatenate([b.labels for b in evals])
     for k, batch in enumerate(calib):
         write_data_set(os.path.join(folder, "calib", f"test_data_set_{k}"), _inputs(spec, batch), (), batch.labels)
 
     variants = []
-    for exporter, opset in spec.variants:
+    for exporter, opset in (spec.variants if variants else []):
         vname = f"{spec.name}_{exporter}_op{opset}"
         vfolder = os.path.join(out, "exports", vname)
         shutil.rmtree(vfolder, ignore_errors=True)
         print(f"  exporting variant {vname}", flush=True)
         vfacts = _export_and_check(cpu_model, spec, exporter, opset, vfolder, size, calib[0], evals[:1],
-                                   torch_eval[:1], data.variant_rows)
+                                   torch_eval[:1], data.variant_rows, ort_threads)
         vfacts.pop("ort_probs")
         vfacts = {"model": spec.name, "variant_of": f"../../{spec.name}", "size": size, **vfacts,
                   "eval": {"batches": 1, "batch_size": data.variant_rows},

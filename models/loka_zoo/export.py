@@ -140,10 +140,10 @@ def op_histogram(proto: onnx.ModelProto) -> Dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def ort_session(path: str):
+def ort_session(path: str, threads: int = 1):
     import onnxruntime as ort
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
