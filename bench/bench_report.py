@@ -112,12 +112,17 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
         except Exception as e:  # noqa: BLE001 - reported in the document
             problems.append(f"LoKA quality: {type(e).__name__}: {e}")
         traces = {}
+        plain = os.path.exists(os.path.join(results, "loka", f"{name}.plain"))
+        if plain:
+            problems.append("loka-opt gave no model: the LoKA rows ran the FP32 ONNX model (no FP8)")
         if isinstance(bench, list):
             for b in bench:
                 row = {"model": name, "batch": b["batch"], "impl": "loka", "latency_ms": b["latency_ms"],
                        "p90_ms": b.get("p90_ms"), "samples_per_s": b.get("samples_per_s"),
                        "peak_mem_mb": b.get("peak_mem_mb"), "device": b.get("device"), "status": "ok",
-                       "fp8_flop_share": fp8_share}
+                       "fp8_flop_share": 0.0 if plain else fp8_share}
+                if plain:
+                    row["note"] = "FP32 ONNX model (loka-opt failed)"
                 if quality and "error" not in quality:
                     row.update({k: quality[k] for k in ("logloss", "auc", "logloss_drift_rel", "auc_drift")})
                 rows.append(row)
@@ -131,7 +136,7 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
         out[name] = {"rows": rows, "floor": torch_doc.get("floor") if isinstance(torch_doc, dict) else None,
                      "peaks": torch_doc.get("peaks") if isinstance(torch_doc, dict) else None,
                      "quality": torch_doc.get("quality") if isinstance(torch_doc, dict) else None,
-                     "loka_quality": quality, "traces": traces, "problems": problems, "opt": opt,
+                     "loka_quality": quality, "traces": traces, "problems": problems, "fp8_share": fp8_share,
                      "device": torch_doc.get("device") if isinstance(torch_doc, dict) else None}
     return out
 
@@ -156,12 +161,17 @@ def missing_loka_rows(data: Dict[str, dict], batches: List[int], stages: List[di
     out = []
     for name, d in data.items():
         have = {r["batch"] for r in d["rows"] if r["impl"] == "loka"}
-        failed = [s for s in stages if name in s["stage"] and s["status"] != "ok"]
+        feeding = {"build", "tools", f"zoo-{name}", f"opt-{name}", f"loka-bench-{name}", f"loka-quality-{name}"}
+        failed = [s for s in stages if s["stage"] in feeding and s["status"] != "ok"]
         reason = ("; ".join(f"{s['stage']}: {s['status']}" + (f" ({s['note']})" if s["note"] else "") for s in failed)
                   or "no LoKA result (stage did not run)")
         for b in batches:
             if b not in have:
-                out.append({"model": name, "batch": b, "impl": "loka", "status": reason})
+                row = {"model": name, "batch": b, "impl": "loka", "status": reason, "fp8_flop_share": d["fp8_share"]}
+                q = d["loka_quality"]
+                if q and "error" not in q:  # quality comes from loka-run, which may have worked
+                    row.update({k: q[k] for k in ("logloss", "auc", "logloss_drift_rel", "auc_drift")})
+                out.append(row)
     return out
 
 

@@ -54,6 +54,7 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.dry_run:
         args.device, args.batches, args.runs = "cpu", "8", 3
+        torch.set_num_threads(1)  # small models; threads only contend on a shared machine
     args.batches = [int(b) for b in args.batches.split(",") if b]
     args.impls = [i for i in args.impls.split(",") if i]
     bad = [i for i in args.impls if i not in impls.ALL_IMPLS]

@@ -140,8 +140,11 @@ def build_model(spec: ModelSpec, index: int, size: str, out: str, data: DataPlan
     print(f"  exporting {spec.name} ({spec.exporter}, opset {spec.opset})", flush=True)
     main = _export_and_check(cpu_model, spec, spec.exporter, spec.opset, folder, size, calib[0], evals,
                              torch_eval, -1, ort_threads)
+    state_bytes = 0
     if save_state:  # the same weights for PyTorch-side benchmarks (bench/torch_bench.py)
-        torch.save(cpu_model.state_dict(), os.path.join(folder, "model.pt"))
+        state_path = os.path.join(folder, "model.pt")
+        torch.save(cpu_model.state_dict(), state_path)
+        state_bytes = os.path.getsize(state_path)  # not part of the committed folder's size
     ort_probs = np.concatenate(main.pop("ort_probs"))
     eval_labels = np.concatenate([b.labels for b in evals])
     for k, batch in enumerate(calib):
@@ -194,6 +197,6 @@ def build_model(spec: ModelSpec, index: int, size: str, out: str, data: DataPlan
         "bytes": None,
     }
     facts["build_seconds"] = round(time.time() - t0, 2)
-    facts["bytes"] = folder_bytes(folder) + 8192  # + facts.json itself (an upper bound)
+    facts["bytes"] = folder_bytes(folder) - state_bytes + 8192  # + facts.json itself (an upper bound)
     _write_json(os.path.join(folder, "facts.json"), facts)
     return facts

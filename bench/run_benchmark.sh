@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# ============================================================================
+# bench/run_benchmark.sh — LoKA against PyTorch on the GPU, in one call: one table.
+#
+#   bench/run_benchmark.sh OUTDIR [--quick | --dry-run]
+#   (on the GPU machine: source .carry/gpu-env.sh && bench/run_benchmark.sh "$OUT/bench")
+#
+# Stages, each with a time budget, its own log (OUTDIR/logs/STAGE.log) and a line in
+# OUTDIR/stages.tsv; a failing stage never stops the others that do not need it:
+#   build      LoKA with CUDA (loka-opt, loka-run, loka_model_bench), in the background
+#   zoo-NAME   make_zoo.py --size full on the GPU: train briefly, export ONNX, calib/eval data
+#              and the trained state_dict, one process per model, all in parallel with the build
+#   opt-NAME   loka-opt (default pipeline, calibration data from the generator, --report) on the
+#              upper half of the cores, while
+#   torch-NAME bench/torch_bench.py times the PyTorch baselines on the lower half (GPU to itself)
+#   loka-NAME  loka_model_bench (CUDA events, CUDA graph, CUPTI kernel trace) and loka-run on the
+#              eval data for quality — after the PyTorch stages, so the GPU is never shared
+#   report     bench/bench_report.py: prints the table, writes OUTDIR/benchmarks.{md,json} and
+#              (not in a dry run) docs/benchmarks.{md,json} in the checkout
+# The whole run has a deadline (full 540 s, quick 300 s): each stage's budget is cut to what is
+# left, and the report always runs. Big files (models, data) live in a scratch folder, not OUTDIR.
+# --dry-run: no GPU needed — tiny CPU models and CPU PyTorch; LoKA stages run only if a CPU build
+# is given in LOKA_BENCH_BUILD_DIR (loka-opt and loka-run on the CPU), the GPU timings are
+# reported as not run. It checks every Python part and the report.
+#
+# Overrides (environment): LOKA_BENCH_MODELS, LOKA_BENCH_BATCHES, LOKA_BENCH_TABLE_ROWS,
+# LOKA_BENCH_TRAIN_STEPS, LOKA_BENCH_DEADLINE_S, LOKA_BENCH_BUILD_DIR, LOKA_BENCH_SCRATCH,
+# LOKA_BENCH_OPT_ARGS (extra loka-opt arguments, e.g. "--budget logloss=0.0005"), PYTHON,
+# LOKA_BENCH_REUSE_ZOO=1 (keep the scratch zoo of an earlier run with the same settings).
+# ============================================================================
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+usage() { echo "usage: bench/run_benchmark.sh OUTDIR [--quick | --dry-run]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+out=$1; shift
+mode=full
+for arg in "$@"; do
+  case $arg in
+    --quick) mode=quick ;;
+    --dry-run) mode="dry-run" ;;
+    *) usage ;;
+  esac
+done
+mkdir -p "$out/logs" "$out/torch" "$out/loka"
+out=$(cd "$out" && pwd)
+: > "$out/stages.tsv"
+py=${PYTHON:-python3}
+t_start=$(date +%s)
+
+# ---- settings per mode ------------------------------------------------------
+case $mode in
+  full)
+    models=dlrm_dcnv2,wukong,dhen,attention_ranker; batches=512,4096,16384; table_rows=200000
+    train_steps=150; calib="--calib-sets 4 --calib-rows 1024"; evals="--eval-sets 4 --eval-rows 4096"
+    metric=16384; runs=50; deadline=540; size=full; device=cuda ;;
+  quick)
+    models=dlrm_dcnv2,wukong; batches=512,4096; table_rows=50000
+    train_steps=60; calib="--calib-sets 3 --calib-rows 512"; evals="--eval-sets 2 --eval-rows 4096"
+    metric=8192; runs=30; deadline=300; size=full; device=cuda ;;
+  dry-run)
+    models=dlrm_dcnv2,attention_ranker; batches=8; table_rows=64
+    train_steps=30; calib="--calib-sets 3 --calib-rows 128"; evals="--eval-sets 2 --eval-rows 256"
+    metric=2048; runs=3; deadline=900; size=tiny; device=cpu ;;
+esac
+models=${LOKA_BENCH_MODELS:-$models}
+batches=${LOKA_BENCH_BATCHES:-$batches}
+table_rows=${LOKA_BENCH_TABLE_ROWS:-$table_rows}
+train_steps=${LOKA_BENCH_TRAIN_STEPS:-$train_steps}
+deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
+build=${LOKA_BENCH_BUILD_DIR:-/tmp/loka-bench-build}
+scratch=${LOKA_BENCH_SCRATCH:-/tmp/loka-bench-scratch}
+zoo=$scratch/zoo
+mkdir -p "$zoo" "$scratch/opt"
+IFS=, read -r -a model_list <<< "$models"
+ncpu=$(nproc)
+REPORT_RESERVE_S=20
+
+# ---- stage helpers ------------------------------------------------------------
+left() { echo $(( deadline - ($(date +%s) - t_start) - REPORT_RESERVE_S )); }
+
+record() {  # record NAME STATUS SECONDS NOTE
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >> "$out/stages.tsv"
+  printf '[%4ds] %-22s %-10s %5ss %s\n' $(( $(date +%s) - t_start )) "$1" "$2" "$3" "${4:-}"
+}
+
+stage() {  # stage NAME BUDGET_S COMMAND...: runs under a time limit, logs, records; returns its status
+  local name=$1 budget=$2; shift 2
+  local remaining; remaining=$(left)
+  (( budget > remaining )) && budget=$remaining
+  if (( budget < 5 )); then
+    record "$name" skipped 0 "run deadline (${deadline} s) reached"
+    return 1
+  fi
+  local t0; t0=$(date +%s)
+  local rc=0
+  timeout --kill-after=15 "$budget" "$@" > "$out/logs/$name.log" 2>&1 || rc=$?
+  local secs=$(( $(date +%s) - t0 ))
+  if (( rc == 0 )); then record "$name" ok "$secs"
+  elif (( rc == 124 || rc == 137 )); then record "$name" TIMEOUT "$secs" "budget ${budget} s; see logs/$name.log"
+  else record "$name" "FAIL:$rc" "$secs" "$(tail -n 1 "$out/logs/$name.log" | tr '\t' ' ' | cut -c1-160)"
+  fi
+  return $rc
+}
+
+# Command prefixes pinning to the lower/upper half of the cores (when there are enough to split).
+pin_low=(); pin_high=()
+if (( ncpu >= 8 )) && command -v taskset > /dev/null; then
+  pin_low=(taskset -c "0-$(( ncpu / 2 - 1 ))"); pin_high=(taskset -c "$(( ncpu / 2 ))-$(( ncpu - 1 ))")
+fi
+
+# ---- the device -----------------------------------------------------------------
+if [ "$mode" = dry-run ]; then
+  echo "cpu (dry run)" > "$out/device.txt"
+else
+  if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/device.txt" 2>&1; then
+    echo "run_benchmark: no GPU (nvidia-smi failed: $(head -c 200 "$out/device.txt")); use --dry-run" >&2
+    exit 1
+  fi
+fi
+echo "== LoKA benchmark ($mode) on $(cat "$out/device.txt"): models $models, batches $batches, deadline ${deadline} s"
+echo "   logs: $out/logs, scratch: $scratch"
+
+# ---- build (background) ∥ zoo (parallel per model) ---------------------------------
+build_pid=
+if [ "$mode" != dry-run ]; then
+  build_cmd() {
+    cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOKA_BUILD_TESTS=OFF &&
+      cmake --build "$build" -j"$ncpu" --target loka-opt loka-run loka_model_bench
+  }
+  stage build 300 bash -c "$(declare -f build_cmd); build_cmd" &
+  build_pid=$!
+fi
+
+zoo_pids=()
+for m in "${model_list[@]}"; do
+  if [ "${LOKA_BENCH_REUSE_ZOO:-0}" = 1 ] && [ -f "$zoo/$m/model.pt" ] && [ -f "$zoo/$m/model.onnx" ]; then
+    record "zoo-$m" ok 0 "reused $zoo/$m (LOKA_BENCH_REUSE_ZOO=1)"
+    continue
+  fi
+  # shellcheck disable=SC2086 # $calib/$evals are option lists
+  stage "zoo-$m" 240 "$py" "$top/models/make_zoo.py" --size "$size" --device "$device" --out "$zoo" --models "$m" \
+    --save-state --no-variants --train-steps "$train_steps" --table-rows "$table_rows" --metric-samples "$metric" \
+    $calib $evals --threads 2 &
+  zoo_pids+=($!)
+done
+for p in "${zoo_pids[@]}"; do wait "$p" || true; done
+if [ -n "$build_pid" ]; then wait "$build_pid" || true; fi
+
+have_tools=0
+if [ -x "$build/tools/loka-opt" ] && [ -x "$build/tools/loka-run" ]; then have_tools=1; fi
+if (( ! have_tools )); then record tools missing 0 "no loka-opt/loka-run in $build"; fi
+
+# ---- loka-opt (upper cores, background) ∥ PyTorch baselines (lower cores, GPU) ------
+opt_pids=()
+for m in "${model_list[@]}"; do
+  [ -f "$zoo/$m/model.onnx" ] || continue
+  if (( have_tools )); then
+    # shellcheck disable=SC2086 # LOKA_BENCH_OPT_ARGS is an option list
+    stage "opt-$m" 240 "${pin_high[@]}" "$build/tools/loka-opt" "$zoo/$m/model.onnx" -o "$scratch/opt/$m.loka.onnx" \
+      --calib "$zoo/$m/calib" --report "$out/loka/$m.opt.json" --quiet ${LOKA_BENCH_OPT_ARGS:-} &
+    opt_pids+=($!)
+  fi
+done
+dry=()
+[ "$mode" = dry-run ] && dry=(--dry-run)
+n_models=${#model_list[@]}
+i=0
+for m in "${model_list[@]}"; do
+  i=$(( i + 1 ))
+  if [ ! -f "$zoo/$m/model.pt" ]; then record "torch-$m" skipped 0 "no trained model (zoo-$m failed)"; continue; fi
+  # An equal share of what is left (minus LoKA's GPU stages), so one slow model cannot starve the rest.
+  share=$(( ($(left) - 60) / (n_models - i + 1) ))
+  (( share < 30 )) && share=30
+  stage "torch-$m" "$share" "${pin_low[@]}" "$py" "$top/bench/torch_bench.py" --model-dir "$zoo/$m" \
+    --out "$out/torch/$m.json" --batches "$batches" --runs "$runs" --budget-s $(( share - 20 )) \
+    --peaks "$out/torch/peaks.json" --fp32-probs "$out/torch/$m.fp32.npy" "${dry[@]}" || true
+done
+for p in "${opt_pids[@]}"; do wait "$p" || true; done
+
+# ---- LoKA on the GPU (or, dry run, quality on the CPU) --------------------------------
+for m in "${model_list[@]}"; do
+  (( have_tools )) || break
+  [ -f "$zoo/$m/model.onnx" ] || continue
+  model=$scratch/opt/$m.loka.onnx
+  if [ ! -f "$model" ] || [ ! -s "$out/loka/$m.opt.json" ]; then
+    model=$zoo/$m/model.onnx
+    record "loka-input-$m" note 0 "loka-opt gave no model: LoKA runs the FP32 ONNX model"
+    echo "loka-opt failed; FP32 ONNX model benchmarked" > "$out/loka/$m.plain"
+  fi
+  rm -rf "$out/loka/$m.outputs"
+  if [ "$mode" = dry-run ]; then
+    stage "loka-quality-$m" 120 "$build/tools/loka-run" "$model" --inputs "$zoo/$m/eval" --device cpu \
+      --outputs "$out/loka/$m.outputs" || true
+    record "loka-bench-$m" skipped 0 "dry run: no GPU for loka_model_bench"
+  else
+    stage "loka-quality-$m" 90 "$build/tools/loka-run" "$model" --inputs "$zoo/$m/eval" --device cuda \
+      --outputs "$out/loka/$m.outputs" || true
+    stage "loka-bench-$m" 120 "$build/loka_model_bench" "$model" --data "$zoo/$m/eval" --batches "$batches" \
+      --runs "$runs" --json "$out/loka/$m.bench.json" --kernel-trace || true
+  fi
+done
+
+# ---- the table ----------------------------------------------------------------------
+report_args=("$out" --zoo "$zoo" --models "$models" --batches "$batches" --mode "$mode"
+             --md "$out/benchmarks.md" --json "$out/benchmarks.json")
+if "$py" "$top/bench/bench_report.py" "${report_args[@]}" > "$out/logs/report.log" 2>&1; then
+  cat "$out/logs/report.log"
+  echo
+  if [ "$mode" = dry-run ]; then  # a dry run's figures say nothing: never into docs/
+    echo "== wrote $out/benchmarks.{md,json} in $(( $(date +%s) - t_start )) s (dry run: docs/ untouched)"
+  else
+    mkdir -p "$top/docs"
+    cp "$out/benchmarks.md" "$out/benchmarks.json" "$top/docs/"
+    echo "== wrote $out/benchmarks.{md,json} and docs/benchmarks.{md,json} in $(( $(date +%s) - t_start )) s"
+  fi
+else
+  echo "run_benchmark: the report failed:" >&2
+  tail -n 20 "$out/logs/report.log" >&2
+  exit 1
+fi
+echo "== stages"
+column -t -s $'\t' "$out/stages.tsv" 2>/dev/null || cat "$out/stages.tsv"
