@@ -51,12 +51,12 @@ t_start=$(date +%s)
 # ---- settings per mode ------------------------------------------------------
 case $mode in
   full)
-    models=dlrm_dcnv2,wukong,dhen,attention_ranker; batches=512,4096,16384; table_rows=200000
+    models=dlrm_dcnv2,wukong,dhen,attention_ranker; batches=512,4096,16384; table_rows=100000
     train_steps=150; calib="--calib-sets 4 --calib-rows 1024"; evals="--eval-sets 4 --eval-rows 4096"
     metric=16384; runs=50; deadline=540; size=full; device=cuda ;;
   quick)
-    models=dlrm_dcnv2,wukong; batches=512,4096; table_rows=50000
-    train_steps=60; calib="--calib-sets 3 --calib-rows 512"; evals="--eval-sets 2 --eval-rows 4096"
+    models=dlrm_dcnv2,wukong; batches=512,4096; table_rows=20000
+    train_steps=50; calib="--calib-sets 3 --calib-rows 512"; evals="--eval-sets 2 --eval-rows 4096"
     metric=8192; runs=30; deadline=300; size=full; device=cuda ;;
   dry-run)
     models=dlrm_dcnv2,attention_ranker; batches=8; table_rows=64

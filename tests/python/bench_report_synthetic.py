@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""bench/bench_report.py on synthetic result folders: the speed-up against the best BF16 path, the
+rows a failed stage leaves, LoKA's quality from its outputs, the shortfall section with the kernel
+breakdown and the floors, and the JSON row contract (docs/benchmarks.json). No GPU, no PyTorch.
+
+    bench_report_synthetic.py --source REPO [--tools DIR]   (--tools is accepted and unused)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+from onnx import numpy_helper
+
+SOURCE = None
+MODELS = ["dlrm_dcnv2", "wukong"]
+ROW_KEYS = {"model", "batch", "impl", "latency_ms", "speedup_vs_best_bf16", "logloss_drift_rel",
+            "fp8_flop_share", "peak_mem_mb", "device", "date"}
+
+
+def write_json(path, doc):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def write_pb(path, name, array):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(array, name).SerializeToString())
+
+
+def torch_rows(model, batch, latencies):
+    return [{"model": model, "batch": batch, "impl": impl, "latency_ms": ms, "samples_per_s": batch / ms * 1e3,
+             "status": "ok", "peak_mem_mb": 100.0, "device": "Fake H100", "logloss_drift_rel": 1e-5}
+            for impl, ms in latencies.items()]
+
+
+def make_results(root):
+    """dlrm_dcnv2: everything ran, LoKA 2x at 4096 and 1.25x at 512 (short); wukong: loka-opt failed."""
+    results, zoo = os.path.join(root, "results"), os.path.join(root, "zoo")
+    os.makedirs(results, exist_ok=True)
+    with open(os.path.join(results, "stages.tsv"), "w") as f:
+        f.write("build\tok\t120\t\nzoo-dlrm_dcnv2\tok\t60\t\nzoo-wukong\tok\t70\t\n"
+                "opt-wukong\tTIMEOUT\t240\tbudget 240 s\nloka-bench-wukong\tskipped\t0\tno model\n")
+    peaks = {"bf16_tflops": 700.0, "fp8_tflops": 1400.0, "copy_gbps": 3000.0}
+    floor = {"gemm_flops_per_sample": 3.2e7, "bytes_per_sample_fp8": 30000, "weight_bytes_fp8": 2e7}
+    rows = torch_rows("dlrm_dcnv2", 512, {"torch-fp32-eager": 0.9, "torch-bf16-eager": 0.6,
+                                          "torch-bf16-graph": 0.25, "torch-bf16-compile": 0.3,
+                                          "torch-fp8-naive": 0.5})
+    rows += torch_rows("dlrm_dcnv2", 4096, {"torch-fp32-eager": 3.0, "torch-bf16-eager": 1.0,
+                                           "torch-bf16-graph": 0.81, "torch-bf16-compile": 1.16})
+    rows.append({"model": "dlrm_dcnv2", "batch": 4096, "impl": "torch-fp8-naive",
+                 "status": "failed: RuntimeError: boom"})
+    write_json(os.path.join(results, "torch", "dlrm_dcnv2.json"),
+               {"model": "dlrm_dcnv2", "device": "Fake H100", "rows": rows, "errors": [], "peaks": peaks,
+                "floor": floor, "quality": {"fp32": {"logloss": 0.5, "auc": 0.8}}})
+    write_json(os.path.join(results, "torch", "wukong.json"),
+               {"model": "wukong", "device": "Fake H100", "peaks": peaks, "floor": floor, "errors": [],
+                "rows": torch_rows("wukong", 512, {"torch-bf16-graph": 1.0})})
+    write_json(os.path.join(results, "loka", "dlrm_dcnv2.opt.json"), {"precision": {"fp8_flop_share": 0.75}})
+    trace = {"runs": 20, "busy_ms_per_run": 0.15, "dropped_records": 0,
+             "kernels": [{"name": f"kernel_{i}", "launches_per_run": 1, "ms_per_run": 0.15 / 15} for i in range(15)]}
+    write_json(os.path.join(results, "loka", "dlrm_dcnv2.bench.json"), [
+        {"batch": 512, "latency_ms": 0.2, "p90_ms": 0.21, "samples_per_s": 2.56e6, "peak_mem_mb": 900,
+         "device": "Fake H100", "kernel_trace": trace},
+        {"batch": 4096, "latency_ms": 0.405, "p90_ms": 0.41, "samples_per_s": 1e7, "peak_mem_mb": 1000,
+         "device": "Fake H100", "kernel_trace": trace}])
+    # LoKA's outputs and the FP32 predictions on two eval sets (labels 0/1 alternate).
+    rng = np.random.default_rng(0)
+    fp32 = rng.uniform(0.05, 0.95, size=(8, 1)).astype(np.float32)
+    labels = (np.arange(8) % 2).reshape(8, 1).astype(np.float32)
+    np.save(os.path.join(results, "torch", "dlrm_dcnv2.fp32.npy"), fp32)
+    for k in range(2):
+        write_pb(os.path.join(zoo, "dlrm_dcnv2", "eval", f"test_data_set_{k}", "labels.pb"), "labels",
+                 labels[4 * k:4 * k + 4])
+        write_pb(os.path.join(results, "loka", "dlrm_dcnv2.outputs", f"test_data_set_{k}", "output_0.pb"), "prob",
+                 fp32[4 * k:4 * k + 4] * 1.01)
+    return results, zoo
+
+
+class BenchReportTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        sys.path.insert(0, os.path.join(SOURCE, "bench"))
+        import bench_report
+        cls.report = bench_report
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.results, cls.zoo = make_results(cls.tmp.name)
+        cls.md_path = os.path.join(cls.tmp.name, "out", "benchmarks.md")
+        cls.json_path = os.path.join(cls.tmp.name, "out", "benchmarks.json")
+        code = bench_report.main([cls.results, "--zoo", cls.zoo, "--models", ",".join(MODELS), "--batches",
+                                  "512,4096", "--md", cls.md_path, "--json", cls.json_path, "--mode", "full"])
+        assert code == 0
+        with open(cls.json_path) as f:
+            cls.rows = json.load(f)
+        with open(cls.md_path) as f:
+            cls.md = f.read()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def row(self, model, batch, impl):
+        found = [r for r in self.rows if (r["model"], r["batch"], r["impl"]) == (model, batch, impl)]
+        self.assertEqual(len(found), 1, (model, batch, impl))
+        return found[0]
+
+    def test_every_row_has_the_contract_keys(self):
+        for r in self.rows:
+            self.assertTrue(ROW_KEYS <= set(r), sorted(ROW_KEYS - set(r)))
+
+    def test_speedup_is_against_the_fastest_bf16_path(self):
+        loka = self.row("dlrm_dcnv2", 4096, "loka")
+        self.assertAlmostEqual(loka["speedup_vs_best_bf16"], 0.81 / 0.405)
+        self.assertEqual(loka["best_bf16_impl"], "torch-bf16-graph")
+        self.assertAlmostEqual(self.row("dlrm_dcnv2", 512, "loka")["speedup_vs_best_bf16"], 0.25 / 0.2)
+        self.assertAlmostEqual(self.row("dlrm_dcnv2", 4096, "torch-bf16-compile")["speedup_vs_best_bf16"],
+                               0.81 / 1.16)
+
+    def test_failed_rows_carry_no_speedup(self):
+        failed = self.row("dlrm_dcnv2", 4096, "torch-fp8-naive")
+        self.assertIsNone(failed["speedup_vs_best_bf16"])
+        self.assertIn("boom", failed["status"])
+
+    def test_loka_rows_carry_fp8_share_and_quality(self):
+        loka = self.row("dlrm_dcnv2", 512, "loka")
+        self.assertEqual(loka["fp8_flop_share"], 0.75)
+        self.assertNotEqual(loka["logloss_drift_rel"], 0.0)
+        self.assertEqual(loka["device"], "Fake H100")
+
+    def test_a_failed_stage_leaves_a_loka_row_that_says_why(self):
+        for batch in (512, 4096):
+            row = self.row("wukong", batch, "loka")
+            self.assertIsNone(row["latency_ms"])
+            self.assertIn("opt-wukong: TIMEOUT", row["status"])
+
+    def test_shortfall_section_shows_kernels_and_floors(self):
+        self.assertIn("### dlrm_dcnv2, batch 512", self.md)
+        self.assertNotIn("### dlrm_dcnv2, batch 4096", self.md)  # 2.0x meets the target
+        self.assertIn("short of 1.6×", self.md)
+        self.assertIn("`kernel_0`", self.md)
+        self.assertIn("(3 more kernels)", self.md)
+        self.assertIn("Floor at this batch", self.md)
+        self.assertIn("### wukong, batch 512", self.md)
+
+    def test_markdown_names_device_and_stages(self):
+        self.assertIn("Fake H100", self.md)
+        self.assertIn("| opt-wukong | TIMEOUT |", self.md)
+
+    def test_missing_results_folder_is_an_error(self):
+        self.assertEqual(self.report.main([os.path.join(self.tmp.name, "nope"), "--zoo", self.zoo, "--models",
+                                           "x", "--batches", "1"]), 1)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--tools")
+    args, rest = parser.parse_known_args()
+    SOURCE = args.source
+    unittest.main(argv=[sys.argv[0]] + rest)
