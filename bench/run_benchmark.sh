@@ -52,11 +52,11 @@ t_start=$(date +%s)
 case $mode in
   full)
     models=dlrm_dcnv2,wukong,dhen,attention_ranker; batches=512,4096,16384; table_rows=100000
-    train_steps=150; calib="--calib-sets 4 --calib-rows 1024"; evals="--eval-sets 4 --eval-rows 4096"
+    train_steps=150; calib="--calib-sets 3 --calib-rows 256"; evals="--eval-sets 4 --eval-rows 4096"
     metric=16384; runs=50; deadline=540; size=full; device=cuda ;;
   quick)
     models=dlrm_dcnv2,wukong; batches=512,4096; table_rows=20000
-    train_steps=50; calib="--calib-sets 3 --calib-rows 512"; evals="--eval-sets 2 --eval-rows 4096"
+    train_steps=50; calib="--calib-sets 3 --calib-rows 256"; evals="--eval-sets 2 --eval-rows 4096"
     metric=8192; runs=30; deadline=300; size=full; device=cuda ;;
   dry-run)
     models=dlrm_dcnv2,attention_ranker; batches=8; table_rows=64
@@ -75,6 +75,7 @@ mkdir -p "$zoo" "$scratch/opt"
 IFS=, read -r -a model_list <<< "$models"
 ncpu=$(nproc)
 REPORT_RESERVE_S=20
+LOKA_GPU_RESERVE_S=35  # loka-run on the eval sets + loka_model_bench (load, plan, graphs, runs, trace)
 
 # ---- stage helpers ------------------------------------------------------------
 left() { echo $(( deadline - ($(date +%s) - t_start) - REPORT_RESERVE_S )); }
@@ -124,11 +125,9 @@ echo "   logs: $out/logs, scratch: $scratch"
 # ---- build (background) ∥ zoo (parallel per model) ---------------------------------
 build_pid=
 if [ "$mode" != dry-run ]; then
-  build_cmd() {
-    cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOKA_BUILD_TESTS=OFF &&
-      cmake --build "$build" -j"$ncpu" --target loka-opt loka-run loka_model_bench
-  }
-  stage build 300 bash -c "$(declare -f build_cmd); build_cmd" &
+  # shellcheck disable=SC2016 # $1..$3 belong to the inner shell
+  stage build 300 bash -c 'cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOKA_BUILD_TESTS=OFF &&
+    cmake --build "$2" -j"$3" --target loka-opt loka-run loka_model_bench' build "$top" "$build" "$ncpu" &
   build_pid=$!
 fi
 
@@ -169,8 +168,9 @@ i=0
 for m in "${model_list[@]}"; do
   i=$(( i + 1 ))
   if [ ! -f "$zoo/$m/model.pt" ]; then record "torch-$m" skipped 0 "no trained model (zoo-$m failed)"; continue; fi
-  # An equal share of what is left (minus LoKA's GPU stages), so one slow model cannot starve the rest.
-  share=$(( ($(left) - 60) / (n_models - i + 1) ))
+  # An equal share of what is left after reserving LoKA's GPU stages (LOKA_GPU_RESERVE_S per model),
+  # so one slow model cannot starve the rest, nor PyTorch starve LoKA.
+  share=$(( ($(left) - LOKA_GPU_RESERVE_S * n_models) / (n_models - i + 1) ))
   (( share < 30 )) && share=30
   stage "torch-$m" "$share" "${pin_low[@]}" "$py" "$top/bench/torch_bench.py" --model-dir "$zoo/$m" \
     --out "$out/torch/$m.json" --batches "$batches" --runs "$runs" --budget-s $(( share - 20 )) \
