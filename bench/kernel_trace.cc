@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -79,9 +80,11 @@ std::string short_kernel_name(const char* name) {
   char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
   if (status == 0 && demangled != nullptr) text = demangled;
   std::free(demangled);
-  // Drop the parameter list, then template arguments, then a leading return type.
-  if (const size_t paren = text.find('('); paren != std::string::npos) text.resize(paren);
-  if (const size_t angle = text.find('<'); angle != std::string::npos) text.resize(angle);
+  // "(anonymous namespace)" would read as a parameter list: name it without parentheses.
+  for (size_t at; (at = text.find("(anonymous namespace)")) != std::string::npos;)
+    text.replace(at, std::strlen("(anonymous namespace)"), "{anon}");
+  // Drop template arguments and the parameter list (whichever starts first), then a return type.
+  if (const size_t cut = text.find_first_of("<("); cut != std::string::npos) text.resize(cut);
   if (const size_t space = text.rfind(' '); space != std::string::npos) text = text.substr(space + 1);
   return text.empty() ? std::string(name) : text;
 }

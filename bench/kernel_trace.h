@@ -45,7 +45,8 @@ class KernelTrace {
 };
 
 /// `name` demangled (when it is a mangled C++ name) and cut to its base name:
-/// "void loka::k<float, 4>(float const*, int)" -> "loka::k". Exposed for tests.
+/// "void loka::k<float, 4>(float const*, int)" -> "loka::k" (anonymous namespaces as
+/// "{anon}"), so the instances of one template add up. Exposed for tests.
 std::string short_kernel_name(const char* name);
 
 }  // namespace loka::bench
