@@ -37,6 +37,12 @@ IMPL_ORDER = ["loka", "torch-fp32-eager", "torch-bf16-eager", "torch-bf16-graph"
 ROW_KEYS = ["model", "batch", "impl", "latency_ms", "speedup_vs_best_bf16", "logloss_drift_rel",
             "fp8_flop_share", "peak_mem_mb", "device", "date"]
 TOP_KERNELS = 12
+# Kernel families by name (first match wins): enough to say "GEMMs" vs "gathers" vs "glue".
+KERNEL_FAMILIES = [("GEMM", ("gemm", "xmma", "cutlass", "matmul", "sm90_", "sm80_", "cublas", "epilogue")),
+                   ("embedding", ("gather", "embedding", "bag")),
+                   ("quantize", ("quant", "fp8", "e4m3", "amax", "scale")),
+                   ("normalization", ("layer_norm", "layernorm", "softmax", "norm")),
+                   ("elementwise/other", ("",))]
 
 
 def load_json(path: str):
@@ -190,6 +196,20 @@ def floors_ms(floor: Optional[dict], peaks: Optional[dict], batch: int) -> dict:
     return {"flop_ms": flop_ms, "byte_ms": byte_ms, "floor_ms": max(flop_ms, byte_ms)}
 
 
+def kernel_family(name: str) -> str:
+    lower = name.lower()
+    return next(family for family, keys in KERNEL_FAMILIES if any(k in lower for k in keys))
+
+
+def family_times(kernels: List[dict]) -> Dict[str, float]:
+    """Milliseconds per run by kernel family, largest first."""
+    totals: Dict[str, float] = {}
+    for k in kernels:
+        family = kernel_family(k["name"])
+        totals[family] = totals.get(family, 0.0) + k["ms_per_run"]
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
 def table_lines(rows: List[dict]) -> List[str]:
     head = ["model", "batch", "impl", "latency ms", "samples/s", "vs best BF16", "logloss drift",
             "AUC drift", "FP8 FLOPs", "peak MB", "status"]
@@ -246,7 +266,9 @@ def shortfall_lines(data: Dict[str, dict], rows: List[dict], target: float) -> L
             idle = r["latency_ms"] - busy
             lines.append(f"Kernel time per run {busy:.4f} ms of {r['latency_ms']:.4f} ms "
                          f"({100 * busy / r['latency_ms']:.0f}%); gaps/launch/copies "
-                         f"{max(idle, 0):.4f} ms. Top kernels (CUPTI, {trace['runs']} graph runs):")
+                         f"{max(idle, 0):.4f} ms. By family: "
+                         + ", ".join(f"{f} {ms:.4f} ms" for f, ms in family_times(trace["kernels"]).items())
+                         + f". Top kernels (CUPTI, {trace['runs']} graph runs):")
             lines.append("")
             lines.append("| kernel | ms per run | share of latency | launches per run |")
             lines.append("|---|---|---|---|")

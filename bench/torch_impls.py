@@ -156,7 +156,8 @@ def fp8_reference_check(device: str) -> Optional[str]:
 
 
 def linear_weight_bytes(model: nn.Module) -> int:
-    """Parameters outside the embedding tables (what an FP8 engine reads once per batch)."""
+    """FP8 bytes (one per element) of the parameters outside the embedding tables: what an FP8
+    engine reads once per batch."""
     emb = {id(p) for p in model.embeddings.parameters()}
     return sum(p.numel() for p in model.parameters() if id(p) not in emb)
 

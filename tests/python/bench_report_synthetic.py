@@ -149,6 +149,13 @@ class BenchReportTest(unittest.TestCase):
         self.assertIn("Floor at this batch", self.md)
         self.assertIn("### wukong, batch 512", self.md)
 
+    def test_kernel_families(self):
+        self.assertEqual(self.report.kernel_family("sm90_xmma_gemm_e4m3bf16_tn"), "GEMM")
+        self.assertEqual(self.report.kernel_family("loka::cuda::{anon}::gather_rows_f8"), "embedding")
+        self.assertEqual(self.report.kernel_family("loka::cuda::quantize_rows"), "quantize")
+        self.assertEqual(self.report.kernel_family("at::native::vectorized_elementwise_kernel"), "elementwise/other")
+        self.assertIn("By family: elementwise/other 0.1500 ms", self.md)
+
     def test_markdown_names_device_and_stages(self):
         self.assertIn("Fake H100", self.md)
         self.assertIn("| opt-wukong | TIMEOUT |", self.md)
