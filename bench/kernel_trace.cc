@@ -71,6 +71,14 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t stream_id, uint8_t* buffer, s
   std::free(buffer);
 }
 
+void clear_totals() {
+  Totals& t = totals();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.by_name.clear();
+  t.busy_ns = 0;
+  t.dropped = 0;
+}
+
 }  // namespace
 
 std::string short_kernel_name(const char* name) {
@@ -90,17 +98,18 @@ std::string short_kernel_name(const char* name) {
 }
 
 Status KernelTrace::start() {
-  Totals& t = totals();
-  {
-    std::lock_guard<std::mutex> lock(t.mutex);
-    t.by_name.clear();
-    t.busy_ns = 0;
-    t.dropped = 0;
-  }
+  clear_totals();
   if (CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS)
     return Status::error(cupti_error("register callbacks", r));
   if (CUptiResult r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r != CUPTI_SUCCESS)
     return Status::error(cupti_error("enable kernel activity", r));
+  return Status::ok();
+}
+
+Status KernelTrace::discard() {
+  cudaDeviceSynchronize();
+  if (CUptiResult r = cuptiActivityFlushAll(1); r != CUPTI_SUCCESS) return Status::error(cupti_error("flush", r));
+  clear_totals();
   return Status::ok();
 }
 

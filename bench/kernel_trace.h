@@ -9,7 +9,9 @@
 // kernels inside graph launches, with start/end timestamps from the device.
 // Tracing kernels needs no profiling privileges (unlike hardware counters)
 // and leaves kernel concurrency alone (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).
-// It adds a little launch overhead, so traced runs are never the timed ones.
+// It adds a little launch overhead, so traced runs are never the timed ones;
+// and since graphs instantiated before tracing began may not report their
+// kernels, the caller traces a fresh Session planned while tracing is on.
 // ============================================================================
 #pragma once
 
@@ -38,8 +40,11 @@ struct KernelTraceResult {
 /// Records kernel activity between start() and stop(); one trace at a time per process.
 class KernelTrace {
  public:
-  /// Enables kernel activity recording (after the CUDA context exists).
+  /// Enables kernel activity recording (after the CUDA context exists). CUDA graphs
+  /// instantiated from here on are traced node by node.
   static Status start();
+  /// Waits for the device and forgets what was recorded so far (set-up runs), still recording.
+  static Status discard();
   /// Waits for the device, flushes and disables recording, and returns what was seen.
   static Result<KernelTraceResult> stop();
 };

@@ -17,6 +17,10 @@ Status KernelTrace::start() {
   return Status::error("kernel trace unavailable: CUPTI was not found when loka_model_bench was built");
 }
 
+Status KernelTrace::discard() {
+  return Status::error("kernel trace unavailable: CUPTI was not found when loka_model_bench was built");
+}
+
 Result<KernelTraceResult> KernelTrace::stop() {
   return Status::error("kernel trace unavailable: CUPTI was not found when loka_model_bench was built");
 }
