@@ -42,6 +42,8 @@ for arg in "$@"; do
     *) usage ;;
   esac
 done
+# Results of an earlier run in the same folder must not mix into this one's table.
+rm -rf "$out/logs" "$out/torch" "$out/loka" "$out/benchmarks.md" "$out/benchmarks.json"
 mkdir -p "$out/logs" "$out/torch" "$out/loka"
 out=$(cd "$out" && pwd)
 : > "$out/stages.tsv"
@@ -71,6 +73,7 @@ deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
 build=${LOKA_BENCH_BUILD_DIR:-/tmp/loka-bench-build}
 scratch=${LOKA_BENCH_SCRATCH:-/tmp/loka-bench-scratch}
 zoo=$scratch/zoo
+rm -rf "$scratch/opt"  # an earlier run's optimized models must not stand in for a failed loka-opt
 mkdir -p "$zoo" "$scratch/opt"
 IFS=, read -r -a model_list <<< "$models"
 ncpu=$(nproc)
@@ -202,7 +205,8 @@ for m in "${model_list[@]}"; do
 done
 
 # ---- the table ----------------------------------------------------------------------
-report_args=("$out" --zoo "$zoo" --models "$models" --batches "$batches" --mode "$mode"
+settings="tables ≤ $table_rows rows, $train_steps training steps, calibration ${calib//--calib-/}, eval ${evals//--eval-/}, $runs timed runs, loka-opt ${LOKA_BENCH_OPT_ARGS:-defaults}"
+report_args=("$out" --zoo "$zoo" --models "$models" --batches "$batches" --mode "$mode" --settings "$settings"
              --md "$out/benchmarks.md" --json "$out/benchmarks.json")
 if "$py" "$top/bench/bench_report.py" "${report_args[@]}" > "$out/logs/report.log" 2>&1; then
   cat "$out/logs/report.log"
