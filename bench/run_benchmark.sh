@@ -26,7 +26,8 @@
 # Overrides (environment): LOKA_BENCH_MODELS, LOKA_BENCH_BATCHES, LOKA_BENCH_TABLE_ROWS,
 # LOKA_BENCH_TRAIN_STEPS, LOKA_BENCH_DEADLINE_S, LOKA_BENCH_BUILD_DIR, LOKA_BENCH_SCRATCH,
 # LOKA_BENCH_OPT_ARGS (extra loka-opt arguments, e.g. "--budget logloss=0.0005"), PYTHON,
-# LOKA_BENCH_REUSE_ZOO=1 (keep the scratch zoo of an earlier run with the same settings).
+# LOKA_BENCH_REUSE_ZOO=1 (keep the scratch zoo of an earlier run with the same settings),
+# LOKA_BENCH_TORCH_IMPLS (a subset of bench/torch_impls.py's ALL_IMPLS, comma-separated).
 # ============================================================================
 set -euo pipefail
 
@@ -70,8 +71,10 @@ batches=${LOKA_BENCH_BATCHES:-$batches}
 table_rows=${LOKA_BENCH_TABLE_ROWS:-$table_rows}
 train_steps=${LOKA_BENCH_TRAIN_STEPS:-$train_steps}
 deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
-build=${LOKA_BENCH_BUILD_DIR:-/tmp/loka-bench-build}
-scratch=${LOKA_BENCH_SCRATCH:-/tmp/loka-bench-scratch}
+# Inside the checkout (ignored by git: /build*/), so a second call on the same warm machine
+# rebuilds incrementally and, with LOKA_BENCH_REUSE_ZOO=1, keeps the trained models.
+build=${LOKA_BENCH_BUILD_DIR:-$top/build-bench}
+scratch=${LOKA_BENCH_SCRATCH:-$top/build-bench-scratch}
 zoo=$scratch/zoo
 rm -rf "$scratch/opt"  # an earlier run's optimized models must not stand in for a failed loka-opt
 mkdir -p "$zoo" "$scratch/opt"
@@ -177,7 +180,8 @@ for m in "${model_list[@]}"; do
   (( share < 30 )) && share=30
   stage "torch-$m" "$share" "${pin_low[@]}" "$py" "$top/bench/torch_bench.py" --model-dir "$zoo/$m" \
     --out "$out/torch/$m.json" --batches "$batches" --runs "$runs" --budget-s $(( share - 20 )) \
-    --peaks "$out/torch/peaks.json" --fp32-probs "$out/torch/$m.fp32.npy" "${dry[@]}" || true
+    --peaks "$out/torch/peaks.json" --fp32-probs "$out/torch/$m.fp32.npy" "${dry[@]}" \
+    ${LOKA_BENCH_TORCH_IMPLS:+--impls "$LOKA_BENCH_TORCH_IMPLS"} || true
 done
 for p in "${opt_pids[@]}"; do wait "$p" || true; done
 
