@@ -118,9 +118,12 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
         except Exception as e:  # noqa: BLE001 - reported in the document
             problems.append(f"LoKA quality: {type(e).__name__}: {e}")
         traces = {}
-        plain = os.path.exists(os.path.join(results, "loka", f"{name}.plain"))
+        plain_path = os.path.join(results, "loka", f"{name}.plain")
+        plain = os.path.exists(plain_path)  # holds why the LoKA rows time the FP32 model
         if plain:
-            problems.append("loka-opt gave no model: the LoKA rows ran the FP32 ONNX model (no FP8)")
+            with open(plain_path) as f:
+                plain_reason = f.read().strip() or "LoKA ran the FP32 ONNX model"
+            problems.append(plain_reason)
         if isinstance(bench, list):
             for b in bench:
                 row = {"model": name, "batch": b["batch"], "impl": "loka", "latency_ms": b["latency_ms"],
@@ -128,7 +131,7 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
                        "peak_mem_mb": b.get("peak_mem_mb"), "device": b.get("device"), "status": "ok",
                        "fp8_flop_share": 0.0 if plain else fp8_share}
                 if plain:
-                    row["note"] = "FP32 ONNX model (loka-opt failed)"
+                    row["note"] = plain_reason
                 if quality and "error" not in quality:
                     row.update({k: quality[k] for k in ("logloss", "auc", "logloss_drift_rel", "auc_drift")})
                 rows.append(row)
@@ -223,7 +226,8 @@ def table_lines(rows: List[dict]) -> List[str]:
             (fmt(100 * r["logloss_drift_rel"], "+.4f") + "%") if r.get("logloss_drift_rel") is not None else "—",
             fmt(r.get("auc_drift"), "+.5f"),
             (fmt(100 * r["fp8_flop_share"], ".0f") + "%") if r.get("fp8_flop_share") is not None else "—",
-            fmt(r.get("peak_mem_mb"), ".0f"), r.get("status", "?").replace("|", "/")]) + " |")
+            fmt(r.get("peak_mem_mb"), ".0f"),
+            (r.get("status", "?") + (f" — {r['note']}" if r.get("note") else "")).replace("|", "/")]) + " |")
     return lines
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from onnx import numpy_helper
 
 SOURCE = None
-MODELS = ["dlrm_dcnv2", "wukong"]
+MODELS = ["dlrm_dcnv2", "wukong", "dhen"]
 ROW_KEYS = {"model", "batch", "impl", "latency_ms", "speedup_vs_best_bf16", "logloss_drift_rel",
             "fp8_flop_share", "peak_mem_mb", "device", "date"}
 
@@ -71,6 +71,14 @@ def make_results(root):
          "device": "Fake H100", "kernel_trace": trace},
         {"batch": 4096, "latency_ms": 0.405, "p90_ms": 0.41, "samples_per_s": 1e7, "peak_mem_mb": 1000,
          "device": "Fake H100", "kernel_trace": trace}])
+    # dhen: the optimized model failed on the GPU, so LoKA's rows time the FP32 model.
+    write_json(os.path.join(results, "torch", "dhen.json"),
+               {"model": "dhen", "device": "Fake H100", "errors": [], "rows": torch_rows("dhen", 512, {"torch-bf16-graph": 1.0})})
+    write_json(os.path.join(results, "loka", "dhen.opt.json"), {"precision": {"fp8_flop_share": 0.9}})
+    write_json(os.path.join(results, "loka", "dhen.bench.json"),
+               [{"batch": 512, "latency_ms": 0.8, "device": "Fake H100", "kernel_trace": {"error": "CUPTI: nope"}}])
+    with open(os.path.join(results, "loka", "dhen.plain"), "w") as f:
+        f.write("the optimized model failed on the GPU\n")
     # LoKA's outputs and the FP32 predictions on two eval sets (labels 0/1 alternate).
     rng = np.random.default_rng(0)
     fp32 = rng.uniform(0.05, 0.95, size=(8, 1)).astype(np.float32)
@@ -139,6 +147,14 @@ class BenchReportTest(unittest.TestCase):
             row = self.row("wukong", batch, "loka")
             self.assertIsNone(row["latency_ms"])
             self.assertIn("opt-wukong: TIMEOUT", row["status"])
+
+    def test_fp32_fallback_rows_say_so_and_claim_no_fp8(self):
+        row = self.row("dhen", 512, "loka")
+        self.assertEqual(row["fp8_flop_share"], 0.0)
+        self.assertAlmostEqual(row["speedup_vs_best_bf16"], 1.0 / 0.8)
+        self.assertIn("the optimized model failed on the GPU", row["note"])
+        self.assertIn("Kernel breakdown: unavailable (CUPTI: nope)", self.md)
+        self.assertIn("Floor: not available", self.md)
 
     def test_shortfall_section_shows_kernels_and_floors(self):
         self.assertIn("### dlrm_dcnv2, batch 512", self.md)
