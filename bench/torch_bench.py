@@ -202,7 +202,10 @@ def main(argv=None) -> int:
             with open(args.peaks) as f:
                 out.doc["peaks"] = json.load(f)
         else:
-            out.doc["peaks"] = measure_peaks(args.device)
+            try:
+                out.doc["peaks"] = measure_peaks(args.device)
+            except Exception as e:  # noqa: BLE001 - the floors are then reported as unavailable
+                out.doc["peaks"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
             if args.peaks:
                 with open(args.peaks, "w") as f:
                     json.dump(out.doc["peaks"], f, indent=1)
