@@ -23,7 +23,7 @@
 # is given in LOKA_BENCH_BUILD_DIR (loka-opt and loka-run on the CPU), the GPU timings are
 # reported as not run. It checks every Python part and the report.
 #
-# Overrides (environment): LOKA_BENCH_MODELS, LOKA_BENCH_BATCHES, LOKA_BENCH_TABLE_ROWS,
+# Overrides (environment): LOKA_BENCH_MODELS, LOKA_BENCH_BATCHES, LOKA_BENCH_TABLE_ROWS, LOKA_BENCH_CALIB_ROWS,
 # LOKA_BENCH_TRAIN_STEPS, LOKA_BENCH_DEADLINE_S, LOKA_BENCH_BUILD_DIR, LOKA_BENCH_SCRATCH,
 # LOKA_BENCH_OPT_ARGS (extra loka-opt arguments, e.g. "--budget logloss=0.0005"), PYTHON,
 # LOKA_BENCH_REUSE_ZOO=1 (keep the scratch zoo of an earlier run with the same settings),
@@ -55,15 +55,15 @@ t_start=$(date +%s)
 case $mode in
   full)
     models=dlrm_dcnv2,wukong,dhen,attention_ranker; batches=512,4096,16384; table_rows=100000
-    train_steps=150; calib="--calib-sets 3 --calib-rows 256"; evals="--eval-sets 4 --eval-rows 4096"
+    train_steps=150; calib_rows=128; evals="--eval-sets 4 --eval-rows 4096"
     metric=16384; runs=50; deadline=540; size=full; device=cuda ;;
   quick)
     models=dlrm_dcnv2,wukong; batches=512,4096; table_rows=20000
-    train_steps=50; calib="--calib-sets 3 --calib-rows 256"; evals="--eval-sets 2 --eval-rows 4096"
+    train_steps=50; calib_rows=128; evals="--eval-sets 2 --eval-rows 4096"
     metric=8192; runs=30; deadline=300; size=full; device=cuda ;;
   dry-run)
     models=dlrm_dcnv2,attention_ranker; batches=8; table_rows=64
-    train_steps=30; calib="--calib-sets 3 --calib-rows 128"; evals="--eval-sets 2 --eval-rows 256"
+    train_steps=30; calib_rows=128; evals="--eval-sets 2 --eval-rows 256"
     metric=2048; runs=3; deadline=900; size=tiny; device=cpu ;;
 esac
 models=${LOKA_BENCH_MODELS:-$models}
@@ -71,6 +71,11 @@ batches=${LOKA_BENCH_BATCHES:-$batches}
 table_rows=${LOKA_BENCH_TABLE_ROWS:-$table_rows}
 train_steps=${LOKA_BENCH_TRAIN_STEPS:-$train_steps}
 deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
+# The Probe runs on the CPU, at a cost linear in the calibration rows: loka-opt on full-size
+# DLRM-DCNv2 (20k-row tables) with 3 x 256 rows took 142 CPU-seconds (2-core dev machine,
+# 2026-11-24); Wukong's GEMM FLOPs per sample are about 4x DCNv2's (estimated from its shape).
+# Three sets: the Probe's minimum.
+calib="--calib-sets 3 --calib-rows ${LOKA_BENCH_CALIB_ROWS:-$calib_rows}"
 # Inside the checkout (ignored by git: /build*/), so a second call on the same warm machine
 # rebuilds incrementally and, with LOKA_BENCH_REUSE_ZOO=1, keeps the trained models.
 build=${LOKA_BENCH_BUILD_DIR:-$top/build-bench}
