@@ -242,8 +242,8 @@ def shortfall_lines(data: Dict[str, dict], rows: List[dict], target: float) -> L
         d = data[r["model"]]
         lines.append(f"### {r['model']}, batch {r['batch']}")
         if speed is None:
-            lines.append(f"No speed-up figure: LoKA {r.get('status', 'did not run')}; best BF16 "
-                         f"{r.get('best_bf16_impl') or 'missing'}.")
+            lines.append(f"No speed-up figure. LoKA: {r.get('status', 'did not run')}. Best BF16 path: "
+                         f"{r.get('best_bf16_impl') or 'none measured'}.")
             lines.append("")
             continue
         best = next((x for x in rows if x["model"] == r["model"] and x["batch"] == r["batch"]
