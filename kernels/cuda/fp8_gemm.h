@@ -30,7 +30,11 @@ namespace loka::cuda {
 struct Fp8GemmProblem {
   int64_t m = 0, n = 0, k = 0;
   bool per_row_x_scale = false;      ///< x_scale has M entries (dynamic per-row recipe)
-  bool per_channel_w_scale = false;  ///< w_scale has N entries (per output channel)
+  bool per_channel_w_scale = false;  ///< w_scale has N entries (per output channel), as an OUTER_VEC scale
+  /// w_scale has N entries applied as cuBLASLt's alpha vector (POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO:
+  /// one alpha per row of cuBLASLt's D, which is an output channel here): the per-channel weight scale
+  /// in the GEMM itself, where the OUTER_VEC mode has no FP8 algorithm. Exclusive with per_channel_w_scale.
+  bool channel_alpha = false;
   DType output = DType::kBFloat16;   ///< kBFloat16 or kFloat32
   bool has_bias = false;             ///< BF16 bias [N] (FP8 kernels take no FP32 bias)
   GemmEpilogue epilogue = GemmEpilogue::kNone;

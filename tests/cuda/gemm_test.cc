@@ -34,6 +34,7 @@ struct Case {
   bool has_bias;
   cuda::GemmEpilogue epilogue;
   size_t misalign_elements = 0;  ///< operands start this many elements into their buffers
+  bool broadcast_x = false;       ///< one X for every batch
 };
 
 std::string describe(const Case& c) {
@@ -41,7 +42,7 @@ std::string describe(const Case& c) {
          " batch=" + std::to_string(c.batch) + (c.input == DType::kBFloat16 ? " bf16" : " f32") + "->" +
          (c.output == DType::kBFloat16 ? "bf16" : "f32") + (c.transpose_w ? " W[N,K]" : " W[K,N]") +
          (c.has_bias ? " bias" : "") + " epilogue=" + std::to_string(static_cast<int>(c.epilogue)) +
-         " misalign=" + std::to_string(c.misalign_elements);
+         " misalign=" + std::to_string(c.misalign_elements) + (c.broadcast_x ? " broadcast X" : "");
 }
 
 /// Values as the device will read them: BF16 operands are rounded first.
@@ -94,11 +95,12 @@ double activation(double v, cuda::GemmEpilogue epilogue) {
 void run_case(const Case& c) {
   SCOPED_TRACE(describe(c));
   std::mt19937 rng(static_cast<unsigned>(c.m * 131 + c.n * 7 + c.k * 3 + c.batch));
-  const std::vector<float> x = random_values(static_cast<size_t>(c.batch * c.m * c.k), c.input, rng);
+  const int64_t x_batches = c.broadcast_x ? 1 : c.batch;
+  const std::vector<float> x = random_values(static_cast<size_t>(x_batches * c.m * c.k), c.input, rng);
   const std::vector<float> w = random_values(static_cast<size_t>(c.batch * c.k * c.n), c.input, rng);
   const std::vector<float> bias = random_values(static_cast<size_t>(c.n), c.output, rng);
 
-  cuda::GemmProblem problem{c.m, c.n, c.k, c.batch, c.input, c.output, c.transpose_w, c.has_bias, c.epilogue};
+  cuda::GemmProblem problem{c.m, c.n, c.k, c.batch, c.broadcast_x, c.input, c.output, c.transpose_w, c.has_bias, c.epilogue};
   auto gemm = cuda::Gemm::create(problem);
   ASSERT_TRUE(gemm) << gemm.status().message();
 
@@ -127,7 +129,8 @@ void run_case(const Case& c) {
           double sum = 0, magnitude = 0;
           for (int64_t p = 0; p < c.k; ++p) {
             const size_t w_at = static_cast<size_t>(b * c.k * c.n + (c.transpose_w ? j * c.k + p : p * c.n + j));
-            const double term = double(x[static_cast<size_t>((b * c.m + i) * c.k + p)]) * w[w_at];
+            const int64_t x_batch = c.broadcast_x ? 0 : b;
+            const double term = double(x[static_cast<size_t>((x_batch * c.m + i) * c.k + p)]) * w[w_at];
             sum += term;
             magnitude += std::fabs(term);
           }
@@ -177,10 +180,29 @@ TEST_F(CudaGemm, StridedBatchesMatchCpuReference) {
   run_case({40, 24, 64, 7, DType::kBFloat16, DType::kBFloat16, false, false, cuda::GemmEpilogue::kNone});
 }
 
+TEST_F(CudaGemm, OneXSharedByEveryBatchMatchesCpuReference) {
+  // Wukong's and DHEN's W [M,K] · X [B,K,N]: the weight is the left operand.
+  Case c{28, 8, 28, 4096, DType::kFloat32, DType::kFloat32, false, false, cuda::GemmEpilogue::kNone};
+  c.broadcast_x = true;
+  run_case(c);
+  c = {8, 16, 28, 33, DType::kBFloat16, DType::kBFloat16, false, false, cuda::GemmEpilogue::kNone};
+  c.broadcast_x = true;
+  run_case(c);
+}
+
 TEST_F(CudaGemm, OperandsThatStartMidBufferUseTheElementAlignedAlgorithm) {
   run_case({33, 17, 19, 1, DType::kFloat32, DType::kFloat32, true, true, cuda::GemmEpilogue::kRelu, 1});
   run_case({64, 64, 64, 3, DType::kFloat32, DType::kFloat32, false, false, cuda::GemmEpilogue::kNone, 3});
-  run_case({32, 40, 24, 1, DType::kBFloat16, DType::kBFloat16, true, true, cuda::GemmEpilogue::kNone, 1});
+  run_case({32, 40, 24, 1, DType::kBFloat16, DType::kBFloat16, true, true, cuda::GemmEpilogue::kNone, 2});
+}
+
+TEST_F(CudaGemm, OperandsBelowFourByteAlignmentAreRefusedWithAReason) {
+  auto gemm = cuda::Gemm::create({8, 8, 8, 1, false, DType::kBFloat16, DType::kBFloat16});
+  ASSERT_TRUE(gemm) << gemm.status().message();
+  DeviceBytes x(256), w(256), y(256), workspace(cuda::kGemmWorkspaceBytes);
+  const Status status = (*gemm)->run({x.as<uint8_t>() + 2, w.get(), nullptr, y.get()}, workspace.get(), nullptr);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("4-byte aligned"), std::string::npos) << status.message();
 }
 
 TEST_F(CudaGemm, OutOfRangeAlgorithmIsAnError) {

@@ -95,8 +95,9 @@ Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
   return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), layout, init.outputs[0].shape, addend_shape), -1};
 }
 
-/// MatMul: [..., M, K] × [K, N] (a weight: one GEMM over all leading rows) or
-/// [B..., M, K] × [B..., K, N] with equal leading dims (strided-batched).
+/// MatMul: [..., M, K] × [K, N] (a weight: one GEMM over all leading rows),
+/// [B..., M, K] × [B..., K, N] with equal leading dims (strided-batched), or
+/// [M, K] × [B..., K, N] (a weight on the left, read by every batch).
 Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
   LOKA_RETURN_IF_ERROR(require_all_float32(init, {0, 1}));
   const Shape& a = init.inputs[0].shape;
@@ -109,11 +110,18 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
   problem.n = b.back();
   if (b[b.size() - 2] != problem.k) return Status::error("inner dims differ");
   const int64_t b_batch = element_count(b) / (problem.k * problem.n == 0 ? 1 : problem.k * problem.n);
+  const int64_t a_batch = element_count(a) / (a[a.size() - 2] * problem.k == 0 ? 1 : a[a.size() - 2] * problem.k);
   if (b.size() == 2 || b_batch == 1) {
     problem.m = problem.k == 0 ? 0 : element_count(a) / problem.k;
+  } else if (a.size() == 2 || a_batch == 1) {
+    problem.batch = b_batch;
+    problem.broadcast_x = true;
+    problem.m = a[a.size() - 2];
   } else {
     const Shape lead_a(a.begin(), a.end() - 2), lead_b(b.begin(), b.end() - 2);
-    if (lead_a != lead_b) return Status::error("broadcast batch dims have no CUDA kernel yet");
+    if (lead_a != lead_b)
+      return Status::error("MatMul batch dims " + shape_to_string(lead_a) + " and " + shape_to_string(lead_b) +
+                           " broadcast against each other: no CUDA kernel yet (equal dims, or one side 2-D, have)");
     problem.batch = element_count(lead_a);
     problem.m = a[a.size() - 2];
   }
@@ -137,7 +145,7 @@ class QuantizedGemmOp final : public DeviceOp {
   };
   static Result<std::unique_ptr<QuantizedGemmOp>> create(const Config& config) {
     std::unique_ptr<QuantizedGemmOp> op(new QuantizedGemmOp(config));
-    const Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false,
+    const Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, false, DType::kFloat32, false,
                                  GemmEpilogue::kNone};
     LOKA_ASSIGN_OR_RETURN(op->gemm_, Fp8Gemm::create(problem));
     const size_t codes = config.x_form == XForm::kFp8 ? 0 : static_cast<size_t>(config.rows * config.k);
@@ -310,7 +318,7 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
     if (!has_input(init, 4) || !init.inputs[4].host.defined()) return Status::error("FP8 X needs a constant X_scale");
     config.x_scale = init.inputs[4].host.to_floats().at(0);
   }
-  Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
+  Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
   if (Fp8Gemm::can_implement(problem).is_ok()) {
     auto op = QuantizedGemmOp::create(config);
     if (op) return DevicePlan{std::move(op).value(), -1};
