@@ -118,10 +118,8 @@ std::string tflops(int64_t m, int64_t n, int64_t k, double ms) {
 }
 
 void bench_fp8_gemm(int64_t m, int64_t n, int64_t k, bool row_quantize, void* workspace) {
-  auto unit = cuda::Fp8Gemm::create({m, n, k, false, false, false, DType::kFloat32, false, cuda::GemmEpilogue::kNone});
-  auto fused = cuda::Fp8Gemm::create({m, n, k, false, false, false, DType::kBFloat16, true, cuda::GemmEpilogue::kRelu});
-  // The static recipe in one cuBLASLt call: per-channel w scale as the alpha vector, bias and ReLU fused.
-  auto alpha = cuda::Fp8Gemm::create({m, n, k, false, false, true, DType::kBFloat16, true, cuda::GemmEpilogue::kRelu});
+  auto unit = cuda::Fp8Gemm::create({m, n, k, false, false, DType::kFloat32, false, cuda::GemmEpilogue::kNone});
+  auto fused = cuda::Fp8Gemm::create({m, n, k, false, false, DType::kBFloat16, true, cuda::GemmEpilogue::kRelu});
   check_status(unit.status(), "FP8 GEMM " + shape3(m, n, k));
   check_status(fused.status(), "FP8 GEMM with bias " + shape3(m, n, k));
   Rotation x(static_cast<size_t>(m * k) * (row_quantize ? 4 : 1)), w(static_cast<size_t>(n * k));
@@ -158,15 +156,6 @@ void bench_fp8_gemm(int64_t m, int64_t n, int64_t k, bool row_quantize, void* wo
                                 w_scale, bias, y_bf16}, workspace, nullptr), "cuBLASLt FP8 GEMM");
   });
   print_row(row_quantize ? "fp8-gemm-row" : "fp8-gemm", shape3(m, n, k), loka, reference, tflops(m, n, k, loka));
-  if (!row_quantize && alpha) {
-    const double alpha_ms = median_ms([&](int it) {
-      check_status((*alpha)->run({static_cast<const uint8_t*>(x.at(it)), static_cast<const uint8_t*>(w.at(it)), x_scale,
-                                  w_scale, bias, y_bf16}, workspace, nullptr), "FP8 GEMM with alpha vector");
-    });
-    print_row("fp8-gemm-alpha", shape3(m, n, k), alpha_ms, reference, tflops(m, n, k, alpha_ms));
-  } else if (!row_quantize) {
-    std::printf("fp8-gemm-alpha %-22s refused: %s\n", shape3(m, n, k).c_str(), alpha.status().message().c_str());
-  }
   for (void* p : {codes, static_cast<void*>(acc), static_cast<void*>(x_scale), static_cast<void*>(w_scale), bias, y_bf16})
     cudaFree(p);
 }

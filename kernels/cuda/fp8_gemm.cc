@@ -31,8 +31,6 @@ Status Fp8Gemm::can_implement(const Fp8GemmProblem& p) {
   if (p.k % 16 != 0) return Status::error("FP8 GEMM needs K a multiple of 16 (K=" + std::to_string(p.k) + ")");
   if (p.n % 16 != 0) return Status::error("FP8 GEMM needs N a multiple of 16 for the output's leading dim (N=" + std::to_string(p.n) + ")");
   if (p.output != DType::kBFloat16 && p.output != DType::kFloat32) return Status::error("FP8 GEMM output must be BF16 or FP32");
-  if (p.channel_alpha && p.per_channel_w_scale)
-    return Status::error("FP8 GEMM: per-channel weight scales as an alpha vector or as OUTER_VEC, not both");
   return Status::ok();
 }
 
@@ -50,10 +48,6 @@ Result<std::unique_ptr<Fp8Gemm>> Fp8Gemm::create(const Fp8GemmProblem& p, const 
   const int32_t b_mode = p.per_row_x_scale ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
   LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode), "A_SCALE_MODE");
   LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode), "B_SCALE_MODE");
-  if (p.channel_alpha) {
-    const int32_t pointer_mode = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO;
-    LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pointer_mode, sizeof pointer_mode), "POINTER_MODE");
-  }
   const int8_t fast_accum = options.fast_accum ? 1 : 0;
   LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum), "FAST_ACCUM");
   LOKA_RETURN_IF_ERROR(set_cublaslt_epilogue(plan.operation, p.epilogue, p.has_bias));
@@ -93,16 +87,13 @@ Status Fp8Gemm::run_algorithm(int index, const Fp8GemmArgs& args, void* workspac
     return Status::error("FP8 GEMM algorithm " + std::to_string(index) + " out of range");
   cublasLtMatmulDesc_t operation = impl_->plan.operation;
   // Scale and bias pointers are attributes of the descriptor; set per call (cheap, host-side).
-  // With the alpha vector, w_scale is alpha and A has no scale of its own (a null pointer reads as 1).
-  const float* a_scale = problem_.channel_alpha ? nullptr : args.w_scale;
-  LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale), "A_SCALE_POINTER");
+  LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &args.w_scale, sizeof args.w_scale), "A_SCALE_POINTER");
   LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &args.x_scale, sizeof args.x_scale), "B_SCALE_POINTER");
   if (problem_.has_bias)
     LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &args.bias, sizeof args.bias), "BIAS_POINTER");
   const float alpha = 1.0f, beta = 0.0f;
   const CublasLtPlan& plan = impl_->plan;
-  const void* alpha_pointer = problem_.channel_alpha ? static_cast<const void*>(args.w_scale) : &alpha;
-  LOKA_LT_CHECK(cublasLtMatmul(cublaslt_thread_handle(), operation, alpha_pointer, args.w, plan.a, args.x, plan.b, &beta, args.y,
+  LOKA_LT_CHECK(cublasLtMatmul(cublaslt_thread_handle(), operation, &alpha, args.w, plan.a, args.x, plan.b, &beta, args.y,
                                plan.d, args.y, plan.d, &impl_->algorithms[static_cast<size_t>(index)], workspace,
                                kGemmWorkspaceBytes, stream),
                 "Matmul");

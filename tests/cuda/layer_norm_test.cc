@@ -123,6 +123,9 @@ TEST_F(CudaLayerNorm, Fp32OutputMatchesCpuReference) {
     check(33, 1024, bias, false);
     check(7, 1025, bias, false);
     check(3, 5000, bias, false);
+    check(5, 8000, bias, false);
+    check(3, 16384, bias, false);
+    check(2, 16385, bias, false);  // too wide for registers: the three-pass kernel
   }
 }
 
@@ -132,6 +135,7 @@ TEST_F(CudaLayerNorm, Fp8OutputMatchesCpuQuantizationOfTheSameValues) {
     check(65536, 128, bias, true);
     check(100, 13, bias, true);
     check(9, 4096, bias, true);
+    check(2, 20000, bias, true);
   }
 }
 

@@ -144,8 +144,9 @@ void check_quantized_gemm(const QuantizedGemmCase& c) {
   builder.node("QuantizedGemm", {"x", "w", "w_scale", c.bias ? "b" : "", "x_scale"}, {"y"}, attributes, "qgemm",
                "ai.loka");
   builder.output_unshaped("y", DType::kFloat32);
-  // FP32 sums of exact FP8 products in another order (and the tensor cores' accumulator).
-  expect_runtimes_agree(builder.serialize(), {x}, {1, 7, rows}, 2e-3f);
+  // Exact FP8 products summed in another order, by tensor cores whose accumulator keeps about 14
+  // significant bits between FP32 promotions (measured here: 3.5e-3 of the largest output at K=64).
+  expect_runtimes_agree(builder.serialize(), {x}, {1, 7, rows}, 6e-3f);
 }
 
 TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {

@@ -145,7 +145,7 @@ class QuantizedGemmOp final : public DeviceOp {
   };
   static Result<std::unique_ptr<QuantizedGemmOp>> create(const Config& config) {
     std::unique_ptr<QuantizedGemmOp> op(new QuantizedGemmOp(config));
-    const Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, false, DType::kFloat32, false,
+    const Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false,
                                  GemmEpilogue::kNone};
     LOKA_ASSIGN_OR_RETURN(op->gemm_, Fp8Gemm::create(problem));
     const size_t codes = config.x_form == XForm::kFp8 ? 0 : static_cast<size_t>(config.rows * config.k);
@@ -223,6 +223,7 @@ class FakeQuantGemmOp final : public DeviceOp {
     problem.n = config.n;
     problem.k = config.k;
     problem.input = problem.output = DType::kFloat32;
+    problem.transpose_w = true;  // the decoded weights keep W's [N, K] layout
     problem.has_bias = config.has_bias;
     problem.epilogue = config.activation;
     LOKA_ASSIGN_OR_RETURN(op->gemm_, Gemm::create(problem));
@@ -318,7 +319,7 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
     if (!has_input(init, 4) || !init.inputs[4].host.defined()) return Status::error("FP8 X needs a constant X_scale");
     config.x_scale = init.inputs[4].host.to_floats().at(0);
   }
-  Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
+  Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
   if (Fp8Gemm::can_implement(problem).is_ok()) {
     auto op = QuantizedGemmOp::create(config);
     if (op) return DevicePlan{std::move(op).value(), -1};
