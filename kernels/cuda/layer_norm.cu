@@ -1,11 +1,13 @@
 // ============================================================================
 // kernels/cuda/layer_norm.cu — LayerNorm (FP32 or E4M3 output) kernels.
 //
-// Rows up to 16384 wide are read from memory once: the threads that own a row
-// (a warp up to 1024 columns, a block of 256 beyond) keep it in registers,
-// kPerThread values each at a stride of kThreads (coalesced), and reduce the
-// double sums from there; only wider rows re-read memory (three passes, as the
-// CPU reference). Explicit _rn intrinsics keep nvcc from contracting the
+// Rows up to 8192 wide are read from memory once: the threads that own a row
+// (a warp up to 256 columns, eight rows to a block; a block of up to 1024
+// threads beyond) keep it in registers, 8 values each at a stride of
+// kThreads (coalesced), and reduce the double sums from there; only wider rows
+// re-read memory (three passes, as the CPU reference). Few values per thread
+// keep registers low (measured on an H100: 32 values per thread took 192
+// registers, one block per SM, and ran 3.5x slower than re-reading memory). Explicit _rn intrinsics keep nvcc from contracting the
 // element formula into an FMA, which would change bits. The optional amax is
 // reduced per block first, so a batch of 65536 rows makes a few thousand
 // atomics on one address, not 65536.
@@ -22,7 +24,6 @@
 namespace loka::cuda {
 namespace {
 
-constexpr int kWarps = kThreadsPerBlock / 32;
 
 /// The element formula and its store, shared by both kernels; returns |v| when finite, else 0.
 __device__ __forceinline__ float normalize_and_store(const LayerNormArgs& args, int64_t row, int64_t j, float x,
@@ -39,13 +40,13 @@ __device__ __forceinline__ float normalize_and_store(const LayerNormArgs& args, 
 
 /// Raises *args.amax to the block's largest |v|: one atomic per block. Every thread calls it.
 __device__ __forceinline__ void publish_amax(const LayerNormArgs& args, float amax) {
-  __shared__ float warp_max[kWarps];
+  __shared__ float warp_max[32];
   amax = row_reduce<32>(amax, [](float a, float b) { return fmaxf(a, b); }, static_cast<float*>(nullptr));
   __syncthreads();
   if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kWarps; ++w) amax = fmaxf(amax, warp_max[w]);
+    for (unsigned w = 1; w < blockDim.x / 32; ++w) amax = fmaxf(amax, warp_max[w]);
     // Non-negative floats order like their bit patterns, so an integer max is a float max.
     if (amax > *args.amax) atomicMax(reinterpret_cast<int*>(args.amax), __float_as_int(amax));
   }
@@ -53,9 +54,9 @@ __device__ __forceinline__ void publish_amax(const LayerNormArgs& args, float am
 
 /// A row of up to kThreads·kPerThread columns held in registers.
 template <int kThreads, int kPerThread>
-__global__ void layer_norm_registers_kernel(LayerNormArgs args) {
-  __shared__ double shared_sum[kThreads / 32 > 0 ? kThreads / 32 : 1];
-  constexpr int kRowsPerBlock = kThreadsPerBlock / kThreads;
+__global__ void __launch_bounds__(kRowBlockThreads<kThreads>) layer_norm_registers_kernel(LayerNormArgs args) {
+  __shared__ double shared_sum[kThreads / 32];
+  constexpr int kRowsPerBlock = kRowBlockThreads<kThreads> / kThreads;
   const int lane = static_cast<int>(threadIdx.x) % kThreads;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreads;
   const bool active = row < args.rows;  // inactive rows still join the block's amax reduction
@@ -96,7 +97,7 @@ __global__ void layer_norm_registers_kernel(LayerNormArgs args) {
 
 /// Rows too wide for registers: one block per row, three passes over memory.
 __global__ void layer_norm_wide_kernel(LayerNormArgs args) {
-  __shared__ double shared_sum[kWarps];
+  __shared__ double shared_sum[kThreadsPerBlock / 32];
   const int lane = static_cast<int>(threadIdx.x);
   const int64_t row = blockIdx.x;
   const int64_t n = args.cols;
@@ -121,9 +122,10 @@ __global__ void layer_norm_wide_kernel(LayerNormArgs args) {
 
 template <int kThreads, int kPerThread>
 void launch_registers(const LayerNormArgs& args, cudaStream_t stream) {
-  constexpr int kRowsPerBlock = kThreadsPerBlock / kThreads;
+  constexpr int kBlock = kRowBlockThreads<kThreads>;
+  constexpr int kRowsPerBlock = kBlock / kThreads;
   const int64_t blocks = (args.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  layer_norm_registers_kernel<kThreads, kPerThread><<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(args);
+  layer_norm_registers_kernel<kThreads, kPerThread><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(args);
 }
 
 }  // namespace
@@ -140,12 +142,11 @@ Status launch_layer_norm(const LayerNormArgs& args, cudaStream_t stream) {
   const int64_t cols = args.cols;
   if (cols <= 128) launch_registers<32, 4>(args, stream);
   else if (cols <= 256) launch_registers<32, 8>(args, stream);
-  else if (cols <= 512) launch_registers<32, 16>(args, stream);
-  else if (cols <= 1024) launch_registers<32, 32>(args, stream);
-  else if (cols <= 2048) launch_registers<kThreadsPerBlock, 8>(args, stream);
-  else if (cols <= 4096) launch_registers<kThreadsPerBlock, 16>(args, stream);
-  else if (cols <= 8192) launch_registers<kThreadsPerBlock, 32>(args, stream);
-  else if (cols <= 16384) launch_registers<kThreadsPerBlock, 64>(args, stream);
+  else if (cols <= 512) launch_registers<64, 8>(args, stream);
+  else if (cols <= 1024) launch_registers<128, 8>(args, stream);
+  else if (cols <= 2048) launch_registers<256, 8>(args, stream);
+  else if (cols <= 4096) launch_registers<512, 8>(args, stream);
+  else if (cols <= 8192) launch_registers<1024, 8>(args, stream);
   else layer_norm_wide_kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, 0, stream>>>(args);
   return launch_status("layer_norm");
 }

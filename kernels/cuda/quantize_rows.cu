@@ -1,9 +1,11 @@
 // ============================================================================
 // kernels/cuda/quantize_rows.cu — per-row dynamic FP8 quantization kernels.
 //
-// Rows up to 16384 wide are read once: the threads owning a row (a warp up to
-// 1024 columns, a block of 256 beyond) keep it in registers between the amax
-// reduction and the encode; wider rows are read twice.
+// Rows up to 8192 wide are read once: the threads owning a row (a warp up to
+// 256 columns, eight rows to a block; a block of up to 1024 threads beyond)
+// keep it in registers, 8 values each, between the amax reduction and
+// the encode; wider rows are read twice. Few values per thread keep registers
+// low and occupancy high (see layer_norm.cu).
 // ============================================================================
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -27,9 +29,9 @@ __device__ __forceinline__ uint8_t encode(float v, float scale) {
 }
 
 template <int kThreads, int kPerThread, typename T>
-__global__ void quantize_rows_registers_kernel(const T* x, int64_t rows, int64_t k, uint8_t* codes, float* row_scales) {
-  __shared__ float shared[kThreads / 32 > 0 ? kThreads / 32 : 1];
-  constexpr int kRowsPerBlock = kThreadsPerBlock / kThreads;
+__global__ void __launch_bounds__(kRowBlockThreads<kThreads>) quantize_rows_registers_kernel(const T* x, int64_t rows, int64_t k, uint8_t* codes, float* row_scales) {
+  __shared__ float shared[kThreads / 32];
+  constexpr int kRowsPerBlock = kRowBlockThreads<kThreads> / kThreads;
   const int lane = static_cast<int>(threadIdx.x) % kThreads;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreads;
   if (row >= rows) return;  // whole rows leave together
@@ -70,19 +72,22 @@ __global__ void quantize_rows_wide_kernel(const T* x, int64_t k, uint8_t* codes,
 
 template <int kThreads, int kPerThread, typename T>
 void launch_registers(const T* x, int64_t rows, int64_t k, uint8_t* codes, float* row_scales, cudaStream_t stream) {
-  constexpr int kRowsPerBlock = kThreadsPerBlock / kThreads;
+  constexpr int kBlock = kRowBlockThreads<kThreads>;
+  constexpr int kRowsPerBlock = kBlock / kThreads;
   const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   quantize_rows_registers_kernel<kThreads, kPerThread, T>
-      <<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(x, rows, k, codes, row_scales);
+      <<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(x, rows, k, codes, row_scales);
 }
 
 template <typename T>
 void launch_typed(const T* x, int64_t rows, int64_t k, uint8_t* codes, float* row_scales, cudaStream_t stream) {
   if (k <= 128) launch_registers<32, 4>(x, rows, k, codes, row_scales, stream);
-  else if (k <= 512) launch_registers<32, 16>(x, rows, k, codes, row_scales, stream);
-  else if (k <= 1024) launch_registers<32, 32>(x, rows, k, codes, row_scales, stream);
-  else if (k <= 4096) launch_registers<kThreadsPerBlock, 16>(x, rows, k, codes, row_scales, stream);
-  else if (k <= 16384) launch_registers<kThreadsPerBlock, 64>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 256) launch_registers<32, 8>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 512) launch_registers<64, 8>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 1024) launch_registers<128, 8>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 2048) launch_registers<256, 8>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 4096) launch_registers<512, 8>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 8192) launch_registers<1024, 8>(x, rows, k, codes, row_scales, stream);
   else quantize_rows_wide_kernel<T><<<static_cast<unsigned>(rows), kThreadsPerBlock, 0, stream>>>(x, k, codes, row_scales);
 }
 
