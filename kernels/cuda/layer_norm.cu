@@ -1,13 +1,14 @@
 // ============================================================================
 // kernels/cuda/layer_norm.cu — LayerNorm (FP32 or E4M3 output) kernels.
 //
-// Rows up to 8192 wide are read from memory once: the threads that own a row
-// (a warp up to 256 columns, eight rows to a block; a block of up to 1024
-// threads beyond) keep it in registers, 8 values each at a stride of
-// kThreads (coalesced), and reduce the double sums from there; only wider rows
-// re-read memory (three passes, as the CPU reference). Few values per thread
-// keep registers low (measured on an H100: 32 values per thread took 192
-// registers, one block per SM, and ran 3.5x slower than re-reading memory). Explicit _rn intrinsics keep nvcc from contracting the
+// Rows up to 12288 wide are read from memory once: the threads that own a row
+// (a warp up to 1024 columns, eight rows to a block; a block of 256 beyond)
+// stage it in shared memory, each thread reading back only what it loaded, and
+// reduce the double sums from there; only wider rows re-read memory (three
+// passes, as the CPU reference). Shared memory rather than registers: a row
+// kept in registers (32 values per thread) took 192 registers, one block per
+// SM, and ran 3.5x slower on an H100 than re-reading memory (measured
+// 2026-11-24). Explicit _rn intrinsics keep nvcc from contracting the
 // element formula into an FMA, which would change bits. The optional amax is
 // reduced per block first, so a batch of 65536 rows makes a few thousand
 // atomics on one address, not 65536.
@@ -23,6 +24,9 @@
 
 namespace loka::cuda {
 namespace {
+
+/// The default dynamic shared memory limit (no opt-in): 8 warp rows of 1024 floats, or one row of 12288.
+constexpr size_t kMaxStagedBytes = 48 * 1024;
 
 
 /// The element formula and its store, shared by both kernels; returns |v| when finite, else 0.
@@ -52,50 +56,45 @@ __device__ __forceinline__ void publish_amax(const LayerNormArgs& args, float am
   }
 }
 
-/// A row of up to kThreads·kPerThread columns held in registers.
-template <int kThreads, int kPerThread>
-__global__ void __launch_bounds__(kRowBlockThreads<kThreads>) layer_norm_registers_kernel(LayerNormArgs args) {
+/// Rows staged in shared memory: kThreads threads per row (a warp, eight rows to
+/// a block, or the whole block), each reading back only the columns it loaded.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_staged_kernel(LayerNormArgs args) {
+  extern __shared__ float staged[];  // kRowsPerBlock rows of args.cols floats
   __shared__ double shared_sum[kThreads / 32];
-  constexpr int kRowsPerBlock = kRowBlockThreads<kThreads> / kThreads;
-  const int lane = static_cast<int>(threadIdx.x) % kThreads;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreads;
+  constexpr int kRowsPerBlock = kThreadsPerBlock / kThreads;
+  const int lane = static_cast<int>(threadIdx.x) % kThreads, slot = static_cast<int>(threadIdx.x) / kThreads;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + slot;
   const bool active = row < args.rows;  // inactive rows still join the block's amax reduction
-  const int64_t n = args.cols;
-  const float* in = args.x + (active ? row : 0) * n;
+  const int n = static_cast<int>(args.cols);
+  const float* in = args.x + (active ? row : 0) * args.cols;
+  float* mine = staged + static_cast<int64_t>(slot) * n;
   const auto plus = [](double a, double b) { return a + b; };
 
-  float values[kPerThread];
   double sum = 0.0;
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int64_t j = lane + static_cast<int64_t>(i) * kThreads;
-    values[i] = active && j < n ? in[j] : 0.0f;
-    sum += values[i];
-  }
+  if (active)
+    for (int j = lane; j < n; j += kThreads) {
+      const float v = in[j];
+      mine[j] = v;
+      sum += v;
+    }
   const double mean = row_reduce<kThreads>(sum, plus, shared_sum) / static_cast<double>(n);
   double squares = 0.0;
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int64_t j = lane + static_cast<int64_t>(i) * kThreads;
-    const double d = static_cast<double>(values[i]) - mean;
-    if (j < n) squares += d * d;
-  }
+  if (active)
+    for (int j = lane; j < n; j += kThreads) {
+      const double d = static_cast<double>(mine[j]) - mean;
+      squares += d * d;
+    }
   const double variance = row_reduce<kThreads>(squares, plus, shared_sum) / static_cast<double>(n);
   const float mean_f = static_cast<float>(mean);
   const float inv_std = static_cast<float>(1.0 / sqrt(variance + static_cast<double>(args.epsilon)));
-
   float amax = 0.0f;
-  if (active) {
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int64_t j = lane + static_cast<int64_t>(i) * kThreads;
-      if (j < n) amax = fmaxf(amax, normalize_and_store(args, row, j, values[i], mean_f, inv_std));
-    }
-  }
+  if (active)
+    for (int j = lane; j < n; j += kThreads) amax = fmaxf(amax, normalize_and_store(args, row, j, mine[j], mean_f, inv_std));
   if (args.amax) publish_amax(args, amax);
 }
 
-/// Rows too wide for registers: one block per row, three passes over memory.
+/// Rows too wide for shared memory: one block per row, three passes over memory.
 __global__ void layer_norm_wide_kernel(LayerNormArgs args) {
   __shared__ double shared_sum[kThreadsPerBlock / 32];
   const int lane = static_cast<int>(threadIdx.x);
@@ -120,14 +119,6 @@ __global__ void layer_norm_wide_kernel(LayerNormArgs args) {
   if (args.amax) publish_amax(args, amax);
 }
 
-template <int kThreads, int kPerThread>
-void launch_registers(const LayerNormArgs& args, cudaStream_t stream) {
-  constexpr int kBlock = kRowBlockThreads<kThreads>;
-  constexpr int kRowsPerBlock = kBlock / kThreads;
-  const int64_t blocks = (args.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  layer_norm_registers_kernel<kThreads, kPerThread><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(args);
-}
-
 }  // namespace
 
 Status launch_layer_norm(const LayerNormArgs& args, cudaStream_t stream) {
@@ -139,15 +130,14 @@ Status launch_layer_norm(const LayerNormArgs& args, cudaStream_t stream) {
   if (args.y_codes && !(args.y_scale > 0.0f && std::isfinite(args.y_scale)))
     return Status::error("layer_norm: y_scale must be finite and > 0, got " + std::to_string(args.y_scale));
   if (args.rows == 0 || args.cols == 0) return Status::ok();
-  const int64_t cols = args.cols;
-  if (cols <= 128) launch_registers<32, 4>(args, stream);
-  else if (cols <= 256) launch_registers<32, 8>(args, stream);
-  else if (cols <= 512) launch_registers<64, 8>(args, stream);
-  else if (cols <= 1024) launch_registers<128, 8>(args, stream);
-  else if (cols <= 2048) launch_registers<256, 8>(args, stream);
-  else if (cols <= 4096) launch_registers<512, 8>(args, stream);
-  else if (cols <= 8192) launch_registers<1024, 8>(args, stream);
-  else layer_norm_wide_kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, 0, stream>>>(args);
+  const size_t row_bytes = static_cast<size_t>(args.cols) * sizeof(float);
+  if (args.cols <= 1024) {
+    constexpr int kRowsPerBlock = kThreadsPerBlock / 32;
+    const int64_t blocks = (args.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    layer_norm_staged_kernel<32><<<static_cast<unsigned>(blocks), kThreadsPerBlock, kRowsPerBlock * row_bytes, stream>>>(args);
+  } else if (row_bytes <= kMaxStagedBytes) {
+    layer_norm_staged_kernel<kThreadsPerBlock><<<static_cast<unsigned>(args.rows), kThreadsPerBlock, row_bytes, stream>>>(args);
+  } else layer_norm_wide_kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, 0, stream>>>(args);
   return launch_status("layer_norm");
 }
 
