@@ -1,7 +1,7 @@
 // ============================================================================
 // kernels/cuda/layer_norm.cu — LayerNorm (FP32 or E4M3 output) kernels.
 //
-// Rows up to 12288 wide are read from memory once: the threads that own a row
+// Rows up to 8192 wide are read from memory once: the threads that own a row
 // (a warp up to 1024 columns, eight rows to a block; a block of 256 beyond)
 // stage it in shared memory, each thread reading back only what it loaded, and
 // reduce the double sums from there; only wider rows re-read memory (three
@@ -25,8 +25,9 @@
 namespace loka::cuda {
 namespace {
 
-/// The default dynamic shared memory limit (no opt-in): 8 warp rows of 1024 floats, or one row of 12288.
-constexpr size_t kMaxStagedBytes = 48 * 1024;
+/// Staged bytes per block: 8 warp rows of 1024 floats, or one row of 8192, leaving room under the
+/// 48 KiB a block gets without opting in for the static reductions' slots and two blocks per SM.
+constexpr size_t kMaxStagedBytes = 32 * 1024;
 
 
 /// The element formula and its store, shared by both kernels; returns |v| when finite, else 0.
