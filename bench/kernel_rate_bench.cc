@@ -9,6 +9,7 @@
 //                 per-tensor scales, BF16 out and its own bias+ReLU epilogue.
 //   fp8-gemm-row  as above with per-row dynamic quantization of an FP32 input in front.
 //   bf16-gemm     LoKA's Gemm (cuBLASLt BF16, bias+ReLU), TFLOP/s.
+//   tf32-vs-bf16  LoKA's Gemm on FP32 operands with TF32 tensor cores vs the BF16 GEMM.
 //   layernorm-fp8 LayerNorm FP32 -> E4M3 with amax  vs  a device-to-device copy
 //                 of the same bytes (the bandwidth floor: read 4 B, write 1 B per element).
 //   quantize-rows per-row FP8 quantization vs the same copy floor.
@@ -175,6 +176,28 @@ void bench_bf16_gemm(int64_t m, int64_t n, int64_t k, void* workspace) {
   cudaFree(y);
 }
 
+/// FP32 operands on the TF32 tensor cores, against the same GEMM in BF16 (what a BF16 PyTorch path runs).
+void bench_tf32_gemm(int64_t m, int64_t n, int64_t k, void* workspace) {
+  cuda::GemmOptions options;
+  options.tf32 = true;
+  auto tf32 = cuda::Gemm::create({m, n, k, 1, false, DType::kFloat32, DType::kFloat32, true, true, cuda::GemmEpilogue::kRelu}, options);
+  auto bf16 = cuda::Gemm::create({m, n, k, 1, false, DType::kBFloat16, DType::kBFloat16, true, true, cuda::GemmEpilogue::kRelu});
+  check_status(tf32.status(), "TF32 GEMM " + shape3(m, n, k));
+  check_status(bf16.status(), "BF16 GEMM " + shape3(m, n, k));
+  Rotation x(static_cast<size_t>(m * k) * 4), w(static_cast<size_t>(n * k) * 4);
+  void* bias = device_alloc(static_cast<size_t>(n) * 4);
+  void* y = device_alloc(static_cast<size_t>(m * n) * 4);
+  const double tf32_ms = median_ms([&](int it) {
+    check_status((*tf32)->run({x.at(it), w.at(it), bias, y}, workspace, nullptr), "TF32 GEMM");
+  });
+  const double bf16_ms = median_ms([&](int it) {
+    check_status((*bf16)->run({x.at(it), w.at(it), bias, y}, workspace, nullptr), "BF16 GEMM");
+  });
+  print_row("tf32-vs-bf16", shape3(m, n, k), tf32_ms, bf16_ms, tflops(m, n, k, tf32_ms));
+  cudaFree(bias);
+  cudaFree(y);
+}
+
 /// A device-to-device copy moving the same bytes as a kernel that reads `read` and writes `written` bytes.
 double copy_floor_ms(size_t read, size_t written) {
   const size_t half = (read + written) / 2;
@@ -248,6 +271,7 @@ int main(int argc, char** argv) {
     bench_fp8_gemm(m, n, k, false, workspace);
     bench_fp8_gemm(m, n, k, true, workspace);
     bench_bf16_gemm(m, n, k, workspace);
+    bench_tf32_gemm(m, n, k, workspace);
   }
   for (const auto& [rows, cols] : std::vector<std::array<int64_t, 2>>{{65536, 1024}, {16384, 4096}, {4096, 256}, {512, 16384}}) {
     bench_layer_norm(rows, cols);

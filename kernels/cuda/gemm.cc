@@ -73,7 +73,9 @@ Result<std::unique_ptr<Gemm>> Gemm::create(const GemmProblem& p, const GemmOptio
   LOKA_RETURN_IF_ERROR(can_implement(p));
   auto impl = std::make_unique<Impl>();
   CublasLtPlan& plan = impl->plan;
-  LOKA_LT_CHECK(cublasLtMatmulDescCreate(&plan.operation, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+  const cublasComputeType_t compute =
+      options.tf32 && p.input == DType::kFloat32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  LOKA_LT_CHECK(cublasLtMatmulDescCreate(&plan.operation, compute, CUDA_R_32F), "MatmulDescCreate");
   const cublasOperation_t op_a = p.transpose_w ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = CUBLAS_OP_N;
   LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a), "TRANSA");
   LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b), "TRANSB");

@@ -5,7 +5,7 @@
 //
 // All operands row-major. op(W) = W with W stored [K,N], or Wᵀ with W stored
 // [N,K] (`transpose_w`, how ONNX Gemm transB=1 and LoKA's FP8 weights keep
-// them). Batched problems are strided (every operand has `batch` matrices back
+// them). FP32 may run on the TF32 tensor cores instead (GemmOptions::tf32). Batched problems are strided (every operand has `batch` matrices back
 // to back), as MatMul over equal leading dims needs; X may instead be one
 // matrix read by every batch (stride 0), as `W [M,K] · X [B,K,N]` needs. FP32 inputs use
 // CUBLAS_COMPUTE_32F without TF32, so results match the CPU reference up to

@@ -92,7 +92,7 @@ double activation(double v, cuda::GemmEpilogue epilogue) {
   return v;
 }
 
-void run_case(const Case& c) {
+void run_case(const Case& c, const cuda::GemmOptions& options = {}) {
   SCOPED_TRACE(describe(c));
   std::mt19937 rng(static_cast<unsigned>(c.m * 131 + c.n * 7 + c.k * 3 + c.batch));
   const int64_t x_batches = c.broadcast_x ? 1 : c.batch;
@@ -101,7 +101,7 @@ void run_case(const Case& c) {
   const std::vector<float> bias = random_values(static_cast<size_t>(c.n), c.output, rng);
 
   cuda::GemmProblem problem{c.m, c.n, c.k, c.batch, c.broadcast_x, c.input, c.output, c.transpose_w, c.has_bias, c.epilogue};
-  auto gemm = cuda::Gemm::create(problem);
+  auto gemm = cuda::Gemm::create(problem, options);
   ASSERT_TRUE(gemm) << gemm.status().message();
 
   const size_t pad = c.misalign_elements;
@@ -139,7 +139,8 @@ void run_case(const Case& c) {
           const float got = decode(y, pad + static_cast<size_t>((b * c.m + i) * c.n + j), c.output);
           // FP32 accumulation in another order: a few ulps of Σ|x·w|; BF16 output adds 2^-8 relative;
           // the GELU approximation cuBLASLt evaluates in float adds ~1e-6.
-          const double tolerance = 4e-6 * (magnitude + 1.0) +
+          // TF32 rounds each input to 10 mantissa bits: 2^-10 relative per product, at worst.
+          const double tolerance = (options.tf32 ? 2e-3 : 4e-6) * (magnitude + 1.0) +
                                    (c.output == DType::kBFloat16 ? std::ldexp(std::fabs(expected), -8) : 0.0) +
                                    (c.epilogue == cuda::GemmEpilogue::kGelu ? 1e-5 * (1.0 + std::fabs(sum)) : 0.0);
           if (!(std::fabs(got - expected) <= tolerance) && bad++ < 5)
@@ -171,6 +172,14 @@ TEST_F(CudaGemm, Bf16MatchesCpuReference) {
            {65536, 128, 256, 1, DType::kBFloat16, DType::kBFloat16, true, true, cuda::GemmEpilogue::kNone},
        })
     run_case(c);
+}
+
+TEST_F(CudaGemm, Tf32MatchesCpuReferenceWithinTf32Rounding) {
+  cuda::GemmOptions tf32;
+  tf32.tf32 = true;
+  run_case({1, 64, 64, 1, DType::kFloat32, DType::kFloat32, true, false, cuda::GemmEpilogue::kNone}, tf32);
+  run_case({4096, 512, 1024, 1, DType::kFloat32, DType::kFloat32, true, true, cuda::GemmEpilogue::kRelu}, tf32);
+  run_case({37, 80, 43, 3, DType::kFloat32, DType::kFloat32, false, false, cuda::GemmEpilogue::kNone}, tf32);
 }
 
 TEST_F(CudaGemm, StridedBatchesMatchCpuReference) {
