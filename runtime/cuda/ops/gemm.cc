@@ -142,6 +142,8 @@ class QuantizedGemmOp final : public DeviceOp {
     int64_t rows = 0, n = 0, k = 0;
     bool has_bias = false;
     GemmEpilogue activation = GemmEpilogue::kNone;
+    bool has_multiplier = false;  ///< input 5: Y ⊙ Multiplier (DCN cross)
+    bool has_residual = false;    ///< input 6: + Residual
   };
   static Result<std::unique_ptr<QuantizedGemmOp>> create(const Config& config) {
     std::unique_ptr<QuantizedGemmOp> op(new QuantizedGemmOp(config));
@@ -194,6 +196,8 @@ class QuantizedGemmOp final : public DeviceOp {
     epilogue.w_scale = static_cast<const float*>(in[2].data);
     epilogue.bias = config_.has_bias ? static_cast<const float*>(in[3].data) : nullptr;
     epilogue.activation = config_.activation;
+    epilogue.multiplier = config_.has_multiplier ? static_cast<const float*>(in[5].data) : nullptr;
+    epilogue.residual = config_.has_residual ? static_cast<const float*>(in[6].data) : nullptr;
     epilogue.y = static_cast<float*>(out[0].data);
     epilogue.rows = config_.rows;
     epilogue.cols = config_.n;
@@ -279,7 +283,16 @@ class FakeQuantGemmOp final : public DeviceOp {
     args.w = scratch;
     args.bias = config_.has_bias ? in[3].data : nullptr;
     args.y = out[0].data;
-    return gemm_->run(args, context.workspace, context.stream);
+    LOKA_RETURN_IF_ERROR(gemm_->run(args, context.workspace, context.stream));
+    // The elementwise epilogue terms, as separate passes on this fallback path.
+    const std::vector<int64_t> y_shape{config_.rows, config_.n};
+    if (config_.has_multiplier)
+      LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kMul, out[0].data, y_shape, in[5].data, y_shape, DType::kFloat32,
+                                         out[0].data, context.stream));
+    if (config_.has_residual)
+      LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kAdd, out[0].data, y_shape, in[6].data, y_shape, DType::kFloat32,
+                                         out[0].data, context.stream));
+    return Status::ok();
   }
 
  private:
@@ -302,6 +315,8 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   config.k = w.shape[1];
   config.rows = x.shape.empty() || config.k == 0 ? 0 : element_count(x.shape) / config.k;
   config.has_bias = has_input(init, 3);
+  config.has_multiplier = has_input(init, 5);
+  config.has_residual = has_input(init, 6);
   config.activation = activation == "relu"   ? GemmEpilogue::kRelu
                       : activation == "gelu" ? GemmEpilogue::kGelu
                                              : GemmEpilogue::kNone;
