@@ -116,11 +116,12 @@ struct QuantizedGemmCase {
   std::string recipe;      // "tensor", "row" or "fp8" (FP8 input from a LayerNormQuant)
   std::string activation;  // "none", "relu", "gelu"
   bool bias;
+  bool epilogue_terms = false;  // Multiplier and Residual (the DCN cross layer)
 };
 
 void check_quantized_gemm(const QuantizedGemmCase& c) {
   SCOPED_TRACE("K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) + " " + c.recipe + " " + c.activation +
-               (c.bias ? " bias" : ""));
+               (c.bias ? " bias" : "") + (c.epilogue_terms ? " multiplier+residual" : ""));
   std::mt19937 rng(static_cast<unsigned>(c.k * 1000 + c.n));
   const int64_t rows = 4096;
   testing::ModelBuilder builder(17);
@@ -141,12 +142,19 @@ void check_quantized_gemm(const QuantizedGemmCase& c) {
   }
   const Attributes attributes = {{"act_recipe", std::string(c.recipe == "row" ? "row" : "tensor")},
                                  {"activation", c.activation}};
-  builder.node("QuantizedGemm", {"x", "w", "w_scale", c.bias ? "b" : "", "x_scale"}, {"y"}, attributes, "qgemm",
-               "ai.loka");
+  std::vector<std::string> inputs = {"x", "w", "w_scale", c.bias ? "b" : "", "x_scale"};
+  std::vector<Tensor> feeds = {x};
+  if (c.epilogue_terms) {
+    builder.input("x0", DType::kFloat32, {-1, c.n}).input("residual", DType::kFloat32, {-1, c.n});
+    inputs.insert(inputs.end(), {"x0", "residual"});
+    feeds.push_back(testing::random_tensor(rng, {rows, c.n}, -2.0f, 2.0f));
+    feeds.push_back(testing::random_tensor(rng, {rows, c.n}, -2.0f, 2.0f));
+  }
+  builder.node("QuantizedGemm", inputs, {"y"}, attributes, "qgemm", "ai.loka");
   builder.output_unshaped("y", DType::kFloat32);
   // Exact FP8 products summed in another order, by tensor cores whose accumulator keeps about 14
   // significant bits between FP32 promotions (measured here: 3.5e-3 of the largest output at K=64).
-  expect_runtimes_agree(builder.serialize(), {x}, {1, 7, rows}, 6e-3f);
+  expect_runtimes_agree(builder.serialize(), feeds, {1, 7, rows}, 6e-3f);
 }
 
 TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
@@ -159,6 +167,8 @@ TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
            {6, 216, "row", "relu", true},      // K not a multiple of 16
            {6, 216, "tensor", "none", false},
            {13, 7, "fp8", "relu", true},
+           {64, 32, "tensor", "none", true, true},  // the DCN cross layer's epilogue
+           {216, 6, "row", "none", true, true},     // ... on the FP32 fallback
        })
     check_quantized_gemm(c);
 }
