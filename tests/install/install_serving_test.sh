@@ -3,7 +3,7 @@
 # tests/install/install_serving_test.sh — `cmake --install` + find_package(loka)
 # + the serving example, end to end, as a user would do it (ctest: install_serving).
 #
-#   install_serving_test.sh BUILD_DIR SOURCE_DIR CXX_COMPILER
+#   install_serving_test.sh BUILD_DIR SOURCE_DIR CXX_COMPILER [HAVE_CUDA]
 #
 # Installs BUILD_DIR into a temporary prefix; checks the layout (tools, public
 # headers, package config, no compiler library) and that every installed header
@@ -11,12 +11,15 @@
 # builds examples/serving against the prefix alone; optimizes a zoo model with
 # the installed loka-opt and serves it from 4 threads (outputs checked bitwise
 # against the single-thread run), also on random inputs; and checks that bad
-# input fails with one line and the documented exit status. CPU only.
+# input fails with one line and the documented exit status. On the CPU; when
+# HAVE_CUDA is ON and a GPU answers, the optimized model is served on it too
+# (otherwise the reason it is not is printed).
 # ============================================================================
 set -euo pipefail
 build=$(cd "$1" && pwd)
 source_dir=$(cd "$2" && pwd)
 cxx=$3
+have_cuda=${4:-OFF}
 zoo=$source_dir/models/zoo/dlrm_dot
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/loka-install-test.XXXXXX")
@@ -71,6 +74,16 @@ step "serve the optimized model from 4 threads (data directory)"
 grep -q "every run equals the single-thread run bitwise" "$work/serve.txt" || fail "no output check reported"
 grep -q "served: 4 threads x 20 runs = 80 runs, 81920 samples" "$work/serve.txt" || fail "wrong run count"
 grep -Eq "latency ms: p50 [0-9.]+ +p90 [0-9.]+ +p99 [0-9.]+ +max [0-9.]+" "$work/serve.txt" || fail "no percentiles"
+
+if [ "$have_cuda" != ON ]; then
+  step "serving on CUDA not tested: this build has no CUDA"
+elif ! nvidia-smi -L > /dev/null 2>&1; then
+  step "serving on CUDA not tested: no GPU answers nvidia-smi"
+else
+  step "serve the optimized model on CUDA from 4 threads"
+  "$serve" "$work/model.loka.onnx" --data "$zoo/eval" --device cuda --threads 4 --runs 50 | tee "$work/serve.txt"
+  grep -q "every run equals the single-thread run bitwise" "$work/serve.txt" || fail "no output check reported (cuda)"
+fi
 
 step "serve random batches of the input shapes from 4 threads"
 "$serve" "$work/model.loka.onnx" --threads 4 --runs 10 --batch 64 --int-range 3 | tee "$work/serve.txt"
