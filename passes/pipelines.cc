@@ -16,6 +16,8 @@
 //   pin-precision         needs the Probe's verdicts and errors.
 //   insert-scales         needs the chosen precisions; creates the ai.loka ops.
 //   fuse-layernorm-quant  needs QuantizedGemm consumers to exist.
+//   fuse-gemm-epilogue    needs QuantizedGemm nodes; after fuse-layernorm-quant,
+//                         which only rewires GEMM inputs 0 and 4.
 //   lower-qdq             last, and only for --format qdq: replaces ai.loka ops.
 // ============================================================================
 #include "passes/pipelines.h"
@@ -31,6 +33,7 @@
 #include "passes/canonicalize/upgrade_opset.h"
 #include "passes/infer_shapes_pass.h"
 #include "passes/mods/center_norm_weights.h"
+#include "passes/mods/fuse_gemm_epilogue.h"
 #include "passes/mods/fuse_layernorm_quant.h"
 #include "passes/mods/insert_scales.h"
 #include "passes/mods/migrate_outliers.h"
@@ -61,12 +64,13 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(pin_precision_pass_info(), make_pin_precision_pass);
   registry.add(insert_scales_pass_info(), make_insert_scales_pass);
   registry.add(fuse_layernorm_quant_pass_info(), make_fuse_layernorm_quant_pass);
+  registry.add(fuse_gemm_epilogue_pass_info(), make_fuse_gemm_epilogue_pass);
   registry.add(lower_qdq_pass_info(), make_lower_qdq_pass);
 }
 
 std::string default_pipeline() {
   return "canonicalize,infer-shapes,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
-         "insert-scales,fuse-layernorm-quant,infer-shapes";
+         "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,infer-shapes";
 }
 
 }  // namespace loka

@@ -9,7 +9,7 @@
 // one_line()). Nothing here allocates more than the checked size of
 // the tensor it is about to fill.
 // ============================================================================
-#include "runtime/test_data.h"
+#include "loka/test_data.h"
 
 #include <zlib.h>
 

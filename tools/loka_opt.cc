@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -29,6 +30,9 @@
 #include "passes/pipelines.h"
 #include "passes/probe/annotations.h"
 #include "runtime/file_io.h"
+#include "runtime/test_data.h"
+#include "loka/engine.h"
+#include "loka/session.h"
 
 namespace loka {
 namespace {
@@ -59,7 +63,11 @@ cli::ArgumentParser make_parser() {
       .option("--budget", "SPEC", "accuracy budget: rel_l2=X | max_abs=X | logloss=X | auto").default_value("auto")
       .option("--pipeline", "STR", "passes to run, e.g. 'infer-shapes,probe{batches=16}'").default_value(default_pipeline())
       .option("--pin", "REGEX=PREC", "pin nodes matching REGEX to bf16|fp32|fp8").repeated()
-      .option("--device", "DEV", "device to calibrate and tune on").choices({"cpu", "cuda"}).default_value("cpu")
+      .option("--device", "DEV", "target device; 'cuda' also checks that the output plans and runs on the GPU and "
+                                 "matches the CPU reference on a calibration batch (the Probe itself always runs on "
+                                 "the CPU runtime, whose FP8 emulation is bit-exact)")
+      .choices({"cpu", "cuda"})
+      .default_value("cpu")
       .option("--format", "FMT", "output: 'loka' (ai.loka ops, FP8 initializers, annotations) or 'qdq' (standard ONNX "
                                  "QuantizeLinear/DequantizeLinear, opset >= 19, for onnxruntime)")
       .choices({"loka", "qdq"}).default_value("loka")
@@ -136,6 +144,36 @@ void print_summary(const Summary& summary, size_t weight_bytes_before) {
   std::printf("  weights    %.2f MB before, %.2f MB after\n", weight_bytes_before / 1e6, summary.weight_bytes / 1e6);
 }
 
+/// Loads the written model on the CUDA runtime and runs the first calibration batch there and on
+/// the CPU runtime: a model that would not plan on the GPU (an op without a CUDA kernel, say)
+/// fails here, at compile time, rather than in serving. Returns a one-line account.
+Result<std::string> check_on_cuda(const std::filesystem::path& model, const std::string& calibration) {
+  EngineOptions options;
+  options.device = Device::kCuda;
+  auto gpu = Engine::load_file(model, options);
+  if (!gpu) return gpu.status();
+  if (calibration.empty()) return std::string("ok: loads on the GPU (no --calib data to run)");
+  LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(calibration));
+  if (reader.size() == 0) return std::string("ok: loads on the GPU (no calibration batch to run)");
+  LOKA_ASSIGN_OR_RETURN(const DataSet data, reader.read(0));
+  auto cpu = Engine::load_file(model);
+  if (!cpu) return cpu.status();
+  std::vector<std::string> names;
+  for (const TensorInfo& info : (*gpu)->inputs()) names.push_back(info.name);
+  LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> inputs, order_inputs(data, names));
+  LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> expected, (*cpu)->new_session()->run(inputs));
+  LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> actual, (*gpu)->new_session()->run(inputs));
+  double worst = 0.0;
+  for (size_t o = 0; o < expected.size() && o < actual.size(); ++o) {
+    if (expected[o].dtype() != DType::kFloat32 || actual[o].shape() != expected[o].shape()) continue;
+    for (int64_t i = 0; i < expected[o].element_count(); ++i)
+      worst = std::max(worst, static_cast<double>(std::fabs(actual[o].data<float>()[i] - expected[o].data<float>()[i])));
+  }
+  std::ostringstream text;
+  text << "ok: ran " << reader.location(0).filename().string() << " on the GPU, max |GPU - CPU| = " << worst;
+  return text.str();
+}
+
 int main_checked(int argc, char** argv) {
   const cli::ArgumentParser parser = make_parser();
   cli::ParsedArguments args;
@@ -170,8 +208,6 @@ int main_checked(int argc, char** argv) {
   settings.device = args.value("--device");
   settings.pin_rules = args.values("--pin");
   settings.show_progress = !args.has("--quiet") && ::isatty(STDERR_FILENO);
-  if (settings.device == "cuda")
-    return cli::runtime_error(kProgram, "--device cuda: the CUDA runtime is not available in this build yet; use --device cpu");
 
   const auto start = std::chrono::steady_clock::now();
   auto graph = load_input(model_path);
@@ -195,6 +231,13 @@ int main_checked(int argc, char** argv) {
     return cli::runtime_error(kProgram, status.message());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+  std::string device_check;
+  if (settings.device == "cuda" && args.value("--format") != "qdq") {
+    auto checked = check_on_cuda(output_path, settings.calibration_data);
+    if (!checked) return cli::runtime_error(kProgram, checked.status().message());  // names the model and device
+    device_check = *checked;
+  }
+
   const Summary summary = summarize(**graph);
   if (!args.has("--quiet")) {
     std::printf("loka-opt: %s -> %s in %.2f s\n", model_path.string().c_str(), output_path.string().c_str(), seconds);
@@ -205,6 +248,7 @@ int main_checked(int argc, char** argv) {
       std::printf("\n");
     }
     print_summary(summary, weight_bytes_before);
+    if (!device_check.empty()) std::printf("  cuda check %s\n", device_check.c_str());
   }
   if (args.has("--report")) {
     nlohmann::json report = {{"model", model_path.string()},   {"output", output_path.string()},

@@ -110,17 +110,20 @@ void launch_copy_kernel(const void* src, void* dst, const CopyPlan& plan, cudaSt
 
 template <typename Unit>
 __global__ void gather_rows_kernel(const Unit* data, int64_t rows, int64_t units_per_row, const void* ids,
-                                   bool ids_int64, int64_t count, Unit* dst, IndexPolicy policy, int* error_flag) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count * units_per_row;
+                                   bool ids_int64, int64_t count, Unit* dst, IndexPolicy policy, int* error_flag,
+                                   int64_t outer) {
+  const int64_t per_slab = count * units_per_row;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < outer * per_slab;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t k = i / units_per_row, unit = i % units_per_row;
+    const int64_t slab = i / per_slab, within = i % per_slab;
+    const int64_t k = within / units_per_row, unit = within % units_per_row;
     const int64_t id = ids_int64 ? static_cast<const int64_t*>(ids)[k] : static_cast<const int32_t*>(ids)[k];
     const int64_t row = resolve_index(id, rows, policy);
     if (row < 0) {
       if (error_flag != nullptr) *error_flag = 1;
       dst[i] = Unit{};
     } else {
-      dst[i] = data[row * units_per_row + unit];
+      dst[i] = data[(slab * rows + row) * units_per_row + unit];
     }
   }
 }
@@ -274,20 +277,21 @@ Status launch_tile(const void* src, const std::vector<int64_t>& shape, const std
 }
 
 Status launch_gather_rows(const void* data, int64_t rows, size_t row_bytes, const void* ids, bool ids_int64,
-                          int64_t count, void* dst, IndexPolicy policy, int* error_flag, cudaStream_t stream) {
-  if (rows < 0 || count < 0)
-    return Status::error("gather: rows and id count must be >= 0, got " + std::to_string(rows) + " and " +
-                         std::to_string(count));
-  if (count == 0 || row_bytes == 0) return Status::ok();
+                          int64_t count, void* dst, IndexPolicy policy, int* error_flag, cudaStream_t stream,
+                          int64_t outer) {
+  if (rows < 0 || count < 0 || outer < 0)
+    return Status::error("gather: rows, id count and outer count must be >= 0, got " + std::to_string(rows) + ", " +
+                         std::to_string(count) + " and " + std::to_string(outer));
+  if (count == 0 || row_bytes == 0 || outer == 0) return Status::ok();
   size_t unit = 16;
   while (unit > 1 && (row_bytes % unit != 0 || !aligned(data, unit) || !aligned(dst, unit))) unit /= 2;
   const auto units_per_row = static_cast<int64_t>(row_bytes / unit);
-  const unsigned blocks = blocks_for(count * units_per_row);
+  const unsigned blocks = blocks_for(outer * count * units_per_row);
   const auto run = [&](auto zero) {
     using Unit = decltype(zero);
     gather_rows_kernel<Unit><<<blocks, kThreadsPerBlock, 0, stream>>>(static_cast<const Unit*>(data), rows,
                                                                       units_per_row, ids, ids_int64, count,
-                                                                      static_cast<Unit*>(dst), policy, error_flag);
+                                                                      static_cast<Unit*>(dst), policy, error_flag, outer);
   };
   switch (unit) {
     case 16: run(uint4{}); break;

@@ -61,9 +61,11 @@ Status launch_expand(const void* src, const std::vector<int64_t>& shape, const s
 Status launch_tile(const void* src, const std::vector<int64_t>& shape, const std::vector<int64_t>& repeats,
                    size_t element_size, void* dst, cudaStream_t stream);
 
-/// dst[i, :] = data[resolve(ids[i]), :] for `count` ids, rows of `row_bytes` bytes:
-/// ONNX Gather on axis 0 (the ids' shape prefixes the output's).
+/// dst[o, i, :] = data[o, resolve(ids[i]), :] for `outer` slabs of `rows` rows of `row_bytes`
+/// bytes and `count` ids: ONNX Gather on any axis (outer = the product of the dims before it;
+/// on axis 0 it is 1 and the ids' shape prefixes the output's).
 Status launch_gather_rows(const void* data, int64_t rows, size_t row_bytes, const void* ids, bool ids_int64,
-                          int64_t count, void* dst, IndexPolicy policy, int* error_flag, cudaStream_t stream);
+                          int64_t count, void* dst, IndexPolicy policy, int* error_flag, cudaStream_t stream,
+                          int64_t outer = 1);
 
 }  // namespace loka::cuda

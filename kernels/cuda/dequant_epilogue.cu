@@ -21,6 +21,8 @@ __global__ void dequant_epilogue_kernel(DequantEpilogueArgs args) {
     } else if (args.activation == GemmEpilogue::kGelu) {
       v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
     }
+    if (args.multiplier) v = __fmul_rn(v, args.multiplier[i]);
+    if (args.residual) v = __fadd_rn(v, args.residual[i]);
     args.y[i] = v;
   }
 }

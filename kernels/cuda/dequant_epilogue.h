@@ -2,7 +2,13 @@
 // kernels/cuda/dequant_epilogue.h — the scale epilogue of an FP8 GEMM whose
 // scales cuBLASLt cannot apply (ai.loka QuantizedGemm on sm_90).
 //
-//   y[r, n] = act( acc[r, n] · x_scale[r or 0] · w_scale[n] + bias[n] )
+//   v[r, n] = act( acc[r, n] · x_scale[r or 0] · w_scale[n] + bias[n] )
+//   y[r, n] = v · multiplier[r, n] + residual[r, n]     (each optional)
+//
+// The two optional terms are the fused epilogues cuBLASLt lacks: a residual
+// add (Wukong, DHEN and attention blocks: x + Linear(x)) and the DCN cross
+// layer x₀ ⊙ (x W + b) + x (multiplier x₀, residual x), so the GEMM output
+// is not written and read again by separate elementwise kernels.
 //
 // acc is the FP32 result of the FP8 GEMM run with unit scales. cuBLASLt 13 on
 // an H100 has no FP8 algorithm for per-row activation or per-output-channel
@@ -30,6 +36,8 @@ struct DequantEpilogueArgs {
   const float* w_scale = nullptr;  ///< cols entries
   const float* bias = nullptr;     ///< cols entries, or null
   GemmEpilogue activation = GemmEpilogue::kNone;
+  const float* multiplier = nullptr;  ///< [rows, cols] or null (DCN cross: x₀)
+  const float* residual = nullptr;    ///< [rows, cols] or null, added last
   float* y = nullptr;              ///< [rows, cols]; may be acc
   int64_t rows = 0, cols = 0;
 };

@@ -9,7 +9,9 @@
 // in device memory, so a CUDA graph captures their pointers. Per-tensor scales
 // work on sm_90; per-row / per-output-channel vectors (cuBLASLt's OUTER_VEC_32F
 // mode) are requested when asked for, but cuBLASLt 13 on an H100 has no FP8
-// algorithm for them (measured 2026-11-22), so create() refuses them there. In column-major terms cuBLASLt computes Yᵀ = Wᵀᵀ·Xᵀ with A = W
+// algorithm for them (measured 2026-11-22), so create() refuses them there;
+// nor for a per-channel alpha vector (POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO,
+// measured 2026-11-24), so QuantizedGemm applies those scales in its epilogue. In column-major terms cuBLASLt computes Yᵀ = Wᵀᵀ·Xᵀ with A = W
 // (transposed) and B = X — the "TN" layout FP8 requires on sm_90.
 // The algorithm is chosen once per problem (heuristic, before any capture) and
 // passed explicitly on every run. Host code only; see fp8_convert.cu for kernels.
@@ -30,7 +32,7 @@ namespace loka::cuda {
 struct Fp8GemmProblem {
   int64_t m = 0, n = 0, k = 0;
   bool per_row_x_scale = false;      ///< x_scale has M entries (dynamic per-row recipe)
-  bool per_channel_w_scale = false;  ///< w_scale has N entries (per output channel)
+  bool per_channel_w_scale = false;  ///< w_scale has N entries (per output channel), as an OUTER_VEC scale
   DType output = DType::kBFloat16;   ///< kBFloat16 or kFloat32
   bool has_bias = false;             ///< BF16 bias [N] (FP8 kernels take no FP32 bias)
   GemmEpilogue epilogue = GemmEpilogue::kNone;

@@ -5,8 +5,9 @@
 //
 // All operands row-major. op(W) = W with W stored [K,N], or Wᵀ with W stored
 // [N,K] (`transpose_w`, how ONNX Gemm transB=1 and LoKA's FP8 weights keep
-// them). Batched problems are strided (every operand has `batch` matrices back
-// to back), as MatMul over equal leading dims needs. FP32 inputs use
+// them). FP32 may run on the TF32 tensor cores instead (GemmOptions::tf32). Batched problems are strided (every operand has `batch` matrices back
+// to back), as MatMul over equal leading dims needs; X may instead be one
+// matrix read by every batch (stride 0), as `W [M,K] · X [B,K,N]` needs. FP32 inputs use
 // CUBLAS_COMPUTE_32F without TF32, so results match the CPU reference up to
 // summation order; BF16 inputs accumulate in FP32 and write BF16 or FP32.
 //
@@ -31,7 +32,8 @@ namespace loka::cuda {
 
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0;
-  int64_t batch = 1;                  ///< strided batch count (every operand batched)
+  int64_t batch = 1;                  ///< strided batch count (W and Y batched; X too unless broadcast_x)
+  bool broadcast_x = false;           ///< X is one [M,K] matrix shared by every batch (MatMul of a weight on the left)
   DType input = DType::kFloat32;      ///< X and W: kFloat32 or kBFloat16
   DType output = DType::kFloat32;     ///< Y: kFloat32 or kBFloat16 (FP32 input needs FP32 output)
   bool transpose_w = false;           ///< W stored [N,K] instead of [K,N]
@@ -40,7 +42,7 @@ struct GemmProblem {
 };
 
 struct GemmArgs {
-  const void* x = nullptr;     ///< [batch, M, K]
+  const void* x = nullptr;     ///< [batch, M, K], or [M, K] when broadcast_x
   const void* w = nullptr;     ///< [batch, K, N], or [batch, N, K] when transpose_w
   const void* bias = nullptr;  ///< [N] or null
   void* y = nullptr;           ///< [batch, M, N]

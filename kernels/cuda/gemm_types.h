@@ -20,6 +20,9 @@ struct GemmOptions {
   int max_algorithms = 8;   ///< how many heuristic candidates to keep (>= 1)
   int algorithm = 0;        ///< the one `run` uses; clamped to what exists
   bool fast_accum = false;  ///< FP8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM (faster, less accurate)
+  /// FP32 inputs only: TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32; 10-bit mantissa products,
+  /// FP32 sums): several times the FP32 rate, more precise than BF16. A Dispatch candidate.
+  bool tf32 = false;
 };
 
 /// 32 MiB: what cuBLASLt's large FP8 and split-K kernels may ask for.

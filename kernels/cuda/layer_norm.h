@@ -13,7 +13,8 @@
 // The same operations in the same order as kernels/cpu/layer_norm.h, so the
 // GPU matches the CPU reference to the last bit except where the double sums'
 // order changes the float rounding of mean or inv_std. One warp per row up to
-// 1024 columns, a block per row beyond. Enqueue only: graph-capturable.
+// 1024 columns, a block per row beyond; rows up to 8192 wide are read from
+// memory once. Enqueue only: graph-capturable.
 // ============================================================================
 #pragma once
 

@@ -1,9 +1,13 @@
 // ============================================================================
-// kernels/cuda/quantize_rows.cu — per-row dynamic FP8 quantization kernel.
+// kernels/cuda/quantize_rows.cu — per-row dynamic FP8 quantization kernels.
 //
-// Two passes over the row (amax, then encode); the second re-reads it from
-// L1/L2, which is cheaper than holding wide rows in registers.
+// Rows up to 8192 wide are read once: the threads owning a row (a warp up to
+// 256 columns, eight rows to a block; a block of up to 1024 threads beyond)
+// keep it in registers, 8 values each, between the amax reduction and
+// the encode; wider rows are read twice. Few values per thread keep registers
+// low and occupancy high (see layer_norm.cu).
 // ============================================================================
+#include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include <string>
@@ -17,36 +21,74 @@ namespace {
 
 constexpr float kE4M3Max = 448.0f;
 
-template <int kThreads, typename T>
-__global__ void quantize_rows_kernel(const T* x, int64_t rows, int64_t k, uint8_t* codes, float* row_scales) {
-  __shared__ float shared[kThreads / 32 > 0 ? kThreads / 32 : 1];
-  constexpr int kRowsPerBlock = kThreadsPerBlock / kThreads;
+__device__ __forceinline__ float row_scale(float amax) { return amax > 0.0f ? amax / kE4M3Max : 1.0f; }
+
+/// Divide, not multiply by a reciprocal: bit-exact with ONNX QuantizeLinear and the CPU reference.
+__device__ __forceinline__ uint8_t encode(float v, float scale) {
+  return __nv_cvt_float_to_fp8(v / scale, __NV_SATFINITE, __NV_E4M3);
+}
+
+template <int kThreads, int kPerThread, typename T>
+__global__ void __launch_bounds__(kRowBlockThreads<kThreads>) quantize_rows_registers_kernel(const T* x, int64_t rows, int64_t k, uint8_t* codes, float* row_scales) {
+  __shared__ float shared[kThreads / 32];
+  constexpr int kRowsPerBlock = kRowBlockThreads<kThreads> / kThreads;
   const int lane = static_cast<int>(threadIdx.x) % kThreads;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreads;
   if (row >= rows) return;  // whole rows leave together
   const T* in = x + row * k;
+  float values[kPerThread];
   float amax = 0.0f;
-  for (int64_t j = lane; j < k; j += kThreads) {
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int64_t j = lane + static_cast<int64_t>(i) * kThreads;
+    values[i] = j < k ? to_float(in[j]) : 0.0f;
+    if (isfinite(values[i])) amax = fmaxf(amax, fabsf(values[i]));
+  }
+  const float scale = row_scale(row_reduce<kThreads>(amax, [](float a, float b) { return fmaxf(a, b); }, shared));
+  if (lane == 0) row_scales[row] = scale;
+  uint8_t* out = codes + row * k;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int64_t j = lane + static_cast<int64_t>(i) * kThreads;
+    if (j < k) out[j] = encode(values[i], scale);
+  }
+}
+
+/// Rows too wide for registers: a block per row, reading it twice.
+template <typename T>
+__global__ void quantize_rows_wide_kernel(const T* x, int64_t k, uint8_t* codes, float* row_scales) {
+  __shared__ float shared[kThreadsPerBlock / 32];
+  const int64_t row = blockIdx.x;
+  const T* in = x + row * k;
+  float amax = 0.0f;
+  for (int64_t j = threadIdx.x; j < k; j += kThreadsPerBlock) {
     const float v = to_float(in[j]);
     if (isfinite(v)) amax = fmaxf(amax, fabsf(v));
   }
-  amax = row_reduce<kThreads>(amax, [](float a, float b) { return fmaxf(a, b); }, shared);
-  const float scale = amax > 0.0f ? amax / kE4M3Max : 1.0f;
-  if (lane == 0) row_scales[row] = scale;
-  uint8_t* out = codes + row * k;
-  // Divide, not multiply by a reciprocal: bit-exact with ONNX QuantizeLinear and the CPU reference.
-  for (int64_t j = lane; j < k; j += kThreads) out[j] = __nv_cvt_float_to_fp8(to_float(in[j]) / scale, __NV_SATFINITE, __NV_E4M3);
+  const float scale = row_scale(row_reduce<kThreadsPerBlock>(amax, [](float a, float b) { return fmaxf(a, b); }, shared));
+  if (threadIdx.x == 0) row_scales[row] = scale;
+  for (int64_t j = threadIdx.x; j < k; j += kThreadsPerBlock) codes[row * k + j] = encode(to_float(in[j]), scale);
+}
+
+template <int kThreads, int kPerThread, typename T>
+void launch_registers(const T* x, int64_t rows, int64_t k, uint8_t* codes, float* row_scales, cudaStream_t stream) {
+  constexpr int kBlock = kRowBlockThreads<kThreads>;
+  constexpr int kRowsPerBlock = kBlock / kThreads;
+  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  quantize_rows_registers_kernel<kThreads, kPerThread, T>
+      <<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(x, rows, k, codes, row_scales);
 }
 
 template <typename T>
 void launch_typed(const T* x, int64_t rows, int64_t k, uint8_t* codes, float* row_scales, cudaStream_t stream) {
-  if (k <= 2048) {
-    constexpr int kRowsPerBlock = kThreadsPerBlock / 32;
-    const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    quantize_rows_kernel<32, T><<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(x, rows, k, codes, row_scales);
-  } else {
-    quantize_rows_kernel<kThreadsPerBlock, T><<<static_cast<unsigned>(rows), kThreadsPerBlock, 0, stream>>>(x, rows, k, codes, row_scales);
-  }
+  if (k <= 128) launch_registers<32, 4>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 256) launch_registers<32, 8>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 512) launch_registers<64, 8>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 1024) launch_registers<128, 8>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 2048) launch_registers<256, 8>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 4096) launch_registers<512, 8>(x, rows, k, codes, row_scales, stream);
+  else if (k <= 8192) launch_registers<1024, 8>(x, rows, k, codes, row_scales, stream);
+  else quantize_rows_wide_kernel<T><<<static_cast<unsigned>(rows), kThreadsPerBlock, 0, stream>>>(x, k, codes, row_scales);
 }
 
 }  // namespace

@@ -7,8 +7,9 @@
 //
 // The same formulas, in the same order, as the CPU reference
 // (kernels/cpu/fp8_quantize.cc: fake_quantize_per_row), so the GPU and the
-// Probe agree code for code. One warp per row for rows up to 2048 wide, a
-// block per row beyond. Enqueue only: graph-capturable.
+// Probe agree code for code. One warp per row for rows up to 256 wide, a
+// block per row beyond; rows up to 8192 wide are read from memory once.
+// Enqueue only: graph-capturable.
 // ============================================================================
 #pragma once
 

@@ -17,6 +17,12 @@ __device__ __forceinline__ float shuffle_xor(float value, int offset) { return _
 __device__ __forceinline__ double shuffle_xor(double value, int offset) { return __shfl_xor_sync(0xFFFFFFFFu, value, offset); }
 __device__ __forceinline__ int shuffle_xor(int value, int offset) { return __shfl_xor_sync(0xFFFFFFFFu, value, offset); }
 
+/// Block size of a row kernel with kThreads threads per row: eight warp-rows to a
+/// block (kThreadsPerBlock), or one row per block when a row takes more than a warp
+/// (row_reduce's shared slots are then the block's warps).
+template <int kThreads>
+inline constexpr int kRowBlockThreads = kThreads == 32 ? 256 : kThreads;
+
 /// Reduces `value` with `op` over the kThreads threads of a row; every thread gets the result.
 /// `shared` holds kThreads / 32 values (unused when kThreads = 32). All threads of the row call it.
 template <int kThreads, typename T, typename Op>

@@ -110,11 +110,23 @@ Result<TypeList> quantized_gemm(InferenceContext& ctx) {
     return ctx.error(std::string("input 4 (X_scale) is required ") +
                      (x_is_fp8 ? "when X is f8e4m3fn" : "by act_recipe \"tensor\""));
   }
-  if (ctx.input_count() > 5) return ctx.error("takes at most 5 inputs, got " + std::to_string(ctx.input_count()));
+  if (ctx.input_count() > 7) return ctx.error("takes at most 7 inputs, got " + std::to_string(ctx.input_count()));
   std::optional<Dims> shape;
   if (x.has_rank()) {
     shape.emplace(x.shape->begin(), x.shape->end() - 1);
     shape->push_back(n);
+  }
+  // Multiplier and Residual: exactly Y's shape (no broadcasting), dim by dim where both are known.
+  for (const auto& [index, name] : {std::pair<size_t, const char*>{5, "Multiplier"}, {6, "Residual"}}) {
+    if (!ctx.has_input(index)) continue;
+    LOKA_RETURN_IF_ERROR(check_dtype(ctx, index, {DType::kFloat32}, name));
+    const TensorType& term = ctx.input_type(index);
+    if (!shape || !term.has_rank()) continue;
+    if (term.shape->size() != shape->size())
+      return ctx.error(std::string(name) + " " + describe(term) + " must have Y's shape");
+    for (size_t d = 0; d < shape->size(); ++d)
+      LOKA_RETURN_IF_ERROR(check_dim(ctx, (*term.shape)[d], (*shape)[d],
+                                     std::string(name) + " " + describe(term) + " must have Y's shape"));
   }
   return TypeList{make_type(DType::kFloat32, std::move(shape))};
 }

@@ -251,7 +251,10 @@ void lower_quantized_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
 
   // Y = Σ xq·wqᵀ + B: Gemm for matrices, MatMul (+ Add) over leading dims otherwise. The
   // last of these writes the node's output when no activation follows.
-  const bool last = activation == "none";
+  // Multiplier (5) and Residual (6) follow as Mul and Add: then the last of those writes the output.
+  Value* multiplier = node.input(5);
+  Value* residual = node.input(6);
+  const bool last = activation == "none" && !multiplier && !residual;
   auto gemm_step = [&](const char* op, const std::vector<Value*>& inputs, const char* suffix, Attributes attributes) {
     if (!last) return emit.emit(op, inputs, float_type_of(node.output), base, suffix, std::move(attributes));
     emit.emit_into(op, inputs, node.output, node.name, std::move(attributes));
@@ -280,19 +283,28 @@ void lower_quantized_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
   }
   if (last) return;
 
+  // Each remaining step writes the output when nothing follows it.
+  const TensorType t = float_type_of(node.output);
+  auto step = [&](const char* op, const std::vector<Value*>& inputs, const char* suffix, bool final_step) {
+    if (!final_step) return emit.emit(op, inputs, t, base, suffix);
+    emit.emit_into(op, inputs, node.output, node.name);
+    return node.output;
+  };
+  const bool activation_last = !multiplier && !residual;
   if (activation == "relu") {
-    emit.emit_into("Relu", {y}, node.output, node.name);
-  } else if (opset >= kGeluOpset) {
-    emit.emit_into("Gelu", {y}, node.output, node.name);
-  } else {
+    y = step("Relu", {y}, "relu", activation_last);
+  } else if (activation == "gelu" && opset >= kGeluOpset) {
+    y = step("Gelu", {y}, "gelu", activation_last);
+  } else if (activation == "gelu") {
     // 0.5·v·(1 + erf(v·√½)), in the reference kernel's order of operations.
-    const TensorType t = float_type_of(node.output);
     Value* half = emit.emit("Mul", {y, emit.float_constant(0.5f)}, t, base, "gelu_half");
     Value* inner = emit.emit("Mul", {y, emit.float_constant(static_cast<float>(M_SQRT1_2))}, t, base, "gelu_scaled");
     Value* erf = emit.emit("Erf", {inner}, t, base, "gelu_erf");
     Value* one_plus = emit.emit("Add", {erf, emit.float_constant(1.0f)}, t, base, "gelu_one_plus");
-    emit.emit_into("Mul", {half, one_plus}, node.output, node.name);
+    y = step("Mul", {half, one_plus}, "gelu", activation_last);
   }
+  if (multiplier) y = step("Mul", {y, multiplier}, "multiply", !residual);
+  if (residual) step("Add", {y, residual}, "residual", true);
 }
 
 void lower_layer_norm_quant(Emitter& emit, const Lowering& node) {

@@ -93,7 +93,7 @@ Status check_arity(const KernelInit& init, size_t min_inputs, size_t max_inputs)
 }
 
 // ----------------------------------------------------------------------------
-// QuantizedGemm: Y = act(Xq · Wqᵀ + B).
+// QuantizedGemm: Y = act(Xq · Wqᵀ + B) [· Multiplier] [+ Residual].
 
 enum class ActRecipe { kTensor, kRow };
 enum class Activation { kNone, kRelu, kGelu };
@@ -150,6 +150,12 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   const int64_t rows = element_count(out_shape);
   out_shape.push_back(n);
+  for (const auto& [index, name] : {std::pair<size_t, const char*>{5, "Multiplier"}, {6, "Residual"}}) {
+    if (!has_input(in, index)) continue;
+    if (in[index].dtype() != DType::kFloat32 || in[index].shape() != out_shape)
+      return Status::error(std::string(name) + " must be FLOAT " + shape_to_string(out_shape) + " (Y's shape), got " +
+                           std::string(dtype_name(in[index].dtype())) + " " + shape_to_string(in[index].shape()));
+  }
   LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
   if (rows == 0 || n == 0) return Status::ok();
 
@@ -185,11 +191,16 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   cpu::gemm_f32({rows, n, k}, false, true, 1.0f, xq.data(), k, wq.data(), k, beta, y, n);
   if (attrs.activation != Activation::kNone)
     for (int64_t i = 0; i < rows * n; ++i) y[i] = apply_activation(attrs.activation, y[i]);
+  // The fused elementwise epilogue: the same float operations as Mul and Add nodes after the op.
+  if (has_input(in, 5))
+    for (int64_t i = 0; i < rows * n; ++i) y[i] = y[i] * in[5].data<float>()[i];
+  if (has_input(in, 6))
+    for (int64_t i = 0; i < rows * n; ++i) y[i] = y[i] + in[6].data<float>()[i];
   return Status::ok();
 }
 
 Result<std::unique_ptr<OpKernel>> make_quantized_gemm(const KernelInit& init) {
-  LOKA_RETURN_IF_ERROR(check_arity(init, 3, 5));
+  LOKA_RETURN_IF_ERROR(check_arity(init, 3, 7));
   QuantizedGemmAttributes attrs;
   LOKA_ASSIGN_OR_RETURN(const std::string recipe, init.attributes.get_string("act_recipe", "tensor"));
   if (recipe == "tensor") attrs.recipe = ActRecipe::kTensor;

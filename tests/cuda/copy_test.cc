@@ -231,30 +231,34 @@ TEST_F(CudaCopy, ExpandABiasRowToBatch65536) {
   expect_device_equals(d_y.get(), expected);
 }
 
-TEST_F(CudaCopy, GatherRowsMatchesTheCpuRuntime) {
+TEST_F(CudaCopy, GatherOnAnyAxisMatchesTheCpuRuntime) {
   std::mt19937 rng(609);
-  for (int trial = 0; trial < 60; ++trial) {
+  for (int trial = 0; trial < 80; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial) + " (seed 609)");
     const DType dtype = random_type(rng);
-    const int rank = std::uniform_int_distribution<int>(1, 3)(rng);
+    const int rank = std::uniform_int_distribution<int>(1, 4)(rng);
     const Shape shape = testing::random_shape(rng, rank, 1, 9);
+    const int axis = std::uniform_int_distribution<int>(0, rank - 1)(rng);
     const Tensor data = testing::random_bytes_tensor(rng, dtype, shape);
     const bool ids_int64 = trial % 2 == 0;
     const Shape id_shape = testing::random_shape(rng, std::uniform_int_distribution<int>(0, 2)(rng), 1, 5);
     Tensor ids = Tensor::zeros(ids_int64 ? DType::kInt64 : DType::kInt32, trial == 7 ? Shape{65536} : id_shape);
-    std::uniform_int_distribution<int64_t> id(-shape[0], shape[0] - 1);
+    const int64_t rows = shape[static_cast<size_t>(axis)];
+    std::uniform_int_distribution<int64_t> id(-rows, rows - 1);
     for (int64_t i = 0; i < ids.element_count(); ++i) {
       if (ids_int64) ids.data<int64_t>()[i] = id(rng);
       else ids.data<int32_t>()[i] = static_cast<int32_t>(id(rng));
     }
-    SCOPED_TRACE("Gather " + std::string(dtype_name(dtype)) + " data " + shape_to_string(shape) + " ids " +
-                 shape_to_string(ids.shape()));
-    const Tensor expected = reference("Gather", {data, ids});
+    SCOPED_TRACE("Gather " + std::string(dtype_name(dtype)) + " data " + shape_to_string(shape) + " axis " +
+                 std::to_string(axis) + " ids " + shape_to_string(ids.shape()));
+    const Tensor expected = reference("Gather", {data, ids}, {{"axis", int64_t{axis}}});
     DeviceBytes d_data(data), d_ids(ids), d_out(expected.byte_size()), flag(std::vector<int>{0});
-    const size_t row_bytes = data.byte_size() / static_cast<size_t>(shape[0]);
-    const Status status = cuda::launch_gather_rows(d_data.get(), shape[0], row_bytes, d_ids.get(), ids_int64,
+    int64_t outer = 1;
+    for (int d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
+    const size_t row_bytes = data.byte_size() / static_cast<size_t>(outer * rows);
+    const Status status = cuda::launch_gather_rows(d_data.get(), rows, row_bytes, d_ids.get(), ids_int64,
                                                    ids.element_count(), d_out.get(), cuda::IndexPolicy::kError,
-                                                   flag.as<int>(), nullptr);
+                                                   flag.as<int>(), nullptr, outer);
     ASSERT_TRUE(status.is_ok()) << status.message();
     expect_device_equals(d_out.get(), expected);
     EXPECT_EQ(flag.download_vector<int>(1)[0], 0);

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "cuda_test_util.h"
 #include "kernels/cuda/dequant_epilogue.h"
@@ -57,6 +59,47 @@ TEST_F(CudaDequantEpilogue, MatchesTheHostFormulaOnAwkwardShapes) {
         if (!same && mismatches++ < 5) ADD_FAILURE() << "element " << i << ": " << y[i] << " vs " << v;
       }
     EXPECT_EQ(mismatches, 0u);
+  }
+}
+
+TEST_F(CudaDequantEpilogue, DcnCrossAndResidualTermsMatchTheHostFormula) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> value(-3.0f, 3.0f), scale(0.001f, 0.1f);
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {4097, 13}, {300, 216}}) {
+    for (int terms = 1; terms <= 3; ++terms) {  // multiplier only, residual only, both (the DCN cross)
+      const bool with_multiplier = terms & 1, with_residual = terms & 2;
+      SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " terms " + std::to_string(terms));
+      const size_t count = static_cast<size_t>(rows * cols);
+      std::vector<float> acc(count), x0(count), x(count), xs(static_cast<size_t>(rows)), ws(static_cast<size_t>(cols)),
+          b(static_cast<size_t>(cols));
+      for (auto* values : {&acc, &x0, &x, &b})
+        for (float& v : *values) v = value(rng);
+      for (auto* values : {&xs, &ws})
+        for (float& v : *values) v = scale(rng);
+      testing::DeviceBytes d_acc(acc), d_x0(x0), d_x(x), d_xs(xs), d_ws(ws), d_b(b);
+      cuda::DequantEpilogueArgs args;
+      args.acc = d_acc.as<float>();
+      args.x_scale = d_xs.as<float>();
+      args.per_row_x_scale = true;
+      args.w_scale = d_ws.as<float>();
+      args.bias = d_b.as<float>();
+      args.multiplier = with_multiplier ? d_x0.as<float>() : nullptr;
+      args.residual = with_residual ? d_x.as<float>() : nullptr;
+      args.y = d_acc.as<float>();  // in place, as QuantizedGemm runs it
+      args.rows = rows;
+      args.cols = cols;
+      ASSERT_TRUE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
+      const std::vector<float> y = d_acc.download_vector<float>(count);
+      size_t mismatches = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const size_t r = i / static_cast<size_t>(cols), n = i % static_cast<size_t>(cols);
+        float v = acc[i] * xs[r] * ws[n] + b[n];
+        if (with_multiplier) v *= x0[i];
+        if (with_residual) v += x[i];
+        if (y[i] != v && mismatches++ < 5) ADD_FAILURE() << "element " << i << ": " << y[i] << " vs " << v;
+      }
+      EXPECT_EQ(mismatches, 0u);
+    }
   }
 }
 

@@ -144,7 +144,8 @@ TEST_F(CudaFp8Gemm, MatchesCpuReferenceAcrossShapesScalesAndOutputs) {
 TEST_F(CudaFp8Gemm, VectorScalesAreRefusedWithAReasonOnSm90) {
   auto gemm = cuda::Fp8Gemm::create({256, 256, 256, true, true, DType::kBFloat16, false, cuda::GemmEpilogue::kNone});
   if (gemm) GTEST_SKIP() << "this cuBLASLt supports OUTER_VEC FP8 scales: enable them in Fp8Gemm's users";
-  EXPECT_NE(gemm.status().message().find("no FP8 algorithm"), std::string::npos) << gemm.status().message();
+  // cuBLASLt's wording varies by version ("no algorithm", "unsupported value"): check that LoKA's names the GEMM.
+  EXPECT_NE(gemm.status().message().find("FP8 GEMM M=256 N=256 K=256"), std::string::npos) << gemm.status().message();
 }
 
 TEST(Fp8GemmPlan, RefusesKNotAMultipleOf16WithAReason) {

@@ -274,7 +274,32 @@ TEST(QuantizedGemm, RejectsIllFormedInputsNamingThem) {
   expect_failure(gemm({{"x", w.codes, true}, {"w", w.codes}, {"ws", w.scale}}, {{"act_recipe", std::string("row")}}), "X_scale");  // FP8 X needs it
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}, {{"act_recipe", std::string("block")}}), "act_recipe");
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}, {{"activation", std::string("silu")}}), "activation");
-  expect_failure(gemm({{"x", x, true}, {"w", w.codes}}), "3 to 5 inputs");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}}), "3 to 7 inputs");
+  // The epilogue terms must have Y's shape [2, 3] exactly: no broadcasting.
+  const Tensor row = testing::random_tensor(rng, {1, 3});
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}, {"m", row}}),
+                 "Multiplier must be FLOAT [2,3]");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}, {"", {}}, {"r", row}}),
+                 "Residual must be FLOAT [2,3]");
+}
+
+TEST(QuantizedGemm, MultiplierAndResidualActAfterTheActivationAsMulThenAdd) {
+  std::mt19937 rng(19);
+  const Tensor x = testing::random_tensor(rng, {5, 8});
+  const QuantizedWeight w = random_weight(rng, 3, 8);
+  const Tensor s = scalar_scale(0.01f, false);
+  const Tensor bias = testing::random_tensor(rng, {3});
+  const Tensor multiplier = testing::random_tensor(rng, {5, 3}), residual = testing::random_tensor(rng, {5, 3});
+  const Attrs relu = {{"activation", std::string("relu")}};
+  auto plain = run_loka_op("QuantizedGemm", {{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"b", bias}, {"xs", s}}, relu);
+  auto fused = run_loka_op("QuantizedGemm", {{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"b", bias}, {"xs", s},
+                                             {"m", multiplier}, {"r", residual}}, relu);
+  ASSERT_TRUE(plain) << plain.status().message();
+  ASSERT_TRUE(fused) << fused.status().message();
+  for (int64_t i = 0; i < 15; ++i) {
+    const float expected = (*plain)[0].data<float>()[i] * multiplier.data<float>()[i] + residual.data<float>()[i];
+    EXPECT_EQ((*fused)[0].data<float>()[i], expected) << i;
+  }
 }
 
 // ----------------------------------------------------------- LayerNormQuant --

@@ -33,6 +33,23 @@ TEST(LokaOpt, HelpUsageErrorsAndPassList) {
   EXPECT_NE(missing.output.find("/no/such/model.onnx"), std::string::npos);
 }
 
+// --device cuda checks the output on the GPU: with one, it runs a calibration batch there and
+// reports the difference from the CPU; without one, it fails with one line naming the model and CUDA.
+TEST(LokaOpt, DeviceCudaChecksTheOutputOnTheGpuOrSaysWhyItCannot) {
+  const auto dir = testing::make_temp_dir("loka-opt-cuda");
+  const std::string out = (dir / "dcnv2.loka.onnx").string();
+  auto opt = testing::run_command(tool("loka-opt") + " " + zoo("dlrm_dcnv2") + "/model.onnx -o " + out + " --calib " +
+                                  zoo("dlrm_dcnv2") + "/calib --device cuda");
+  if (opt.exit_code == 0) {
+    EXPECT_NE(opt.output.find("cuda check ok: ran test_data_set_0 on the GPU"), std::string::npos) << opt.output;
+  } else {
+    EXPECT_EQ(opt.exit_code, 1) << opt.output;
+    EXPECT_NE(opt.output.find(out), std::string::npos) << opt.output;
+    EXPECT_NE(opt.output.find("CUDA"), std::string::npos) << opt.output;
+    EXPECT_EQ(opt.output.find('\n'), opt.output.size() - 1) << "one line: " << opt.output;
+  }
+}
+
 TEST(LokaOpt, ProbeAnnotatesEverySiteAndInspectShowsThem) {
   const auto dir = testing::make_temp_dir("loka-opt-cli");
   const std::string out = (dir / "dot.loka.onnx").string();

@@ -139,7 +139,9 @@ TEST_F(LokaRun, RunTimeErrorsExitOneWithOneLineNamingTheCulprit) {
   std::ofstream(dir_ / "garbage.onnx") << "definitely not protobuf \xff\xff\xff\xff";
   expect_one_line_failure(loka_run(quoted(dir_ / "garbage.onnx") + " --inputs " + quoted(data)), 1, {"garbage.onnx"});
   expect_one_line_failure(loka_run(quoted(model_) + " --inputs " + quoted(dir_ / "nowhere")), 1, {"nowhere"});
-  expect_one_line_failure(loka_run(quoted(model_) + " --inputs " + quoted(data) + " --device cuda"), 1, {"CUDA"});
+  // Without a usable GPU, --device cuda is a one-line error naming CUDA (with one, it runs).
+  if (loka_run(quoted(model_) + " --inputs " + quoted(data) + " --device cuda").exit_code != 0)
+    expect_one_line_failure(loka_run(quoted(model_) + " --inputs " + quoted(data) + " --device cuda"), 1, {"CUDA"});
   // Asking to compare with folders that hold no references.
   expect_one_line_failure(loka_run(quoted(model_) + " --inputs " + quoted(data) + " --compare " + quoted(data)), 1,
                           {"test_data_set_0", "reference"});

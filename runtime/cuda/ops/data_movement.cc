@@ -116,15 +116,18 @@ Result<DevicePlan> plan_gather(const DeviceOpInit& init) {
   LOKA_ASSIGN_OR_RETURN(const int64_t axis_attr, init.attributes.get_int("axis", 0));
   const Shape shape = init.inputs[0].shape;
   LOKA_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(axis_attr, static_cast<int>(shape.size())));
-  if (axis != 0) return Status::error("Gather on axis " + std::to_string(axis) + " has no CUDA kernel yet (axis 0 has)");
   LOKA_RETURN_IF_ERROR(require_ids(init, 1));
-  const int64_t rows = shape.empty() ? 0 : shape[0];
-  const size_t row_bytes = static_cast<size_t>(rows ? element_count(shape) / rows : 0) * element_size(init);
+  // data = [outer, rows, inner...]: each of the `outer` slabs gathers its own rows.
+  const int64_t rows = shape.empty() ? 0 : shape[static_cast<size_t>(axis)];
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const size_t row_bytes = static_cast<size_t>(inner) * element_size(init);
   const bool ids_int64 = init.inputs[1].dtype == DType::kInt64;
   const int64_t count = element_count(init.inputs[1].shape);
   return DevicePlan{std::make_unique<GatherOp>([=](auto in, auto out, const DeviceRunContext& context, int* flag) {
                       return launch_gather_rows(in[0].data, rows, row_bytes, in[1].data, ids_int64, count,
-                                                out[0].data, IndexPolicy::kError, flag, context.stream);
+                                                out[0].data, IndexPolicy::kError, flag, context.stream, outer);
                     }),
                     -1};
 }

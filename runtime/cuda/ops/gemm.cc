@@ -95,8 +95,9 @@ Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
   return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), layout, init.outputs[0].shape, addend_shape), -1};
 }
 
-/// MatMul: [..., M, K] × [K, N] (a weight: one GEMM over all leading rows) or
-/// [B..., M, K] × [B..., K, N] with equal leading dims (strided-batched).
+/// MatMul: [..., M, K] × [K, N] (a weight: one GEMM over all leading rows),
+/// [B..., M, K] × [B..., K, N] with equal leading dims (strided-batched), or
+/// [M, K] × [B..., K, N] (a weight on the left, read by every batch).
 Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
   LOKA_RETURN_IF_ERROR(require_all_float32(init, {0, 1}));
   const Shape& a = init.inputs[0].shape;
@@ -109,11 +110,18 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
   problem.n = b.back();
   if (b[b.size() - 2] != problem.k) return Status::error("inner dims differ");
   const int64_t b_batch = element_count(b) / (problem.k * problem.n == 0 ? 1 : problem.k * problem.n);
+  const int64_t a_batch = element_count(a) / (a[a.size() - 2] * problem.k == 0 ? 1 : a[a.size() - 2] * problem.k);
   if (b.size() == 2 || b_batch == 1) {
     problem.m = problem.k == 0 ? 0 : element_count(a) / problem.k;
+  } else if (a.size() == 2 || a_batch == 1) {
+    problem.batch = b_batch;
+    problem.broadcast_x = true;
+    problem.m = a[a.size() - 2];
   } else {
     const Shape lead_a(a.begin(), a.end() - 2), lead_b(b.begin(), b.end() - 2);
-    if (lead_a != lead_b) return Status::error("broadcast batch dims have no CUDA kernel yet");
+    if (lead_a != lead_b)
+      return Status::error("MatMul batch dims " + shape_to_string(lead_a) + " and " + shape_to_string(lead_b) +
+                           " broadcast against each other: no CUDA kernel yet (equal dims, or one side 2-D, have)");
     problem.batch = element_count(lead_a);
     problem.m = a[a.size() - 2];
   }
@@ -134,6 +142,8 @@ class QuantizedGemmOp final : public DeviceOp {
     int64_t rows = 0, n = 0, k = 0;
     bool has_bias = false;
     GemmEpilogue activation = GemmEpilogue::kNone;
+    bool has_multiplier = false;  ///< input 5: Y ⊙ Multiplier (DCN cross)
+    bool has_residual = false;    ///< input 6: + Residual
   };
   static Result<std::unique_ptr<QuantizedGemmOp>> create(const Config& config) {
     std::unique_ptr<QuantizedGemmOp> op(new QuantizedGemmOp(config));
@@ -186,6 +196,8 @@ class QuantizedGemmOp final : public DeviceOp {
     epilogue.w_scale = static_cast<const float*>(in[2].data);
     epilogue.bias = config_.has_bias ? static_cast<const float*>(in[3].data) : nullptr;
     epilogue.activation = config_.activation;
+    epilogue.multiplier = config_.has_multiplier ? static_cast<const float*>(in[5].data) : nullptr;
+    epilogue.residual = config_.has_residual ? static_cast<const float*>(in[6].data) : nullptr;
     epilogue.y = static_cast<float*>(out[0].data);
     epilogue.rows = config_.rows;
     epilogue.cols = config_.n;
@@ -215,6 +227,7 @@ class FakeQuantGemmOp final : public DeviceOp {
     problem.n = config.n;
     problem.k = config.k;
     problem.input = problem.output = DType::kFloat32;
+    problem.transpose_w = true;  // the decoded weights keep W's [N, K] layout
     problem.has_bias = config.has_bias;
     problem.epilogue = config.activation;
     LOKA_ASSIGN_OR_RETURN(op->gemm_, Gemm::create(problem));
@@ -270,7 +283,16 @@ class FakeQuantGemmOp final : public DeviceOp {
     args.w = scratch;
     args.bias = config_.has_bias ? in[3].data : nullptr;
     args.y = out[0].data;
-    return gemm_->run(args, context.workspace, context.stream);
+    LOKA_RETURN_IF_ERROR(gemm_->run(args, context.workspace, context.stream));
+    // The elementwise epilogue terms, as separate passes on this fallback path.
+    const std::vector<int64_t> y_shape{config_.rows, config_.n};
+    if (config_.has_multiplier)
+      LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kMul, out[0].data, y_shape, in[5].data, y_shape, DType::kFloat32,
+                                         out[0].data, context.stream));
+    if (config_.has_residual)
+      LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kAdd, out[0].data, y_shape, in[6].data, y_shape, DType::kFloat32,
+                                         out[0].data, context.stream));
+    return Status::ok();
   }
 
  private:
@@ -293,6 +315,8 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   config.k = w.shape[1];
   config.rows = x.shape.empty() || config.k == 0 ? 0 : element_count(x.shape) / config.k;
   config.has_bias = has_input(init, 3);
+  config.has_multiplier = has_input(init, 5);
+  config.has_residual = has_input(init, 6);
   config.activation = activation == "relu"   ? GemmEpilogue::kRelu
                       : activation == "gelu" ? GemmEpilogue::kGelu
                                              : GemmEpilogue::kNone;

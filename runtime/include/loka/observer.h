@@ -29,10 +29,10 @@ class Observer {
   virtual ~Observer() = default;
   /// Before the node runs. Entries of `inputs` may be replaced (an undefined
   /// entry is an omitted optional input); the replacement is what the node reads.
-  virtual void before_node(const NodeInfo& node, std::span<Tensor> inputs) {}
+  virtual void before_node(const NodeInfo& /*node*/, std::span<Tensor> /*inputs*/) {}
   /// After the node ran. Entries of `outputs` may be replaced; the replacement
   /// is what later nodes and the caller see.
-  virtual void after_node(const NodeInfo& node, std::span<Tensor> outputs) {}
+  virtual void after_node(const NodeInfo& /*node*/, std::span<Tensor> /*outputs*/) {}
 };
 
 }  // namespace loka

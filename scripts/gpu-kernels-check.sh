@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One call on the GPU machine for the CUDA runtime (issue 6): builds the GPU targets, runs the
+# CUDA test suite (kernels vs the CPU reference, zoo models vs the CPU runtime, 8-thread
+# serving), the kernel tests again under compute-sanitizer memcheck, every zoo model through
+# `loka-run --device cuda` (FP32 models and their loka-opt output) against the CPU runtime,
+# and the kernel rate bench. Logs go to LOGDIR; a short table is printed last.
+#   usage: scripts/gpu-kernels-check.sh LOGDIR   (after `source .carry/gpu-env.sh`)
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+logs=${1:?usage: gpu-kernels-check.sh LOGDIR}
+mkdir -p "$logs"
+build=${LOKA_BUILD_DIR:-/tmp/build-gpu}
+declare -a rows
+
+step() {  # step NAME COMMAND...: runs with its output in LOGDIR/NAME.log, records status and seconds
+  local name=$1; shift
+  local start=$(date +%s%N)
+  "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  local millis=$(( ($(date +%s%N) - start) / 1000000 ))
+  rows+=("$(printf '%-34s %-8s %6d.%03d s' "$name" "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" $((millis / 1000)) $((millis % 1000)))")
+  return $rc
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/device.txt"
+step configure cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+step build cmake --build "$build" -j"$(nproc)" --target loka_cuda_tests kernel_rate_bench loka_model_bench loka-run loka-opt
+step cuda-tests "$build/tests/loka_cuda_tests"
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$sanitizer" ]; then
+  # Kernel suites only (the zoo and serving tests take too long under memcheck); smaller shapes are
+  # not needed: memcheck runs the same cases, just slower.
+  step memcheck-kernels timeout 420 "$sanitizer" --tool memcheck --error-exitcode 3 --print-limit 20 \
+       "$build/tests/loka_cuda_tests" --gtest_filter='CudaGemm*:CudaLayerNorm*:CudaQuantizeRows*:CudaFp8Gemm*:*Epilogue*:*Softmax*:*Embedding*:*Copy*:*Reduce*:*Fp8Convert*'
+else
+  rows+=("memcheck-kernels                   SKIPPED  (no compute-sanitizer on this machine)")
+fi
+opt_dir="$logs/optimized"
+mkdir -p "$opt_dir"
+for model in dlrm_dot dlrm_dcnv2 wukong dhen attention_ranker; do
+  zoo="$top/models/zoo/$model"
+  # The FP32 model on the GPU against onnxruntime's FP32 reference outputs stored with the data.
+  step "run-cuda-$model" "$build/tools/loka-run" "$zoo/model.onnx" --inputs "$zoo/eval" --device cuda \
+       --compare "$zoo/eval" --tol 1e-4
+  # The optimized model (FP8 sites, ai.loka ops) on the GPU against the CPU runtime's outputs of it.
+  if step "opt-$model" "$build/tools/loka-opt" "$zoo/model.onnx" -o "$opt_dir/$model.onnx" --calib "$zoo/calib" \
+          --quiet --report "$logs/$model.report.json"; then
+    step "cpu-ref-$model" "$build/tools/loka-run" "$opt_dir/$model.onnx" --inputs "$zoo/eval" --outputs "$opt_dir/$model.cpu"
+    step "run-cuda-opt-$model" "$build/tools/loka-run" "$opt_dir/$model.onnx" --inputs "$zoo/eval" --device cuda \
+         --compare "$opt_dir/$model.cpu" --tol 2e-3 --bench 200
+  fi
+done
+step kernel-rate-bench "$build/kernel_rate_bench"
+
+echo
+echo "== gpu-kernels-check summary ($(cat "$logs/device.txt"), $(date -u +%F))"
+printf '%s\n' "${rows[@]}" | tee "$logs/summary.txt"
+grep -E "^\[  (PASSED|FAILED|SKIPPED)" "$logs/cuda-tests.log" | head -40
+cat "$logs/kernel-rate-bench.log"
+grep -h "median\|throughput" "$logs"/run-cuda-opt-*.log 2>/dev/null | head -20
+rm -rf "$opt_dir"/*.cpu
