@@ -55,11 +55,11 @@ t_start=$(date +%s)
 case $mode in
   full)
     models=dlrm_dcnv2,wukong,dhen,attention_ranker; batches=512,4096,16384; table_rows=100000
-    train_steps=150; calib_rows=128; evals="--eval-sets 4 --eval-rows 4096"
+    train_steps=150; calib_rows=64; evals="--eval-sets 4 --eval-rows 4096"
     metric=16384; runs=50; deadline=540; size=full; device=cuda ;;
   quick)
     models=dlrm_dcnv2,wukong; batches=512,4096; table_rows=20000
-    train_steps=50; calib_rows=128; evals="--eval-sets 2 --eval-rows 4096"
+    train_steps=50; calib_rows=64; evals="--eval-sets 2 --eval-rows 4096"
     metric=8192; runs=30; deadline=300; size=full; device=cuda ;;
   dry-run)
     models=dlrm_dcnv2,attention_ranker; batches=8; table_rows=64
@@ -167,7 +167,8 @@ for m in "${model_list[@]}"; do
   [ -f "$zoo/$m/model.onnx" ] || continue
   if (( have_tools )); then
     # shellcheck disable=SC2086 # LOKA_BENCH_OPT_ARGS is an option list
-    stage "opt-$m" 240 "${pin_high[@]}" "$build/tools/loka-opt" "$zoo/$m/model.onnx" -o "$scratch/opt/$m.loka.onnx" \
+    # Whatever is left after LoKA's GPU stages: a slow loka-opt must not take their time.
+    stage "opt-$m" $(( $(left) - LOKA_GPU_RESERVE_S * ${#model_list[@]} )) "${pin_high[@]}" "$build/tools/loka-opt" "$zoo/$m/model.onnx" -o "$scratch/opt/$m.loka.onnx" \
       --calib "$zoo/$m/calib" --report "$out/loka/$m.opt.json" --quiet ${LOKA_BENCH_OPT_ARGS:-} &
     opt_pids+=($!)
   fi
