@@ -16,6 +16,8 @@
 //   pin-precision         needs the Probe's verdicts and errors.
 //   insert-scales         needs the chosen precisions; creates the ai.loka ops.
 //   fuse-layernorm-quant  needs QuantizedGemm consumers to exist.
+//   dispatch              after every rewrite that changes a GEMM's key (precision,
+//                         FP8 input from LayerNormQuant) and after infer-shapes.
 //   lower-qdq             last, and only for --format qdq: replaces ai.loka ops.
 // ============================================================================
 #include "passes/pipelines.h"
@@ -29,6 +31,7 @@
 #include "passes/canonicalize/normalize_gemm.h"
 #include "passes/canonicalize/remove_identities.h"
 #include "passes/canonicalize/upgrade_opset.h"
+#include "passes/dispatch/dispatch_pass.h"
 #include "passes/infer_shapes_pass.h"
 #include "passes/mods/center_norm_weights.h"
 #include "passes/mods/fuse_layernorm_quant.h"
@@ -61,12 +64,13 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(pin_precision_pass_info(), make_pin_precision_pass);
   registry.add(insert_scales_pass_info(), make_insert_scales_pass);
   registry.add(fuse_layernorm_quant_pass_info(), make_fuse_layernorm_quant_pass);
+  registry.add(dispatch_pass_info(), make_dispatch_pass);
   registry.add(lower_qdq_pass_info(), make_lower_qdq_pass);
 }
 
 std::string default_pipeline() {
   return "canonicalize,infer-shapes,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
-         "insert-scales,fuse-layernorm-quant,infer-shapes";
+         "insert-scales,fuse-layernorm-quant,infer-shapes,dispatch";
 }
 
 }  // namespace loka
