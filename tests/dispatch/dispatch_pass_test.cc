@@ -1,0 +1,232 @@
+// ============================================================================
+// tests/dispatch/dispatch_pass_test.cc — the `dispatch` pass on small graphs
+// (cost model, no GPU) and on a zoo model through loka-opt: a complete,
+// deterministic plan; budget-granted BF16; pins honoured; reasons recorded.
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "kernels/registry/kernel_plan.h"
+#include "passes/dispatch/dispatch_pass.h"
+#include "passes/ir/shape_inference.h"
+#include "passes/ir/text_format.h"
+#include "passes/probe/annotations.h"
+#include "test_support.h"
+
+namespace loka {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kGraph = R"(graph "mlp" {
+  opset "" 17
+  opset "ai.loka" 1
+  input %x : f32[batch,512]
+  input %w1 : f32[256,512]
+  input %b1 : f32[256]
+  input %w2 : f32[256,128]
+  input %w3 : f8e4m3fn[128,128]
+  input %w3_scale : f32[128]
+  input %x3_scale : f32[1]
+  %h = Gemm(%x, %w1, %b1) {transB = 1} @"fc1"
+  %g = MatMul(%h, %w2) @"fc2"
+  %y = ai.loka::QuantizedGemm(%g, %w3, %w3_scale, %w3_scale, %x3_scale) {activation = "relu"} @"fc3"
+  output %y
+})";
+
+std::unique_ptr<ir::Graph> make_graph(const char* text = kGraph) {
+  auto graph = ir::parse_graph(text);
+  EXPECT_TRUE(graph.is_ok()) << graph.status().message();
+  EXPECT_TRUE(ir::infer_shapes(**graph).is_ok());
+  return std::move(graph).value();
+}
+
+std::map<std::string, std::string> default_options() {
+  std::map<std::string, std::string> options;
+  for (const PassOption& option : dispatch_pass_info().options) options[option.name] = option.default_value;
+  return options;
+}
+
+/// Runs the pass with the cost model; returns the annotation document.
+json dispatch_with_cost_model(ir::Graph& graph, const dispatch::DispatchOptions& options = {}) {
+  CompileSettings settings;
+  PassContext context(settings, default_options());
+  auto timer = dispatch::make_cost_model_timer();
+  auto changed = dispatch::dispatch_gemms(graph, context, *timer, options);
+  EXPECT_TRUE(changed.is_ok()) << changed.status().message();
+  auto document = read_annotations(graph);
+  EXPECT_TRUE(document.is_ok());
+  return *document;
+}
+
+/// Annotations as pin-precision leaves them: a rel_l2 budget with `predicted` spent.
+void annotate_budget(ir::Graph& graph, double predicted, bool pin_fc1_fp32 = false) {
+  json document = read_annotations(graph).value();
+  document["model"]["precision"] = {{"budget", "rel_l2=0.01"}, {"predicted_error", predicted}};
+  json& fc1 = document["nodes"]["fc1"];
+  fc1 = {{"name", "fc1"}, {"op", "Gemm"}, {"precision", "fp32"},
+         {"recipes", {{"e4m3_tensor", {{"error", {{"rel_l2_mean", 0.004}}}}}}}};
+  if (pin_fc1_fp32) fc1["pinned_by"] = "fc1=fp32";
+  document["nodes"]["fc3"] = {{"name", "fc3"}, {"op", "QuantizedGemm"}, {"precision", "fp8_e4m3"},
+                              {"error", {{"rel_l2_mean", 0.001}}}};
+  write_annotations(graph, document);
+}
+
+TEST(DispatchPass, WritesACompletePlanForEveryGemmAndBucket) {
+  auto graph = make_graph();
+  const json document = dispatch_with_cost_model(*graph);
+  for (const char* name : {"fc1", "fc2", "fc3"}) {
+    const json& node = document["nodes"][name];
+    ASSERT_TRUE(node.contains("kernel")) << name;
+    EXPECT_TRUE(node["kernel"].is_string());
+    EXPECT_GT(node["kernel_time_us"].get<double>(), 0) << name;
+    EXPECT_TRUE(node.contains("kernel_runner_up")) << name;
+    EXPECT_EQ(node["kernel_source"], "cost_model");
+    ASSERT_EQ(node["kernels"].size(), 3u) << name;
+    for (const char* bucket : {"512", "4096", "16384"}) {
+      const json& entry = node["kernels"][bucket];
+      EXPECT_TRUE(entry["kernel"].is_string()) << name << " " << bucket;
+      if (entry["runner_up"].is_string())
+        EXPECT_GE(entry["runner_up_time_us"].get<double>(), entry["time_us"].get<double>()) << name << " " << bucket;
+    }
+    EXPECT_EQ(node["kernel"], node["kernels"]["4096"]["kernel"]);
+  }
+  EXPECT_EQ(document["model"]["dispatch"]["dispatched_nodes"], 3);
+  EXPECT_EQ(document["model"]["dispatch"]["device"], kernels::kCostModelDevice);
+  // Without pin-precision's budget nothing may add error: FP32 nodes stay FP32.
+  EXPECT_EQ(document["nodes"]["fc1"]["kernel_precision"], "fp32");
+  EXPECT_EQ(document["nodes"]["fc2"]["kernel_precision"], "fp32");
+
+  auto plan = kernels::parse_kernel_plan(graph->metadata.at(kernels::kKernelPlanKey));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  EXPECT_EQ(plan->device, kernels::kCostModelDevice);
+  ASSERT_EQ(plan->nodes.size(), 3u);
+  EXPECT_EQ(plan->nodes["fc1"].size(), 3u);
+  EXPECT_EQ(plan->nodes["fc1"][1].m, 4096);
+  EXPECT_EQ(plan->nodes["fc1"][1].candidate, document["nodes"]["fc1"]["kernel"]);
+  // The ai.loka node carries the choice as an attribute too; standard ops do not (onnx's checker).
+  EXPECT_TRUE(graph->find_node("fc3")->attributes().has("kernel"));
+  EXPECT_FALSE(graph->find_node("fc1")->attributes().has("kernel"));
+}
+
+TEST(DispatchPass, RunTwiceGivesIdenticalBytes) {
+  auto first = make_graph(), second = make_graph();
+  annotate_budget(*first, 0.002);
+  annotate_budget(*second, 0.002);
+  dispatch_with_cost_model(*first);
+  dispatch_with_cost_model(*second);
+  EXPECT_EQ(first->metadata, second->metadata);
+  EXPECT_EQ(ir::print_graph(*first), ir::print_graph(*second));
+  // Running it again on its own output changes nothing.
+  const auto before = first->metadata;
+  dispatch_with_cost_model(*first);
+  EXPECT_EQ(first->metadata, before);
+}
+
+TEST(DispatchPass, SpendsBudgetHeadroomOnFasterBf16) {
+  auto graph = make_graph();
+  annotate_budget(*graph, 0.002);
+  const json document = dispatch_with_cost_model(*graph);
+  const json& fc1 = document["nodes"]["fc1"];
+  // 16384 x 256 x 512 in FP32 without tensor cores loses to a BF16 cast + GEMM.
+  EXPECT_EQ(fc1["kernels"]["16384"]["precision"], "bf16");
+  EXPECT_GT(fc1["kernel_extra_error"].get<double>(), 0);
+  const json& summary = document["model"]["dispatch"];
+  EXPECT_TRUE(summary["within_budget"].get<bool>());
+  EXPECT_LE(summary["predicted_error"].get<double>(), 0.01);
+  // fc2 has no Probe measurement: no error may be added there.
+  EXPECT_EQ(document["nodes"]["fc2"]["kernel_precision"], "fp32");
+}
+
+TEST(DispatchPass, NoHeadroomOrAPinKeepsFp32) {
+  {
+    auto graph = make_graph();
+    annotate_budget(*graph, 0.00999);
+    const json document = dispatch_with_cost_model(*graph);
+    for (const auto& [bucket, entry] : document["nodes"]["fc1"]["kernels"].items())
+      EXPECT_EQ(entry["precision"], "fp32") << bucket;
+  }
+  {
+    auto graph = make_graph();
+    annotate_budget(*graph, 0.002, /*pin_fc1_fp32=*/true);
+    const json document = dispatch_with_cost_model(*graph);
+    for (const auto& [bucket, entry] : document["nodes"]["fc1"]["kernels"].items())
+      EXPECT_EQ(entry["precision"], "fp32") << bucket;
+  }
+}
+
+TEST(DispatchPass, FreeChoicesNeverAddError) {
+  auto graph = make_graph();
+  annotate_budget(*graph, 0.00999);
+  const json document = dispatch_with_cost_model(*graph);
+  // fc3 runs FP8 (its own precision) or BF16 (less error): never anything else, no added error.
+  const std::string precision = document["nodes"]["fc3"]["kernel_precision"];
+  EXPECT_TRUE(precision == "fp8_e4m3" || precision == "bf16" || precision == "fp8_emulated") << precision;
+  EXPECT_EQ(document["nodes"]["fc3"]["kernel_extra_error"].get<double>(), 0.0);
+  EXPECT_EQ(document["model"]["dispatch"]["extra_error"].get<double>(), 0.0);
+}
+
+TEST(DispatchPass, UnknownShapesAreRecordedWithAReason) {
+  auto graph = make_graph(R"(graph "g" {
+  opset "" 17
+  input %x : f32[?,64]
+  input %w : f32[64,32]
+  %y = MatMul(%x, %w) @"mm"
+  output %y
+})");
+  const json document = dispatch_with_cost_model(*graph);
+  EXPECT_FALSE(document["nodes"]["mm"].contains("kernel"));
+  EXPECT_NE(document["nodes"]["mm"]["kernel_reason"].get<std::string>().find("shapes unknown"), std::string::npos);
+}
+
+TEST(DispatchPass, OptionsAreValidated) {
+  EXPECT_TRUE(dispatch::parse_buckets("512,4096,16384").is_ok());
+  EXPECT_EQ(*dispatch::parse_buckets("8"), std::vector<int64_t>{8});
+  for (const char* bad : {"", "512,", "4096,512", "0", "a,b", "512,512"})
+    EXPECT_FALSE(dispatch::parse_buckets(bad).is_ok()) << bad;
+  auto graph = make_graph();
+  CompileSettings settings;
+  auto options = default_options();
+  options["device"] = "tpu";
+  PassContext context(settings, options);
+  auto result = make_dispatch_pass()->run(*graph, context);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_NE(result.status().message().find("device='tpu'"), std::string::npos);
+}
+
+std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// loka-opt's default pipeline ends with dispatch: twice on a zoo model gives
+// the same bytes, and loka-inspect shows the kernel of every GEMM.
+TEST(DispatchPass, LokaOptDefaultPipelineIsDeterministicOnAZooModel) {
+  const auto model = source_dir() / "models" / "zoo" / "dlrm_dot";
+  const auto dir = make_temp_dir("dispatch_zoo");
+  const std::string base = (tools_dir() / "loka-opt").string() + " " + (model / "model.onnx").string() + " --calib " +
+                           (model / "calib").string() + " --device cpu";
+  for (const char* out : {"a.onnx", "b.onnx"}) {
+    const CommandResult run = run_command(base + " -o " + (dir / out).string());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+  }
+  EXPECT_EQ(file_bytes(dir / "a.onnx"), file_bytes(dir / "b.onnx"));
+  const CommandResult inspect = run_command((tools_dir() / "loka-inspect").string() + " " + (dir / "a.onnx").string() + " --json");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  const json printed = json::parse(inspect.output.substr(inspect.output.find('{')));
+  size_t gemms = 0;
+  for (const json& node : printed["nodes"]) {
+    const std::string op = node.value("op", "");
+    if (op != "Gemm" && op != "MatMul" && op != "QuantizedGemm") continue;
+    ++gemms;
+    EXPECT_TRUE(node["kernel"].is_string()) << node.dump();
+  }
+  EXPECT_GT(gemms, 0u);
+}
+
+}  // namespace
+}  // namespace loka
