@@ -118,8 +118,10 @@ void price_options(NodeWork& work, const json& annotation, const BudgetUse& budg
   const bool pinned = annotation.is_object() && annotation.contains("pinned_by");
   const bool pinned_fp32 = pinned && precision == "fp32";
   const bool pinned_bf16 = precision == "bf16" && !quantized;
-  const std::optional<double> site_error =
+  const std::optional<double> measured_error =
       budget.known ? site_fp8_error(annotation, quantized, budget.metric) : std::nullopt;
+  const bool have_site_error = measured_error.has_value();
+  const double site_error = measured_error.value_or(0.0);
   for (std::vector<Option>& options : work.buckets) {
     // The GEMM error of the node's own arithmetic (its FP8 recipe, or FP32) and of FP8 here.
     double fp8_ref = kInfinity;
@@ -133,7 +135,7 @@ void price_options(NodeWork& work, const json& annotation, const BudgetUse& budg
       fp8_ref = quantized && std::isfinite(fp8_ref) && fp8_ref > 0 ? fp8_ref : expected_rel_error(fp8, work.problem.key);
     }
     const double own = quantized ? fp8_ref : 0.0;
-    const double own_model = quantized && site_error ? *site_error : 0.0;
+    const double own_model = quantized ? site_error : 0.0;
     for (Option& o : options) {
       const GemmPrecision p = o.timing.candidate.precision;
       if (pinned_bf16) {  // the user asked for BF16 arithmetic
@@ -144,12 +146,12 @@ void price_options(NodeWork& work, const json& annotation, const BudgetUse& budg
         o.extra = 0;
         continue;
       }
-      if (!site_error || pinned_fp32) {
+      if (!have_site_error || pinned_fp32) {
         o.extra = kInfinity;
         continue;
       }
       const double scale = o.timing.rel_error / fp8_ref;
-      const double model = *site_error * (budget.metric == probe::BudgetMetric::kLogloss ? scale * scale : scale);
+      const double model = site_error * (budget.metric == probe::BudgetMetric::kLogloss ? scale * scale : scale);
       o.extra = std::max(0.0, model - own_model);
     }
     // A pinned-bf16 node without a BF16 candidate keeps its exact ones.
