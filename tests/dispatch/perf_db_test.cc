@@ -16,6 +16,8 @@
 namespace loka::dispatch {
 namespace {
 
+using testing::make_temp_dir;
+
 const DeviceFingerprint kH100{"NVIDIA H100 80GB HBM3", "13000", "130100"};
 const DeviceFingerprint kH200{"NVIDIA H200", "13000", "130100"};
 const DeviceFingerprint kH100NewLibrary{"NVIDIA H100 80GB HBM3", "13000", "130200"};
