@@ -115,6 +115,13 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
   } else if (candidate.algorithm != 0 && choice->m != shape.m) {
     candidate = candidate.family_default();  // another problem size: its own heuristic best
   }
+  // A static activation scale is a planning input (the quantize kernel takes it by value);
+  // without a constant one the op's default path reports what is missing.
+  const bool needs_static_scale = key.weight == DType::kFloat8E4M3FN &&
+                                  (key.input == DType::kFloat8E4M3FN || key.activation_scale == kernels::ScaleGranularity::kTensor);
+  if (needs_static_scale &&
+      (slots.x_scale < 0 || !init.inputs[static_cast<size_t>(slots.x_scale)].host.defined()))
+    return std::optional<DevicePlan>();
   GemmCandidatePlanInputs inputs;
   if (slots.w >= 0) inputs.host_w = &init.inputs[static_cast<size_t>(slots.w)].host;
   if (slots.w_scale >= 0) inputs.host_w_scale = &init.inputs[static_cast<size_t>(slots.w_scale)].host;
