@@ -343,9 +343,9 @@ class DispatchPass final : public Pass {
     const std::string device = context.string_option("device");
     if (device != "auto" && device != "cpu" && device != "cuda")
       return Status::error("option device='" + device + "': expected auto, cpu or cuda");
-    // auto follows loka-opt's --device: tuning on the GPU is what `--device cuda` asks for,
-    // and a plain CPU run stays fast and deterministic even on a machine with a GPU.
-    const bool want_gpu = device == "cuda" || (device == "auto" && context.settings().device == "cuda");
+    // auto: the kernels are for this machine's GPU when it has one (loka-opt's --device says
+    // where the Probe runs, not which GPU the engine targets).
+    const bool want_gpu = device != "cpu";
     const std::string unavailable = want_gpu ? dispatch::gpu_unavailable_reason() : "";
     if (device == "cuda" && !unavailable.empty()) return Status::error("device=cuda: " + unavailable);
     if (!want_gpu || !unavailable.empty()) {
@@ -390,8 +390,8 @@ PassInfo dispatch_pass_info() {
       "choose each GEMM node's kernel per batch bucket: fastest candidate within the accuracy budget (GPU-measured "
       "through the perf DB, or the cost model)",
       {{"device", OptionType::kString, "auto",
-        "where times come from: cuda (autotune on this GPU, perf DB), cpu (the cost model), auto (cuda when "
-        "loka-opt runs with --device cuda and a GPU is usable, else cpu)"},
+        "where times come from: cuda (autotune on this GPU, perf DB), cpu (the cost model), auto (cuda when a GPU "
+        "is usable in this build, else cpu)"},
        {"perf_db", OptionType::kString, "",
         "perf DB file (default: $LOKA_PERF_DB, else ~/.cache/loka/perfdb.json)"},
        {"buckets", OptionType::kString, "512,4096,16384", "batch buckets to choose kernels for"},

@@ -5,8 +5,8 @@
 // Does: for every Gemm / MatMul / ai.loka QuantizedGemm (gemm_problems.h) and
 // every bucket (option buckets, default 512,4096,16384), asks a timer for each
 // registry candidate's time and error — measured on this GPU through the perf
-// DB (device=cuda, or auto under loka-opt --device cuda with a GPU) or the
-// documented cost model (device=cpu, or auto otherwise; docs/dispatch.md). A candidate whose error
+// DB (device=cuda, or auto when a GPU is usable) or the documented cost
+// model (device=cpu, or auto without one, as in CI; docs/dispatch.md). A candidate whose error
 // is no larger than what the node already spends (its FP8 recipe's error for
 // QuantizedGemm, FP32's for the rest) is free: BF16 in place of FP8, any
 // algorithm. Candidates that add error (BF16 for an FP32 node, FP8
