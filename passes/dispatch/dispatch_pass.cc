@@ -201,12 +201,12 @@ Result<std::vector<int64_t>> parse_buckets(const std::string& text) {
   std::vector<int64_t> buckets;
   size_t start = 0;
   while (start <= text.size()) {
-    size_t end = text.find(',', start);
+    size_t end = text.find_first_of(":,", start);
     if (end == std::string::npos) end = text.size();
     int64_t value = 0;
     const auto [stop, error] = std::from_chars(text.data() + start, text.data() + end, value);
     if (error != std::errc() || stop != text.data() + end || value <= 0 || (!buckets.empty() && value <= buckets.back()))
-      return Status::error("option buckets='" + text + "': expected ascending positive batch sizes, e.g. 512,4096,16384");
+      return Status::error("option buckets='" + text + "': expected ascending positive batch sizes, e.g. 512:4096:16384");
     buckets.push_back(value);
     start = end + 1;
   }
@@ -394,7 +394,8 @@ PassInfo dispatch_pass_info() {
         "is usable in this build, else cpu)"},
        {"perf_db", OptionType::kString, "",
         "perf DB file (default: $LOKA_PERF_DB, else ~/.cache/loka/perfdb.json)"},
-       {"buckets", OptionType::kString, "512,4096,16384", "batch buckets to choose kernels for"},
+       {"buckets", OptionType::kString, "512:4096:16384",
+        "batch buckets to choose kernels for, ':'-separated (a ',' would end the option in a pipeline string)"},
        {"reference_bucket", OptionType::kInt, "4096", "the bucket whose choice is the node's \"kernel\""},
        {"algorithms", OptionType::kInt, "8", "cuBLASLt heuristic algorithms timed per family (GPU only)"},
        {"fast_accum", OptionType::kBool, "true", "also time FP8 FAST_ACCUM variants (GPU only)"},

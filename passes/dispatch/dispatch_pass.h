@@ -3,7 +3,7 @@
 // bucket, the fastest kernel candidate whose error fits the model budget.
 //
 // Does: for every Gemm / MatMul / ai.loka QuantizedGemm (gemm_problems.h) and
-// every bucket (option buckets, default 512,4096,16384), asks a timer for each
+// every bucket (option buckets, default 512:4096:16384), asks a timer for each
 // registry candidate's time and error — measured on this GPU through the perf
 // DB (device=cuda, or auto when a GPU is usable) or the documented cost
 // model (device=cpu, or auto without one, as in CI; docs/dispatch.md). A candidate whose error
@@ -51,7 +51,7 @@ struct DispatchOptions {
   int64_t reference_bucket = 4096;  ///< the bucket whose choice is the node's "kernel"
 };
 
-/// Parses "512,4096,16384" (positive, strictly ascending).
+/// Parses "512:4096:16384" (',' accepted too; positive, strictly ascending).
 Result<std::vector<int64_t>> parse_buckets(const std::string& text);
 
 /// The pass's work with a given timer (tests pass the cost model or a perf-DB

@@ -25,6 +25,12 @@ std::optional<std::vector<int64_t>> shape_at(const ir::Value* value, int64_t buc
   return dims;
 }
 
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string text = "[";
+  for (size_t i = 0; i < dims.size(); ++i) text += (i ? "," : "") + std::to_string(dims[i]);
+  return text + "]";
+}
+
 int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
   int64_t p = 1;
   for (size_t i = begin; i < end; ++i) p *= dims[i];
@@ -149,7 +155,10 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     const std::optional<GemmShape> shape = shape_fn(node, bucket);
     if (!shape || shape->m <= 0 || shape->n <= 0 || shape->k <= 0) {
       problem.shapes.clear();
-      problem.reason = "shapes unknown at batch " + std::to_string(bucket) + " (run infer-shapes first)";
+      const auto x = shape_at(node.input(0), bucket), w = shape_at(node.input(1), bucket);
+      problem.reason = x && w ? "no GEMM kernel for this operand form (" + dims_text(*x) + " x " + dims_text(*w) +
+                                    ": e.g. broadcast batch dims)"
+                              : "shapes unknown at batch " + std::to_string(bucket) + " (run infer-shapes first)";
       return problem;
     }
     problem.shapes.emplace_back(bucket, *shape);

@@ -7,8 +7,9 @@
 // [N,K], act_recipe tensor|row, optional bias and fused activation). Shapes
 // come from shape inference: a symbolic dim ("batch", "batch*26") is
 // evaluated with the symbol set to the bucket. A GEMM node whose shape
-// cannot be evaluated is returned with the reason, so the plan says why it
-// has no kernel.
+// cannot be evaluated, or whose operand form has no GEMM kernel (a MatMul
+// with broadcast batch dims, as the CUDA runtime's), is returned with the
+// reason, so the plan says why it has no kernel.
 // ============================================================================
 #pragma once
 

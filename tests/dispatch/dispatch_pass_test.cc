@@ -187,9 +187,10 @@ TEST(DispatchPass, UnknownShapesAreRecordedWithAReason) {
 }
 
 TEST(DispatchPass, OptionsAreValidated) {
+  EXPECT_EQ(*dispatch::parse_buckets("512:4096:16384"), (std::vector<int64_t>{512, 4096, 16384}));
   EXPECT_TRUE(dispatch::parse_buckets("512,4096,16384").is_ok());
   EXPECT_EQ(*dispatch::parse_buckets("8"), std::vector<int64_t>{8});
-  for (const char* bad : {"", "512,", "4096,512", "0", "a,b", "512,512"})
+  for (const char* bad : {"", "512,", "512:", "4096:512", "0", "a,b", "512:512"})
     EXPECT_FALSE(dispatch::parse_buckets(bad).is_ok()) << bad;
   auto graph = make_graph();
   CompileSettings settings;
