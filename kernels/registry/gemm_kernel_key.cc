@@ -74,7 +74,7 @@ const char* granularity_name(ScaleGranularity granularity) {
 std::string GemmKey::to_string() const {
   std::string text = op + ":" + std::string(dtype_short_name(input)) + "*" + std::string(dtype_short_name(weight)) +
                      "->" + std::string(dtype_short_name(output)) + ":" + granularity_name(activation_scale) + ":" +
-                     layout_name(layout) + ":";
+                     layout_name(layout) + (constant_weight ? "" : "~act") + ":";
   text += bias ? "bias+" : "nobias+";
   text += epilogue_name(epilogue);
   return text;
@@ -154,7 +154,8 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
     case GemmPrecision::kBf16:
       // Activations are cast to BF16 on the device; weights converted once when planned.
       if (key.input != DType::kFloat32) return Status::error("the BF16 path casts FP32 activations only");
-      if (key.layout == GemmLayout::kBatched) return Status::error("no BF16 path for activation x activation MatMuls");
+      if (key.layout == GemmLayout::kBatched || !key.constant_weight)
+        return Status::error("no BF16 path for activation x activation MatMuls (weights are converted when planned)");
       return Status::ok();
     case GemmPrecision::kFp8E4M3:
       if (!fp8_weights) return Status::error("FP8 GEMMs need E4M3 weights (insert-scales makes them)");
@@ -167,7 +168,7 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
         return Status::error("an FP8 activation carries a per-tensor scale");
       return Status::ok();
     case GemmPrecision::kFp8Emulated:
-      if (!fp8_weights) return Status::error("FP8 emulation needs E4M3 weights");
+      if (!fp8_weights || !key.constant_weight) return Status::error("FP8 emulation needs constant E4M3 weights");
       if (c.algorithm != 0) return Status::error("the emulated path has one configuration");
       return Status::ok();
   }

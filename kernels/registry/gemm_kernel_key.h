@@ -48,10 +48,12 @@ struct GemmKey {
   DType output = DType::kFloat32;
   ScaleGranularity activation_scale = ScaleGranularity::kNone;
   GemmLayout layout = GemmLayout::kNT;
+  bool constant_weight = true;             ///< W is a constant (BF16 / emulation convert it once, when planned)
   bool bias = false;
   cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone;
 
-  /// "QuantizedGemm:f8e4m3fn*f8e4m3fn->f32:tensor:nt:bias+relu" — stable, used in perf DB keys.
+  /// "QuantizedGemm:f8e4m3fn*f8e4m3fn->f32:tensor:nt:bias+relu" ("nn~act" when W is computed) —
+  /// stable, used in perf DB keys.
   std::string to_string() const;
   bool operator==(const GemmKey&) const = default;
 };

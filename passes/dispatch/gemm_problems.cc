@@ -145,6 +145,7 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
   } else {
     return std::nullopt;
   }
+  key.constant_weight = node.input(1) != nullptr && node.input(1)->is_initializer();
   if (key.op == "Gemm" && node.input(2) != nullptr) {
     // C as a bias [N] / [1,N] is fused; any other C is a separate broadcast add.
     const auto shape = gemm_shape(node, buckets.empty() ? 1 : buckets.front());

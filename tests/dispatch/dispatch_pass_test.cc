@@ -40,9 +40,19 @@ constexpr const char* kGraph = R"(graph "mlp" {
   output %y
 })";
 
-std::unique_ptr<ir::Graph> make_graph(const char* text = kGraph) {
+/// Parses `text`, turns the named graph inputs into (zero) initializers — weights too large
+/// to spell out in the text — and infers shapes.
+std::unique_ptr<ir::Graph> make_graph(const char* text = kGraph,
+                                      const std::vector<std::string>& constants = {"w1", "b1", "w2", "w3", "w3_scale",
+                                                                                   "x3_scale"}) {
   auto graph = ir::parse_graph(text);
   EXPECT_TRUE(graph.is_ok()) << graph.status().message();
+  for (const std::string& name : constants) {
+    ir::Value* value = (*graph)->find_value(name);
+    if (value == nullptr) continue;
+    (*graph)->remove_input(value);
+    (*graph)->set_initializer(value, Tensor::zeros(value->type().dtype, value->type().static_shape()));
+  }
   EXPECT_TRUE(ir::infer_shapes(**graph).is_ok());
   return std::move(graph).value();
 }

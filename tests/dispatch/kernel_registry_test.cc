@@ -83,6 +83,11 @@ TEST(GemmKernelKey, CanImplementFollowsTheHardwareRules) {
   batched.layout = GemmLayout::kBatched;
   EXPECT_FALSE(can_implement(bf16, batched, {64, 64, 64, 8}).is_ok());
   EXPECT_TRUE(can_implement(fp32, batched, {64, 64, 64, 8}).is_ok());
+  GemmKey computed_w = fp32_gemm();
+  computed_w.constant_weight = false;  // activation x activation: nothing to convert when planned
+  EXPECT_FALSE(can_implement(bf16, computed_w, {512, 256, 512, 1}).is_ok());
+  EXPECT_TRUE(can_implement(fp32, computed_w, {512, 256, 512, 1}).is_ok());
+  EXPECT_EQ(computed_w.to_string(), "Gemm:f32*f32->f32:none:nt~act:bias+none");
   EXPECT_FALSE(can_implement(fp32, fp32_gemm(), {0, 256, 512, 1}).is_ok());
   GemmCandidate fast = fp32;
   fast.fast_accum = true;

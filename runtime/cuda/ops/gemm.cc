@@ -93,8 +93,8 @@ Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
     }
   }
   const kernels::GemmKey key{"Gemm", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
-                             trans_b ? kernels::GemmLayout::kNT : kernels::GemmLayout::kNN, problem.has_bias,
-                             GemmEpilogue::kNone};
+                             trans_b ? kernels::GemmLayout::kNT : kernels::GemmLayout::kNN,
+                             init.inputs[1].host.defined(), problem.has_bias, GemmEpilogue::kNone};
   LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, 1},
                                                               GemmInputSlots{0, 1, -1, layout.bias, -1, layout.addend}));
   if (dispatched) return std::move(*dispatched);
@@ -125,8 +125,8 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
     problem.m = a[a.size() - 2];
   }
   const kernels::GemmKey key{"MatMul", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
-                             b.size() == 2 ? kernels::GemmLayout::kNN : kernels::GemmLayout::kBatched, false,
-                             GemmEpilogue::kNone};
+                             b.size() == 2 ? kernels::GemmLayout::kNN : kernels::GemmLayout::kBatched,
+                             init.inputs[1].host.defined(), false, GemmEpilogue::kNone};
   LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, problem.batch},
                                                               GemmInputSlots{}));
   if (dispatched) return std::move(*dispatched);
@@ -326,7 +326,7 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   kernels::GemmKey key{"QuantizedGemm", x.dtype == DType::kFloat8E4M3FN ? DType::kFloat8E4M3FN : DType::kFloat32,
                        DType::kFloat8E4M3FN, DType::kFloat32,
                        config.x_form == XForm::kRow ? kernels::ScaleGranularity::kRow : kernels::ScaleGranularity::kTensor,
-                       kernels::GemmLayout::kNT, config.has_bias, config.activation};
+                       kernels::GemmLayout::kNT, w.host.defined(), config.has_bias, config.activation};
   LOKA_ASSIGN_OR_RETURN(auto dispatched,
                         plan_dispatched_gemm(init, key, {config.rows, config.n, config.k, 1},
                                              GemmInputSlots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1, -1}));
