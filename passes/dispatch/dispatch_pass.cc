@@ -26,7 +26,8 @@ namespace {
 using nlohmann::json;
 using kernels::GemmPrecision;
 
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr double kInfinity = std::numeric_limits<double>::infinity();  ///< a candidate not allowed
+constexpr double kAnyAllowed = std::numeric_limits<double>::max();      ///< any finite added error
 /// Errors within this factor of the node's reference error are the same error
 /// (cuBLASLt algorithms differ in summation order only).
 constexpr double kSameErrorFactor = 1.05;
@@ -167,7 +168,7 @@ double grant_upgrades(std::vector<NodeWork>& nodes, double headroom) {
     double saved = 0, extra = 0;
     for (const std::vector<Option>& options : work.buckets) {
       const Option* base = fastest(options, 0.0);
-      const Option* up = fastest(options, kInfinity / 2);
+      const Option* up = fastest(options, kAnyAllowed);
       if (!base || !up) continue;
       saved += base->timing.time_us - up->timing.time_us;
       extra = std::max(extra, up->extra);
@@ -263,7 +264,7 @@ Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& t
   for (const NodeWork& work : works) {
     json& annotation = nodes[work.name];
     annotation.erase("kernel_reason");
-    const double max_extra = work.upgraded ? kInfinity / 2 : 0.0;
+    const double max_extra = work.upgraded ? kAnyAllowed : 0.0;
     json per_bucket = json::object();
     std::vector<std::string> attribute;
     for (size_t b = 0; b < work.buckets.size(); ++b) {

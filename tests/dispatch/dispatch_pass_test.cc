@@ -7,6 +7,7 @@
 
 
 #include "kernels/registry/kernel_plan.h"
+#include "kernels/registry/kernel_registry.h"
 #include "passes/dispatch/dispatch_pass.h"
 #include "passes/ir/shape_inference.h"
 #include "passes/ir/text_format.h"
@@ -181,6 +182,59 @@ TEST(DispatchPass, FreeChoicesNeverAddError) {
   EXPECT_TRUE(precision == "fp8_e4m3" || precision == "bf16" || precision == "fp8_emulated") << precision;
   EXPECT_EQ(document["nodes"]["fc3"]["kernel_extra_error"].get<double>(), 0.0);
   EXPECT_EQ(document["model"]["dispatch"]["extra_error"].get<double>(), 0.0);
+}
+
+/// Measurements as a GPU might give them: FP8 FAST_ACCUM and BF16 are faster but less exact.
+dispatch::MeasureFn fake_gpu() {
+  return [](const kernels::GemmKey& key, const kernels::GemmShape& shape) -> Result<std::vector<dispatch::CandidateTiming>> {
+    std::vector<dispatch::CandidateTiming> out;
+    for (const kernels::GemmCandidate& c : kernels::gemm_candidates(key, shape, {2, true, true})) {
+      double time = 0, error = 0;
+      switch (c.precision) {
+        case kernels::GemmPrecision::kFp32: time = 20 + c.algorithm, error = 1e-7; break;
+        case kernels::GemmPrecision::kBf16: time = key.weight == DType::kFloat8E4M3FN ? 12 : 8, error = 0.002; break;
+        case kernels::GemmPrecision::kFp8E4M3: time = c.fast_accum ? 6 : 10 - c.algorithm, error = c.fast_accum ? 0.08 : 0.05; break;
+        case kernels::GemmPrecision::kFp8Emulated: time = 30, error = 0.05; break;
+      }
+      out.push_back({c, time, error});
+    }
+    return out;
+  };
+}
+
+json dispatch_measured(ir::Graph& graph) {
+  dispatch::PerfDb db;
+  dispatch::PerfDbUse use;
+  auto timer = dispatch::make_perf_db_timer(db, {"Test GPU", "1", "2"}, fake_gpu(), use);
+  CompileSettings settings;
+  PassContext context(settings, default_options());
+  EXPECT_TRUE(dispatch::dispatch_gemms(graph, context, *timer, {}).is_ok());
+  return read_annotations(graph).value();
+}
+
+TEST(DispatchPass, MeasuredFastAccumAndBf16NeedBudget) {
+  {
+    auto graph = make_graph();
+    annotate_budget(*graph, 0.002);  // 0.008 of headroom
+    const json document = dispatch_measured(*graph);
+    EXPECT_EQ(document["nodes"]["fc3"]["kernel"], "cublaslt.fp8.e4m3.tensor.fast_accum.algo0");
+    EXPECT_EQ(document["nodes"]["fc3"]["kernel_runner_up"], "cublaslt.fp8.e4m3.tensor.fast_accum.algo1");
+    EXPECT_EQ(document["nodes"]["fc1"]["kernel"], "cublaslt.bf16.algo0");
+    EXPECT_EQ(document["nodes"]["fc2"]["kernel"], "cublaslt.fp32.algo0");  // no Probe figure: exact only
+    EXPECT_EQ(document["nodes"]["fc1"]["kernel_source"], "measured");
+    EXPECT_EQ(document["model"]["dispatch"]["device"], "Test GPU / driver 1 / cuBLASLt 2");
+    // 0.001 x 0.08/0.05 - 0.001 for fc3, 0.004 x 0.002/0.051 for fc1.
+    EXPECT_NEAR(document["model"]["dispatch"]["extra_error"].get<double>(), 0.0006 + 0.004 * 0.002 / 0.051, 1e-6);
+  }
+  {
+    auto graph = make_graph();
+    annotate_budget(*graph, 0.0099);  // 0.0001 of headroom: neither fits
+    const json document = dispatch_measured(*graph);
+    EXPECT_EQ(document["nodes"]["fc3"]["kernel"], "cublaslt.fp8.e4m3.tensor.algo1");  // fastest exact FP8
+    EXPECT_EQ(document["nodes"]["fc3"]["kernel_runner_up"], "cublaslt.fp8.e4m3.tensor.algo0");
+    EXPECT_EQ(document["nodes"]["fc1"]["kernel"], "cublaslt.fp32.algo0");
+    EXPECT_EQ(document["model"]["dispatch"]["extra_error"].get<double>(), 0.0);
+  }
 }
 
 TEST(DispatchPass, UnknownShapesAreRecordedWithAReason) {
