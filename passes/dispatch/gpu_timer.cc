@@ -37,7 +37,7 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, co
 
 #else
 
-std::string gpu_unavailable_reason() { return "this build has no CUDA (nvcc was not found when it was configured)"; }
+std::string gpu_unavailable_reason() { return "this build has no CUDA kernels (configured without nvcc or with LOKA_ENABLE_CUDA=OFF)"; }
 
 Result<DeviceFingerprint> gpu_fingerprint() { return Status::error(gpu_unavailable_reason()); }
 
