@@ -10,6 +10,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "kernels/registry/kernel_plan.h"
 #include "runtime/tensor_proto.h"
 
 namespace loka {
@@ -193,6 +194,16 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(const onnx::ModelPro
       if (pending[n] > 0) return fail("the graph has a cycle through node '" + node_names[n] + "'");
   }
 
+  // Kernel choices of the Dispatch pass (kernels/registry/kernel_plan.h), handed to each
+  // node's device op as attributes: standard ONNX nodes cannot carry them in the file.
+  kernels::KernelPlan kernel_plan;
+  for (const auto& property : model.metadata_props()) {
+    if (property.key() != kernels::kKernelPlanKey) continue;
+    auto parsed = kernels::parse_kernel_plan(property.value());
+    if (!parsed) return fail(parsed.status().message());
+    kernel_plan = std::move(parsed).value();
+  }
+
   // Kernels, in execution order.
   const OpRegistry& registry = OpRegistry::builtin();
   for (int n : order) {
@@ -207,6 +218,13 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(const onnx::ModelPro
     Attributes attributes;
     if (Status status = attributes_from_node(node, external_data_dir, attributes); !status)
       return fail(status.with_context(where).message());
+    if (auto chosen = kernel_plan.nodes.find(step.name); chosen != kernel_plan.nodes.end()) {
+      std::vector<std::string> choices;
+      for (const kernels::KernelChoice& choice : chosen->second)
+        choices.push_back(std::to_string(choice.m) + ":" + choice.candidate);
+      attributes.set("loka_kernel", std::move(choices));
+      attributes.set("loka_kernel_device", kernel_plan.device);
+    }
     auto factory = registry.find(step.domain, step.op_type, step.opset);
     if (!factory) return fail(factory.status().with_context(where).message());
     KernelInit init{step.name, step.op_type, step.domain, step.opset,

@@ -25,6 +25,7 @@
 #include "tools/cli/arguments.h"
 #include "tools/inspect/dot_graph.h"
 #include "tools/inspect/html_report.h"
+#include "tools/inspect/kernel_text.h"
 
 namespace loka {
 namespace {
@@ -118,7 +119,7 @@ void print_table(const ir::Graph& graph, nlohmann::json nodes, const std::string
       amax = buffer;
     }
     const std::string verdict = node["verdict"].is_string() ? node["verdict"].get<std::string>() : "-";
-    const std::string kernel = node["kernel"].is_string() ? node["kernel"].get<std::string>() : "-";
+    const std::string kernel = inspect::kernel_text(node);
     std::printf("%-34.34s %-18.18s %-18.18s %10.3g %-9s %-10s %-28s %7s %9s %4s %s\n", node["name"].get<std::string>().c_str(),
                 node["op"].get<std::string>().c_str(), node.value("output_type", "").c_str(), node.value("flops", 0.0),
                 node["precision"].get<std::string>().c_str(), verdict.c_str(), error.c_str(), sqnr.c_str(), amax.c_str(),

@@ -225,6 +225,8 @@ int main_checked(int argc, char** argv) {
   if (args.value("--format") == "qdq") {
     if (Status status = lower_to_qdq(**graph); !status)
       return cli::runtime_error(kProgram, model_path.string() + ": --format qdq: " + status.message());
+    // The dispatch plan chose kernels for the ai.loka ops the lowering replaced.
+    (*graph)->metadata.erase("loka.kernels");
   }
   (*graph)->metadata["loka.pipeline"] = resolved;
   if (Status status = onnx_io::write_model_file(**graph, output_path); !status)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tools/inspect/dot_graph.h"
+#include "tools/inspect/kernel_text.h"
 
 namespace loka::inspect {
 namespace {
@@ -154,7 +155,7 @@ std::string site_table(const HtmlReportInput& input) {
     html += "<td class=\"num\">" + format("%.3g", number(activation, "amax")) + "</td>";
     html += "<td class=\"num\">" + format("%.2g", number(activation, "underflow_fraction_e4m3")) + "</td>";
     html += "<td class=\"num\">" + format("%.0f", number(error, "batches")) + "</td>";
-    html += "<td>" + escape(text_field(node, "kernel")) + "</td>";
+    html += "<td>" + escape(kernel_text(node)) + "</td>";
     html += "<td>" + escape(text_field(node, "reason", "")) + "</td></tr>\n";
   }
   if (index == 0) html += "<tr><td colspan=\"19\">no candidate sites annotated</td></tr>\n";

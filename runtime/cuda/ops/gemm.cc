@@ -21,6 +21,7 @@
 #include "kernels/cuda/quantize_rows.h"
 #include "loka/float8.h"
 #include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/ops/dispatched_gemm.h"
 #include "runtime/cuda/ops/op_args.h"
 
 namespace loka::cuda {
@@ -91,6 +92,12 @@ Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
       addend_shape = c;
     }
   }
+  const kernels::GemmKey key{"Gemm", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
+                             trans_b ? kernels::GemmLayout::kNT : kernels::GemmLayout::kNN,
+                             init.inputs[1].host.defined(), problem.has_bias, GemmEpilogue::kNone};
+  LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, 1},
+                                                              GemmInputSlots{0, 1, -1, layout.bias, -1, layout.addend}));
+  if (dispatched) return std::move(*dispatched);
   LOKA_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(problem));
   return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), layout, init.outputs[0].shape, addend_shape), -1};
 }
@@ -125,6 +132,12 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
     problem.batch = element_count(lead_a);
     problem.m = a[a.size() - 2];
   }
+  const kernels::GemmKey key{"MatMul", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
+                             b.size() == 2 ? kernels::GemmLayout::kNN : kernels::GemmLayout::kBatched,
+                             init.inputs[1].host.defined(), false, GemmEpilogue::kNone};
+  LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, problem.batch},
+                                                              GemmInputSlots{}));
+  if (dispatched) return std::move(*dispatched);
   LOKA_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(problem));
   return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), Fp32GemmOp::Layout{}, init.outputs[0].shape, Shape{}), -1};
 }
@@ -334,6 +347,14 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
     if (!has_input(init, 4) || !init.inputs[4].host.defined()) return Status::error("FP8 X needs a constant X_scale");
     config.x_scale = init.inputs[4].host.to_floats().at(0);
   }
+  kernels::GemmKey key{"QuantizedGemm", x.dtype == DType::kFloat8E4M3FN ? DType::kFloat8E4M3FN : DType::kFloat32,
+                       DType::kFloat8E4M3FN, DType::kFloat32,
+                       config.x_form == XForm::kRow ? kernels::ScaleGranularity::kRow : kernels::ScaleGranularity::kTensor,
+                       kernels::GemmLayout::kNT, w.host.defined(), config.has_bias, config.activation};
+  LOKA_ASSIGN_OR_RETURN(auto dispatched,
+                        plan_dispatched_gemm(init, key, {config.rows, config.n, config.k, 1},
+                                             GemmInputSlots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1, -1}));
+  if (dispatched) return std::move(*dispatched);
   Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
   if (Fp8Gemm::can_implement(problem).is_ok()) {
     auto op = QuantizedGemmOp::create(config);

@@ -1,0 +1,60 @@
+// ============================================================================
+// kernels/cuda/gemm_autotune.h — time and check every registry candidate of
+// one GEMM problem on this GPU (what the Dispatch pass measures).
+//
+// For a key and shape: synthetic inputs (normal activations, weights scaled
+// 1/√K, quantized as insert-scales does: per output channel, and the
+// activation's static scale from its amax); the FP32 cuBLASLt GEMM of the
+// unquantized operands is the reference. Each candidate the registry offers
+// (every heuristic algorithm cuBLASLt returns, FAST_ACCUM variants, BF16,
+// emulation) is planned, run once for its relative L2 error against the
+// reference, then captured in CUDA graphs (one per input set, as the runtime
+// replays whole-model graphs) and timed with CUDA events: warm-up launches,
+// then `repeats` timed launches rotating through enough input sets to exceed
+// `rotate_bytes` (more than the 50 MB L2), the median kept. Candidates
+// cuBLASLt cannot plan here are left out (not errors).
+// ============================================================================
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/registry/gemm_kernel_key.h"
+#include "loka/status.h"
+
+namespace loka::cuda {
+
+/// What measurements are valid for.
+struct TuningDevice {
+  std::string gpu;       ///< cudaDeviceProp::name of device 0
+  std::string driver;    ///< cudaDriverGetVersion
+  std::string cublaslt;  ///< cublasLtGetVersion
+};
+
+/// Device 0's fingerprint; an error when no GPU is usable.
+Result<TuningDevice> tuning_device();
+
+struct AutotuneOptions {
+  int max_algorithms = 8;  ///< heuristic algorithms per cuBLASLt family
+  bool fast_accum = true;  ///< also time FP8 FAST_ACCUM variants
+  bool bf16 = true;        ///< also time BF16 candidates
+  int warmup = 3;
+  int repeats = 15;                       ///< timed launches; the median is kept
+  size_t rotate_bytes = size_t{96} << 20; ///< input sets rotated through at least this much memory
+  uint64_t seed = 1;
+};
+
+struct GemmMeasurement {
+  kernels::GemmCandidate candidate;
+  double median_us = 0;
+  double rel_error = 0;  ///< relative L2 of the output against the FP32 reference
+  int samples = 0;
+};
+
+/// Measures every viable candidate of `key` at `shape`, in registry order.
+Result<std::vector<GemmMeasurement>> autotune_gemm(const kernels::GemmKey& key, const kernels::GemmShape& shape,
+                                                   const AutotuneOptions& options = {});
+
+}  // namespace loka::cuda

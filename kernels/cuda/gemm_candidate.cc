@@ -1,0 +1,247 @@
+// ============================================================================
+// kernels/cuda/gemm_candidate.cc — planning and running one GEMM candidate.
+// ============================================================================
+#include "kernels/cuda/gemm_candidate.h"
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/dequant_epilogue.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/fp8_convert.h"
+#include "kernels/cuda/fp8_gemm.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/quantize_rows.h"
+#include "loka/bfloat16.h"
+#include "loka/float8.h"
+
+namespace loka::cuda {
+namespace {
+
+using kernels::GemmCandidate;
+using kernels::GemmKey;
+using kernels::GemmLayout;
+using kernels::GemmPrecision;
+using kernels::GemmShape;
+using kernels::ScaleGranularity;
+
+Status check(cudaError_t error, const char* what) {
+  return error == cudaSuccess ? Status::ok() : Status::error(std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/// Device memory owned by a planned kernel.
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory() {
+    if (data_) cudaFree(data_);
+  }
+  Status allocate(size_t bytes) {
+    if (bytes == 0) bytes = 256;
+    return check(cudaMalloc(&data_, bytes), "allocating GEMM scratch");
+  }
+  std::byte* at(size_t offset) const { return static_cast<std::byte*>(data_) + offset; }
+
+ private:
+  void* data_ = nullptr;
+};
+
+/// Weights as FP32 values in their stored layout: FP32 as is, E4M3 codes [N,K] decoded times scale[n].
+Result<std::vector<float>> host_weight_values(const GemmKey& key, const GemmShape& shape,
+                                              const GemmCandidatePlanInputs& inputs) {
+  if (inputs.host_w == nullptr || !inputs.host_w->defined())
+    return Status::error("needs the weights as a constant (converted once when planned)");
+  const Tensor& w = *inputs.host_w;
+  if (key.weight != DType::kFloat8E4M3FN) {
+    if (w.dtype() != DType::kFloat32) return Status::error("FP32 weights expected");
+    return w.to_floats();
+  }
+  if (inputs.host_w_scale == nullptr || !inputs.host_w_scale->defined())
+    return Status::error("E4M3 weights need their scales as a constant");
+  const std::vector<float> scales = inputs.host_w_scale->to_floats();
+  if (w.dtype() != DType::kFloat8E4M3FN || w.element_count() != shape.n * shape.k ||
+      static_cast<int64_t>(scales.size()) != shape.n)
+    return Status::error("E4M3 weights must be [N,K] with N scales");
+  std::vector<float> values(static_cast<size_t>(shape.n * shape.k));
+  const uint8_t* codes = w.data<uint8_t>();
+  for (int64_t j = 0; j < shape.n; ++j)
+    for (int64_t p = 0; p < shape.k; ++p)
+      values[static_cast<size_t>(j * shape.k + p)] =
+          fp8e4m3fn_to_float(codes[j * shape.k + p]) * scales[static_cast<size_t>(j)];
+  return values;
+}
+
+}  // namespace
+
+struct GemmKernel::Impl {
+  GemmKey key;
+  GemmShape shape;
+  float x_scale = 1.0f;
+  std::unique_ptr<Gemm> gemm;        ///< fp32, bf16, fp8_emulated
+  std::unique_ptr<Fp8Gemm> fp8;      ///< fp8_e4m3
+  DeviceMemory scratch;
+  size_t weights_offset = 0, x_offset = 0, codes_offset = 0, scales_offset = 0, unit_offset = 0;
+  int algorithms = 1;
+};
+
+GemmKernel::GemmKernel(GemmCandidate candidate, std::unique_ptr<Impl> impl)
+    : candidate_(candidate), impl_(std::move(impl)) {}
+GemmKernel::~GemmKernel() = default;
+
+int GemmKernel::algorithm_count() const { return impl_->algorithms; }
+
+Status GemmKernel::can_implement(const GemmCandidate& candidate, const GemmKey& key, const GemmShape& shape) {
+  return kernels::can_implement(candidate, key, shape);
+}
+
+Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, const GemmKey& key,
+                                                       const GemmShape& shape, const GemmCandidatePlanInputs& inputs) {
+  LOKA_RETURN_IF_ERROR(can_implement(c, key, shape).with_context(c.name() + ": "));
+  auto impl = std::make_unique<Impl>();
+  impl->key = key;
+  impl->shape = shape;
+  impl->x_scale = inputs.x_scale;
+  GemmOptions options;
+  options.max_algorithms = std::max(inputs.max_algorithms, c.algorithm + 1);
+  options.algorithm = c.algorithm;
+  options.fast_accum = c.fast_accum;
+  const size_t mk = static_cast<size_t>(shape.m * shape.k * shape.batch);
+  const auto too_few = [&](int count) {
+    return Status::error(c.name() + ": cuBLASLt offers " + std::to_string(count) + " algorithm(s) for " +
+                         key.to_string() + " " + shape.to_string() + " on this device");
+  };
+  if (c.precision == GemmPrecision::kFp8E4M3) {
+    const Fp8GemmProblem problem{shape.m, shape.n, shape.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
+    LOKA_ASSIGN_OR_RETURN(impl->fp8, Fp8Gemm::create(problem, options));
+    impl->algorithms = impl->fp8->algorithm_count();
+    if (c.algorithm >= impl->algorithms) return too_few(impl->algorithms);
+    impl->unit_offset = 0;
+    impl->codes_offset = 256;
+    impl->scales_offset = impl->codes_offset + aligned(key.input == DType::kFloat8E4M3FN ? 0 : mk);
+    LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->scales_offset + static_cast<size_t>(shape.m) * sizeof(float)));
+    const float one = 1.0f;
+    LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(0), &one, sizeof one, cudaMemcpyHostToDevice), "unit scale"));
+    return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
+  }
+  GemmProblem problem;
+  problem.m = shape.m;
+  problem.n = shape.n;
+  problem.k = shape.k;
+  problem.batch = shape.batch;
+  problem.input = c.precision == GemmPrecision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
+  problem.output = DType::kFloat32;
+  problem.transpose_w = key.layout == GemmLayout::kNT;
+  problem.has_bias = key.bias;
+  problem.epilogue = key.epilogue;
+  LOKA_ASSIGN_OR_RETURN(impl->gemm, Gemm::create(problem, options));
+  impl->algorithms = c.precision == GemmPrecision::kFp8Emulated ? 1 : impl->gemm->algorithm_count();
+  if (c.algorithm >= impl->algorithms) return too_few(impl->algorithms);
+  if (c.precision == GemmPrecision::kFp32) {
+    LOKA_RETURN_IF_ERROR(impl->scratch.allocate(0));
+    return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
+  }
+  // bf16 and emulation keep converted weights and a converted activation.
+  Result<std::vector<float>> host_values = host_weight_values(key, shape, inputs);
+  if (!host_values.is_ok()) return host_values.status().with_context(c.name() + ": ");
+  const std::vector<float> weights = std::move(host_values).value();
+  const bool bf16 = c.precision == GemmPrecision::kBf16;
+  const size_t weight_bytes = weights.size() * (bf16 ? 2 : 4);
+  impl->weights_offset = 0;
+  impl->x_offset = aligned(weight_bytes);
+  impl->codes_offset = impl->x_offset + aligned(mk * (bf16 ? 2 : 4));
+  impl->scales_offset = impl->codes_offset + aligned(bf16 ? 0 : mk);
+  LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->scales_offset + static_cast<size_t>(shape.m + 1) * sizeof(float)));
+  if (bf16) {
+    std::vector<uint16_t> codes(weights.size());
+    for (size_t i = 0; i < weights.size(); ++i) codes[i] = float_to_bf16(weights[i]);
+    LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(0), codes.data(), weight_bytes, cudaMemcpyHostToDevice),
+                               "uploading BF16 weights"));
+  } else {
+    LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(0), weights.data(), weight_bytes, cudaMemcpyHostToDevice),
+                               "uploading decoded weights"));
+  }
+  return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
+}
+
+Status GemmKernel::run(const GemmCandidateArgs& args, void* workspace, cudaStream_t stream) const {
+  const Impl& p = *impl_;
+  const int64_t count = p.shape.m * p.shape.k * p.shape.batch;
+  switch (candidate_.precision) {
+    case GemmPrecision::kFp32: {
+      GemmArgs gemm{args.x, args.w, args.bias, args.y};
+      return p.gemm->run(gemm, workspace, stream);
+    }
+    case GemmPrecision::kBf16: {
+      void* x = p.scratch.at(p.x_offset);
+      LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.x, DType::kFloat32, x, DType::kBFloat16, count, stream));
+      GemmArgs gemm{x, p.scratch.at(p.weights_offset), args.bias, args.y};
+      return p.gemm->run(gemm, workspace, stream);
+    }
+    case GemmPrecision::kFp8E4M3: {
+      const float* unit = reinterpret_cast<const float*>(p.scratch.at(p.unit_offset));
+      uint8_t* codes = reinterpret_cast<uint8_t*>(p.scratch.at(p.codes_offset));
+      float* row_scales = reinterpret_cast<float*>(p.scratch.at(p.scales_offset));
+      const uint8_t* x_codes = codes;
+      const float* x_scale = args.x_scale;
+      const bool per_row = p.key.input != DType::kFloat8E4M3FN && candidate_.granularity == ScaleGranularity::kRow;
+      if (p.key.input == DType::kFloat8E4M3FN) {
+        x_codes = static_cast<const uint8_t*>(args.x);
+      } else if (per_row) {
+        LOKA_RETURN_IF_ERROR(launch_quantize_rows(args.x, DType::kFloat32, p.shape.m, p.shape.k, codes, row_scales, stream));
+        x_scale = row_scales;
+      } else {
+        LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(args.x), codes, count, p.x_scale,
+                                                       Fp8Kind::kE4M3FN, stream),
+                                   "FP8 quantize"));
+      }
+      Fp8GemmArgs gemm;
+      gemm.x = x_codes;
+      gemm.w = static_cast<const uint8_t*>(args.w);
+      gemm.x_scale = unit;
+      gemm.w_scale = unit;
+      gemm.y = args.y;
+      LOKA_RETURN_IF_ERROR(p.fp8->run(gemm, workspace, stream));
+      DequantEpilogueArgs epilogue;
+      epilogue.acc = args.y;
+      epilogue.x_scale = x_scale;
+      epilogue.per_row_x_scale = per_row;
+      epilogue.w_scale = args.w_scale;
+      epilogue.bias = args.bias;
+      epilogue.activation = p.key.epilogue;
+      epilogue.y = args.y;
+      epilogue.rows = p.shape.m;
+      epilogue.cols = p.shape.n;
+      return launch_dequant_epilogue(epilogue, stream);
+    }
+    case GemmPrecision::kFp8Emulated: {
+      float* xq = reinterpret_cast<float*>(p.scratch.at(p.x_offset));
+      uint8_t* codes = reinterpret_cast<uint8_t*>(p.scratch.at(p.codes_offset));
+      float* row_scales = reinterpret_cast<float*>(p.scratch.at(p.scales_offset));
+      if (p.key.input == DType::kFloat8E4M3FN) {
+        LOKA_RETURN_IF_ERROR(check(launch_dequantize_fp8(static_cast<const uint8_t*>(args.x), xq, count, p.x_scale,
+                                                         Fp8Kind::kE4M3FN, stream),
+                                   "FP8 dequantize"));
+      } else if (p.key.activation_scale == ScaleGranularity::kRow) {
+        LOKA_RETURN_IF_ERROR(launch_quantize_rows(args.x, DType::kFloat32, p.shape.m, p.shape.k, codes, row_scales, stream));
+        LOKA_RETURN_IF_ERROR(check(launch_dequantize_fp8(codes, xq, count, 1.0f, Fp8Kind::kE4M3FN, stream), "FP8 dequantize"));
+        LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kMul, xq, {p.shape.m, p.shape.k}, row_scales, {p.shape.m, 1},
+                                           DType::kFloat32, xq, stream));
+      } else {
+        LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(args.x), codes, count, p.x_scale,
+                                                       Fp8Kind::kE4M3FN, stream),
+                                   "FP8 quantize"));
+        LOKA_RETURN_IF_ERROR(check(launch_dequantize_fp8(codes, xq, count, p.x_scale, Fp8Kind::kE4M3FN, stream),
+                                   "FP8 dequantize"));
+      }
+      GemmArgs gemm{xq, p.scratch.at(p.weights_offset), args.bias, args.y};
+      return p.gemm->run(gemm, workspace, stream);
+    }
+  }
+  return Status::error("unknown GEMM candidate precision");
+}
+
+}  // namespace loka::cuda

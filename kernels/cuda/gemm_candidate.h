@@ -1,0 +1,73 @@
+// ============================================================================
+// kernels/cuda/gemm_candidate.h — one registry GEMM candidate, planned and
+// runnable (the object behind a name like cublaslt.fp8.e4m3.row.algo2).
+//
+// `can_implement(problem)` and `run(args, workspace, stream)` both return a
+// Status, as CUTLASS's library operations do. A planned kernel enqueues the
+// whole sequence its candidate stands for, the same one the cost model counts
+// (kernels/registry/cost_model.h) and the autotuner times:
+//   fp32          one cuBLASLt FP32 GEMM (bias and activation fused)
+//   bf16          cast X to BF16, cuBLASLt BF16 GEMM into FP32 (bias/activation fused);
+//                 weights converted to BF16 once, when planned, from the host copy
+//   fp8_e4m3      quantize X (per tensor, or per row) unless it is E4M3 already,
+//                 E4M3 GEMM (heuristic algorithm N, optional FAST_ACCUM) into an
+//                 FP32 accumulator, LoKA's scale epilogue (scales, bias, activation)
+//   fp8_emulated  quantize + dequantize X, FP32 GEMM on decoded weights (any K)
+// Scratch (codes, BF16 copies, decoded weights) is the kernel's own, allocated
+// when planned, so runs allocate nothing and CUDA graphs can capture them.
+// Host logic only; the kernels it launches live in the .cu files.
+// ============================================================================
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "kernels/registry/gemm_kernel_key.h"
+#include "loka/status.h"
+#include "loka/tensor.h"
+
+namespace loka::cuda {
+
+/// Device operands of one run. Which ones are read depends on the key.
+struct GemmCandidateArgs {
+  const void* x = nullptr;          ///< [M,K] (or [batch,M,K]) FP32, or E4M3 codes when key.input is E4M3
+  const void* w = nullptr;          ///< FP32 ([N,K] nt / [K,N] nn / [batch,K,N]), or E4M3 codes [N,K]
+  const float* w_scale = nullptr;   ///< E4M3 weights: [N] per-channel scales
+  const float* x_scale = nullptr;   ///< E4M3 input or the tensor recipe: the static scale (one float)
+  const float* bias = nullptr;      ///< FP32 [N] or null
+  float* y = nullptr;               ///< FP32 [M,N] (or [batch,M,N])
+};
+
+/// What planning needs besides the key and shape.
+struct GemmCandidatePlanInputs {
+  const Tensor* host_w = nullptr;        ///< constant weights (needed by bf16 and fp8_emulated)
+  const Tensor* host_w_scale = nullptr;  ///< E4M3 weights' per-channel scales (same)
+  float x_scale = 1.0f;                  ///< static activation scale (tensor recipe / E4M3 input)
+  int max_algorithms = 8;                ///< how many heuristic algorithms to ask cuBLASLt for
+};
+
+class GemmKernel {
+ public:
+  /// Static rules (kernels/registry) — cuBLASLt may still offer no algorithm; create() says so.
+  static Status can_implement(const kernels::GemmCandidate& candidate, const kernels::GemmKey& key,
+                              const kernels::GemmShape& shape);
+  /// Plans `candidate`; an algorithm index beyond what cuBLASLt offers here is an error saying how many exist.
+  static Result<std::unique_ptr<GemmKernel>> create(const kernels::GemmCandidate& candidate,
+                                                    const kernels::GemmKey& key, const kernels::GemmShape& shape,
+                                                    const GemmCandidatePlanInputs& inputs);
+  ~GemmKernel();
+  /// Enqueues the candidate's kernels on `stream`; `workspace` holds kGemmWorkspaceBytes.
+  Status run(const GemmCandidateArgs& args, void* workspace, cudaStream_t stream) const;
+  /// How many heuristic algorithms cuBLASLt offered for this candidate's GEMM (1 for emulation).
+  int algorithm_count() const;
+  const kernels::GemmCandidate& candidate() const { return candidate_; }
+
+ private:
+  struct Impl;
+  GemmKernel(kernels::GemmCandidate candidate, std::unique_ptr<Impl> impl);
+  kernels::GemmCandidate candidate_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loka::cuda

@@ -1,0 +1,76 @@
+// ============================================================================
+// kernels/registry/cost_model.cc — the roofline terms per kernel.
+// ============================================================================
+#include "kernels/registry/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace loka::kernels {
+namespace {
+
+/// One memory-bound elementwise kernel moving `bytes`.
+double memory_kernel_us(double bytes, const HopperFigures& f) {
+  return f.kernel_fixed_us + bytes / f.bytes_per_second * 1e6;
+}
+
+/// The GEMM kernel: the largest of the throughput bound, the wave bound (one
+/// tile per SM per wave, each tile at one SM's share of the peak) and the
+/// memory bound. Each term is non-decreasing in M, N and K, so is the sum.
+double gemm_kernel_us(double tflops, int tile, double bytes, const GemmShape& s, const HopperFigures& f) {
+  const double k = static_cast<double>(s.k);
+  const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * k * static_cast<double>(s.batch);
+  const double peak = tflops * 1e12;
+  const double tiles = std::ceil(static_cast<double>(s.m) / tile) * std::ceil(static_cast<double>(s.n) / tile) *
+                       static_cast<double>(s.batch);
+  const double waves = std::ceil(tiles / f.sm_count);
+  const double tile_us = 2.0 * tile * tile * k / (peak / f.sm_count) * 1e6;
+  const double compute = std::max(flops / peak * 1e6, waves * tile_us);
+  const double memory = bytes / f.bytes_per_second * 1e6;
+  return f.kernel_fixed_us + std::max(compute, memory);
+}
+
+}  // namespace
+
+ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const GemmShape& s, const HopperFigures& f) {
+  const double m = static_cast<double>(s.m) * static_cast<double>(s.batch);  // rows over the whole batch
+  const double n = static_cast<double>(s.n), k = static_cast<double>(s.k);
+  const double w_batch = key.layout == GemmLayout::kBatched ? static_cast<double>(s.batch) : 1.0;
+  const double in_bytes = key.input == DType::kFloat8E4M3FN ? 1.0 : 4.0;
+  ModelledTime t;
+  switch (c.precision) {
+    case GemmPrecision::kFp32:
+      t.gemm_us = gemm_kernel_us(f.fp32_tflops, f.fp32_tile, 4 * (m * k + w_batch * n * k + m * n), s, f);
+      t.kernels = 1;
+      break;
+    case GemmPrecision::kBf16:
+      // Cast the activation (read FP32, write BF16), then BF16 x BF16 -> FP32 with bias fused.
+      t.extra_us = memory_kernel_us(6 * m * k, f);
+      t.gemm_us = gemm_kernel_us(f.bf16_tflops, f.tile, 2 * m * k + 2 * n * k + 4 * m * n, s, f);
+      t.kernels = 2;
+      break;
+    case GemmPrecision::kFp8E4M3: {
+      t.kernels = 2;
+      // A separate quantize unless the producer already wrote FP8 (LayerNormQuant).
+      if (key.input != DType::kFloat8E4M3FN) {
+        const double row_scales = c.granularity == ScaleGranularity::kRow ? 4 * m : 0;
+        t.extra_us += memory_kernel_us(in_bytes * m * k + m * k + row_scales, f);
+        ++t.kernels;
+      }
+      // E4M3 GEMM into an FP32 accumulator, then the scale epilogue (read, write FP32).
+      t.gemm_us = gemm_kernel_us(f.fp8_tflops, f.tile, m * k + n * k + 4 * m * n, s, f);
+      t.extra_us += memory_kernel_us(8 * m * n + 8 * n, f);
+      break;
+    }
+    case GemmPrecision::kFp8Emulated:
+      // Quantize + dequantize the activation, then an FP32 GEMM on decoded weights.
+      t.extra_us = memory_kernel_us(in_bytes * m * k + m * k, f) + memory_kernel_us(5 * m * k, f);
+      t.gemm_us = gemm_kernel_us(f.fp32_tflops, f.fp32_tile, 4 * (m * k + n * k + m * n), s, f);
+      t.kernels = 3;
+      break;
+  }
+  t.total_us = t.gemm_us + t.extra_us;
+  return t;
+}
+
+}  // namespace loka::kernels

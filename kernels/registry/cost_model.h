@@ -1,0 +1,46 @@
+// ============================================================================
+// kernels/registry/cost_model.h — a deterministic roofline model of a GEMM
+// candidate's time on a Hopper GPU, for Dispatch without a GPU.
+//
+// time = Σ over the kernels the candidate launches of
+//          fixed overhead + max(FLOPs / peak, waves · tile time, bytes / bandwidth)
+// where a wave is one output tile per SM and a tile's time is its FLOPs at one
+// SM's share of the peak: small GEMMs cannot use the whole GPU.
+// The kernels are what the runtime actually enqueues (runtime/cuda/ops/gemm.cc):
+// a separate activation quantize (FP8 from FP32 activations), the GEMM, and
+// the separate FP8 scale epilogue; the BF16 path casts activations first.
+// Figures (HopperFigures) come from ARCHITECTURE.md's measurements where there
+// is one; docs/dispatch.md lists them with their sources and the derivation.
+// The model ranks candidates; it does not predict absolute times closely.
+// ============================================================================
+#pragma once
+
+#include "kernels/registry/gemm_kernel_key.h"
+
+namespace loka::kernels {
+
+/// Hardware figures of the model (defaults: H200/H100 SXM, see docs/dispatch.md).
+struct HopperFigures {
+  double fp32_tflops = 50.0;     ///< FP32 without TF32 (datasheet 67, sustained ~75%)
+  double bf16_tflops = 800.0;    ///< measured, bf16 GEMM 8192³
+  double fp8_tflops = 1461.0;    ///< measured, fp8 GEMM 8192³
+  double bytes_per_second = 4.2e12;  ///< measured device copy (read + write bytes)
+  double kernel_fixed_us = 3.0;  ///< per kernel inside a CUDA graph: launch, ramp-up, tail
+  int sm_count = 132;            ///< output tiles fill waves of this many SMs
+  int tile = 128;                ///< output tile edge of the tensor-core GEMM kernels (M and N)
+  int fp32_tile = 64;            ///< output tile edge of the FP32 (SIMT) GEMM kernels
+};
+
+/// The modelled time of one candidate, with the parts it adds up.
+struct ModelledTime {
+  double total_us = 0;
+  double gemm_us = 0;       ///< the GEMM kernel alone
+  double extra_us = 0;      ///< quantize / cast / epilogue kernels
+  int kernels = 0;          ///< kernels launched
+};
+
+/// Models `candidate` computing `key` at `shape`. Deterministic, monotonic in M, N and K.
+ModelledTime model_gemm_time(const GemmCandidate& candidate, const GemmKey& key, const GemmShape& shape,
+                             const HopperFigures& figures = {});
+
+}  // namespace loka::kernels

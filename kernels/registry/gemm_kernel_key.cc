@@ -1,0 +1,178 @@
+// ============================================================================
+// kernels/registry/gemm_kernel_key.cc — GEMM keys, candidate names and the
+// static can_implement rules (mirroring what kernels/cuda's planners accept).
+// ============================================================================
+#include "kernels/registry/gemm_kernel_key.h"
+
+#include <charconv>
+#include <vector>
+
+namespace loka::kernels {
+namespace {
+
+const char* layout_name(GemmLayout layout) {
+  switch (layout) {
+    case GemmLayout::kNT: return "nt";
+    case GemmLayout::kNN: return "nn";
+    case GemmLayout::kBatched: return "batched";
+  }
+  return "?";
+}
+
+const char* epilogue_name(cuda::GemmEpilogue epilogue) {
+  switch (epilogue) {
+    case cuda::GemmEpilogue::kNone: return "none";
+    case cuda::GemmEpilogue::kRelu: return "relu";
+    case cuda::GemmEpilogue::kGelu: return "gelu";
+  }
+  return "?";
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find(separator, start);
+    parts.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return parts;
+    start = end + 1;
+  }
+}
+
+/// "algo<N>" -> N.
+std::optional<int> parse_algorithm(const std::string& part) {
+  if (part.rfind("algo", 0) != 0 || part.size() == 4) return std::nullopt;
+  int value = -1;
+  const char* first = part.data() + 4;
+  const char* last = part.data() + part.size();
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (error != std::errc() || end != last || value < 0) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+const char* precision_name(GemmPrecision precision) {
+  switch (precision) {
+    case GemmPrecision::kFp32: return "fp32";
+    case GemmPrecision::kBf16: return "bf16";
+    case GemmPrecision::kFp8E4M3: return "fp8_e4m3";
+    case GemmPrecision::kFp8Emulated: return "fp8_emulated";
+  }
+  return "?";
+}
+
+const char* granularity_name(ScaleGranularity granularity) {
+  switch (granularity) {
+    case ScaleGranularity::kNone: return "none";
+    case ScaleGranularity::kTensor: return "tensor";
+    case ScaleGranularity::kRow: return "row";
+  }
+  return "?";
+}
+
+std::string GemmKey::to_string() const {
+  std::string text = op + ":" + std::string(dtype_short_name(input)) + "*" + std::string(dtype_short_name(weight)) +
+                     "->" + std::string(dtype_short_name(output)) + ":" + granularity_name(activation_scale) + ":" +
+                     layout_name(layout) + (constant_weight ? "" : "~act") + ":";
+  text += bias ? "bias+" : "nobias+";
+  text += epilogue_name(epilogue);
+  return text;
+}
+
+std::string GemmShape::to_string() const {
+  std::string text = "m=" + std::to_string(m) + ",n=" + std::to_string(n) + ",k=" + std::to_string(k);
+  if (batch != 1) text += ",batch=" + std::to_string(batch);
+  return text;
+}
+
+std::string GemmCandidate::name() const {
+  const std::string algo = ".algo" + std::to_string(algorithm);
+  switch (precision) {
+    case GemmPrecision::kFp32: return "cublaslt.fp32" + algo;
+    case GemmPrecision::kBf16: return "cublaslt.bf16" + algo;
+    case GemmPrecision::kFp8E4M3:
+      return std::string("cublaslt.fp8.e4m3.") + granularity_name(granularity) + (fast_accum ? ".fast_accum" : "") + algo;
+    case GemmPrecision::kFp8Emulated: return "loka.fp8_emulated_fp32";
+  }
+  return "?";
+}
+
+GemmCandidate GemmCandidate::family_default() const {
+  GemmCandidate copy = *this;
+  copy.algorithm = 0;
+  return copy;
+}
+
+Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
+  const auto bad = [&](const std::string& why) {
+    return Status::error("kernel name '" + name + "': " + why);
+  };
+  GemmCandidate c;
+  if (name == "loka.fp8_emulated_fp32") {
+    c.precision = GemmPrecision::kFp8Emulated;
+    c.granularity = ScaleGranularity::kNone;
+    return c;
+  }
+  const std::vector<std::string> parts = split(name, '.');
+  if (parts.size() < 3 || parts[0] != "cublaslt") return bad("expected cublaslt.<precision>...algo<N> or loka.fp8_emulated_fp32");
+  const std::optional<int> algorithm = parse_algorithm(parts.back());
+  if (!algorithm) return bad("the last part must be algo<N>");
+  c.algorithm = *algorithm;
+  if (parts[1] == "fp32" || parts[1] == "bf16") {
+    if (parts.size() != 3) return bad("fp32/bf16 names have three parts");
+    c.precision = parts[1] == "fp32" ? GemmPrecision::kFp32 : GemmPrecision::kBf16;
+    return c;
+  }
+  if (parts[1] != "fp8" || parts.size() < 5 || parts[2] != "e4m3") return bad("unknown precision '" + parts[1] + "'");
+  c.precision = GemmPrecision::kFp8E4M3;
+  if (parts[3] == "tensor")
+    c.granularity = ScaleGranularity::kTensor;
+  else if (parts[3] == "row")
+    c.granularity = ScaleGranularity::kRow;
+  else
+    return bad("unknown scale granularity '" + parts[3] + "'");
+  if (parts.size() == 6) {
+    if (parts[4] != "fast_accum") return bad("unknown modifier '" + parts[4] + "'");
+    c.fast_accum = true;
+  } else if (parts.size() != 5) {
+    return bad("too many parts");
+  }
+  return c;
+}
+
+Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape& shape) {
+  if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0 || shape.batch <= 0)
+    return Status::error("needs positive sizes, got " + shape.to_string());
+  if (c.algorithm < 0) return Status::error("negative algorithm index");
+  if (c.fast_accum && c.precision != GemmPrecision::kFp8E4M3) return Status::error("fast accumulation is FP8-only");
+  const bool fp8_weights = key.weight == DType::kFloat8E4M3FN;
+  switch (c.precision) {
+    case GemmPrecision::kFp32:
+      if (fp8_weights || key.input != DType::kFloat32) return Status::error("FP32 GEMMs take FP32 operands");
+      return Status::ok();
+    case GemmPrecision::kBf16:
+      // Activations are cast to BF16 on the device; weights converted once when planned.
+      if (key.input != DType::kFloat32) return Status::error("the BF16 path casts FP32 activations only");
+      if (key.layout == GemmLayout::kBatched || !key.constant_weight)
+        return Status::error("no BF16 path for activation x activation MatMuls (weights are converted when planned)");
+      return Status::ok();
+    case GemmPrecision::kFp8E4M3:
+      if (!fp8_weights) return Status::error("FP8 GEMMs need E4M3 weights (insert-scales makes them)");
+      if (key.layout != GemmLayout::kNT || shape.batch != 1) return Status::error("FP8 cuBLASLt GEMMs are TN, unbatched");
+      if (shape.k % 16 != 0) return Status::error("FP8 GEMM needs K a multiple of 16 (K=" + std::to_string(shape.k) + ")");
+      if (shape.n % 16 != 0) return Status::error("FP8 GEMM needs N a multiple of 16 (N=" + std::to_string(shape.n) + ")");
+      if (key.input != DType::kFloat8E4M3FN && c.granularity != key.activation_scale)
+        return Status::error(std::string("the node's activation scale is per ") + granularity_name(key.activation_scale));
+      if (key.input == DType::kFloat8E4M3FN && c.granularity != ScaleGranularity::kTensor)
+        return Status::error("an FP8 activation carries a per-tensor scale");
+      return Status::ok();
+    case GemmPrecision::kFp8Emulated:
+      if (!fp8_weights || !key.constant_weight) return Status::error("FP8 emulation needs constant E4M3 weights");
+      if (c.algorithm != 0) return Status::error("the emulated path has one configuration");
+      return Status::ok();
+  }
+  return Status::error("unknown precision");
+}
+
+}  // namespace loka::kernels

@@ -1,0 +1,93 @@
+// ============================================================================
+// kernels/registry/gemm_kernel_key.h — the functional key of a GEMM node and
+// the descriptor of one kernel candidate for it (CPU-side, no CUDA needed).
+//
+// As CUTLASS's library keys its operations, a GEMM is described by what it
+// computes — op, input/weight/output dtypes, scale granularity, layout and
+// epilogue — and every kernel that computes exactly that is a candidate. A
+// candidate has a stable name that the Dispatch pass writes into the model
+// and the runtime parses back:
+//
+//   cublaslt.fp32.algo0                      FP32 cuBLASLt, heuristic algorithm 0
+//   cublaslt.bf16.algo2                      BF16 operands, FP32 accumulation
+//   cublaslt.fp8.e4m3.tensor.algo3           E4M3, per-tensor activation scale
+//   cublaslt.fp8.e4m3.row.fast_accum.algo1   E4M3, per-row scale, FAST_ACCUM
+//   loka.fp8_emulated_fp32                   FP8 rounding, FP32 arithmetic (any K)
+//
+// Algorithm indices are positions in cuBLASLt's heuristic list for the same
+// problem, GPU and library version: meaningful only with the device
+// fingerprint the plan records (passes/dispatch/perf_db.h).
+// ============================================================================
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kernels/cuda/gemm_types.h"
+#include "loka/dtype.h"
+#include "loka/status.h"
+
+namespace loka::kernels {
+
+/// How the arithmetic of a candidate is done.
+enum class GemmPrecision { kFp32, kBf16, kFp8E4M3, kFp8Emulated };
+
+/// Granularity of the activation scale of an FP8 GEMM (weights are always per output channel).
+enum class ScaleGranularity { kNone, kTensor, kRow };
+
+/// Operand layout: W stored [N,K] ("nt", QuantizedGemm and Gemm transB=1), [K,N] ("nn"),
+/// or a strided batch of [M,K]x[K,N] ("batched").
+enum class GemmLayout { kNT, kNN, kBatched };
+
+/// What one GEMM node computes (the registry's functional key).
+struct GemmKey {
+  std::string op;                          ///< "Gemm", "MatMul" or "QuantizedGemm"
+  DType input = DType::kFloat32;           ///< activation dtype as stored (FP32, or E4M3 from LayerNormQuant)
+  DType weight = DType::kFloat32;          ///< FP32, or E4M3 codes for QuantizedGemm
+  DType output = DType::kFloat32;
+  ScaleGranularity activation_scale = ScaleGranularity::kNone;
+  GemmLayout layout = GemmLayout::kNT;
+  bool constant_weight = true;             ///< W is a constant (BF16 / emulation convert it once, when planned)
+  bool bias = false;
+  cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone;
+
+  /// "QuantizedGemm:f8e4m3fn*f8e4m3fn->f32:tensor:nt:bias+relu" ("nn~act" when W is computed) —
+  /// stable, used in perf DB keys.
+  std::string to_string() const;
+  bool operator==(const GemmKey&) const = default;
+};
+
+/// The problem size at one batch bucket.
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;  ///< strided batch count (activation MatMuls)
+  std::string to_string() const;  ///< "m=4096,n=256,k=512[,batch=8]"
+  bool operator==(const GemmShape&) const = default;
+};
+
+/// One kernel candidate (a descriptor: what to run, not the running object).
+struct GemmCandidate {
+  GemmPrecision precision = GemmPrecision::kFp32;
+  ScaleGranularity granularity = ScaleGranularity::kNone;  ///< FP8: the activation scale
+  int algorithm = 0;        ///< cuBLASLt heuristic index (0: the heuristic's best)
+  bool fast_accum = false;  ///< FP8: CUBLASLT_MATMUL_DESC_FAST_ACCUM
+
+  /// The stable name (see the file banner).
+  std::string name() const;
+  /// The same candidate with algorithm 0: what to run when an index is not valid here.
+  GemmCandidate family_default() const;
+  bool operator==(const GemmCandidate&) const = default;
+};
+
+/// Parses a name written by GemmCandidate::name(); errors quote it.
+Result<GemmCandidate> parse_gemm_candidate(const std::string& name);
+
+/// Whether `candidate` can compute `key` at `shape` (static constraints only:
+/// cuBLASLt may still find no algorithm at run time). Errors say why not.
+Status can_implement(const GemmCandidate& candidate, const GemmKey& key, const GemmShape& shape);
+
+const char* precision_name(GemmPrecision precision);
+const char* granularity_name(ScaleGranularity granularity);
+
+}  // namespace loka::kernels

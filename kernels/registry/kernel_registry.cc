@@ -1,0 +1,54 @@
+// ============================================================================
+// kernels/registry/kernel_registry.cc — the GEMM families and their expansion.
+// ============================================================================
+#include "kernels/registry/kernel_registry.h"
+
+#include <array>
+
+namespace loka::kernels {
+namespace {
+
+/// One family: a precision, whether it is a cuBLASLt family (algorithm
+/// indices) and whether it is the fast-accumulation FP8 variant.
+struct Family {
+  GemmPrecision precision;
+  bool cublaslt;
+  bool fast_accum;
+};
+
+// Fixed order: exact-arithmetic families first, so ties in time go to them.
+constexpr std::array<Family, 5> kFamilies = {{
+    {GemmPrecision::kFp32, true, false},
+    {GemmPrecision::kFp8E4M3, true, false},
+    {GemmPrecision::kBf16, true, false},
+    {GemmPrecision::kFp8E4M3, true, true},
+    {GemmPrecision::kFp8Emulated, false, false},
+}};
+
+}  // namespace
+
+std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& shape, const CandidateOptions& options) {
+  std::vector<GemmCandidate> out;
+  const ScaleGranularity granularity =
+      key.input == DType::kFloat8E4M3FN ? ScaleGranularity::kTensor : key.activation_scale;
+  for (const Family& family : kFamilies) {
+    if (family.fast_accum && !options.fast_accum) continue;
+    if (family.precision == GemmPrecision::kBf16 && !options.bf16) continue;
+    const int count = family.cublaslt ? (options.algorithms < 1 ? 1 : options.algorithms) : 1;
+    for (int algorithm = 0; algorithm < count; ++algorithm) {
+      GemmCandidate c;
+      c.precision = family.precision;
+      c.fast_accum = family.fast_accum;
+      c.algorithm = algorithm;
+      c.granularity = family.precision == GemmPrecision::kFp8E4M3 ? granularity : ScaleGranularity::kNone;
+      if (can_implement(c, key, shape).is_ok()) out.push_back(c);
+    }
+  }
+  return out;
+}
+
+GemmPrecision reference_precision(const GemmKey& key) {
+  return key.weight == DType::kFloat8E4M3FN ? GemmPrecision::kFp8E4M3 : GemmPrecision::kFp32;
+}
+
+}  // namespace loka::kernels

@@ -1,0 +1,34 @@
+// ============================================================================
+// kernels/registry/kernel_registry.h — GEMM kernel candidates per functional
+// key (CPU-side descriptors; kernels/cuda/gemm_candidate.h runs them).
+//
+// The registry holds kernel families (FP32, BF16, FP8 E4M3 with and without
+// fast accumulation, LoKA's FP8 emulation in FP32). Asked for a key and a
+// shape it expands every family that accepts the key into candidates, one
+// per cuBLASLt heuristic algorithm index, and keeps those whose static
+// can_implement passes. Candidate order is fixed (family order, then
+// algorithm), so plans built from it are deterministic.
+// ============================================================================
+#pragma once
+
+#include <vector>
+
+#include "kernels/registry/gemm_kernel_key.h"
+
+namespace loka::kernels {
+
+/// What to expand.
+struct CandidateOptions {
+  int algorithms = 1;       ///< heuristic algorithms per cuBLASLt family (the GPU knows how many exist)
+  bool fast_accum = false;  ///< add FP8 FAST_ACCUM variants (their error must be measured)
+  bool bf16 = true;         ///< add BF16 candidates
+};
+
+/// Every candidate that can compute `key` at `shape`, in the registry's fixed order.
+std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& shape, const CandidateOptions& options);
+
+/// The precision a node computes in when nothing is dispatched (what the runtime
+/// runs for a node without a kernel choice): FP32 for Gemm/MatMul, FP8 for QuantizedGemm.
+GemmPrecision reference_precision(const GemmKey& key);
+
+}  // namespace loka::kernels

@@ -1,0 +1,410 @@
+// ============================================================================
+// passes/dispatch/dispatch_pass.cc — `dispatch`: choosing, budgeting and
+// recording kernels per GEMM node and bucket.
+// ============================================================================
+#include "passes/dispatch/dispatch_pass.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+
+#include "kernels/registry/kernel_plan.h"
+#include "passes/dispatch/gemm_problems.h"
+#include "passes/dispatch/gpu_timer.h"
+#include "passes/dispatch/perf_db.h"
+#include "passes/ir/graph_algorithms.h"
+#include "passes/probe/annotations.h"
+#include "passes/probe/budget.h"
+
+namespace loka {
+namespace dispatch {
+namespace {
+
+using nlohmann::json;
+using kernels::GemmPrecision;
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();  ///< a candidate not allowed
+constexpr double kAnyAllowed = std::numeric_limits<double>::max();      ///< any finite added error
+/// Errors within this factor of the node's reference error are the same error
+/// (cuBLASLt algorithms differ in summation order only).
+constexpr double kSameErrorFactor = 1.05;
+/// FP32 summation-order differences stay far below this relative error.
+constexpr double kExactError = 1e-5;
+
+/// The model budget pin-precision spent, and what is left.
+struct BudgetUse {
+  bool known = false;
+  probe::BudgetMetric metric = probe::BudgetMetric::kRelL2;
+  double limit = 0, predicted = 0;
+  double headroom() const { return known ? std::max(0.0, limit - predicted) : 0.0; }
+};
+
+Result<BudgetUse> budget_use(const json& document) {
+  BudgetUse use;
+  if (!document.contains("model") || !document["model"].contains("precision")) return use;
+  const json& precision = document["model"]["precision"];
+  if (!precision.is_object() || !precision.contains("budget") || !precision["budget"].is_string()) return use;
+  LOKA_ASSIGN_OR_RETURN(const probe::Budget budget, probe::parse_budget(precision["budget"].get<std::string>()));
+  if (budget.automatic) return use;
+  use.known = true;
+  use.metric = budget.metric;
+  use.limit = budget.limit;
+  use.predicted = precision.value("predicted_error", 0.0);
+  return use;
+}
+
+/// The metric's field in a Probe error object.
+const char* error_field(probe::BudgetMetric metric) {
+  switch (metric) {
+    case probe::BudgetMetric::kRelL2: return "rel_l2_mean";
+    case probe::BudgetMetric::kMaxAbs: return "max_abs";
+    case probe::BudgetMetric::kLogloss: return "logloss_expected_mean";
+  }
+  return "rel_l2_mean";
+}
+
+std::optional<double> error_value(const json& error, const char* field) {
+  if (!error.is_object() || !error.contains(field) || !error[field].is_number()) return std::nullopt;
+  const double value = error[field].get<double>();
+  return std::isfinite(value) && value >= 0 ? std::optional<double>(value) : std::nullopt;
+}
+
+/// The node's FP8 model error: its recipe's for a QuantizedGemm, the smallest
+/// measured recipe's for a node that stayed FP32; nothing when unmeasured.
+std::optional<double> site_fp8_error(const json& annotation, bool quantized, probe::BudgetMetric metric) {
+  if (!annotation.is_object()) return std::nullopt;
+  const char* field = error_field(metric);
+  if (quantized) return error_value(annotation.value("error", json()), field);
+  std::optional<double> best;
+  if (annotation.contains("recipes") && annotation["recipes"].is_object())
+    for (const auto& [name, recipe] : annotation["recipes"].items())
+      if (auto value = error_value(recipe.value("error", json()), field); value && (!best || *value < *best)) best = value;
+  return best;
+}
+
+/// One candidate at one bucket, with the model error it would add.
+struct Option {
+  CandidateTiming timing;
+  size_t order = 0;     ///< registry position (ties in time go to the earlier)
+  double extra = 0;     ///< added model error; kInfinity when not allowed
+};
+
+struct NodeWork {
+  GemmProblem problem;
+  std::string name;
+  std::vector<std::vector<Option>> buckets;  ///< options per bucket
+  bool upgraded = false;                     ///< error-adding options granted
+  double upgrade_extra = 0, upgrade_saved = 0;
+};
+
+/// The fastest option allowed (`extra` within `max_extra`); ties by registry order.
+const Option* fastest(const std::vector<Option>& options, double max_extra, const Option* excluding = nullptr) {
+  const Option* best = nullptr;
+  for (const Option& o : options) {
+    if (&o == excluding || o.extra > max_extra) continue;
+    if (!best || o.timing.time_us < best->timing.time_us ||
+        (o.timing.time_us == best->timing.time_us && o.order < best->order))
+      best = &o;
+  }
+  return best;
+}
+
+/// Fills every option's added error for one node.
+void price_options(NodeWork& work, const json& annotation, const BudgetUse& budget) {
+  const bool quantized = work.problem.key.weight == DType::kFloat8E4M3FN;
+  const std::string precision = annotation.is_object() ? annotation.value("precision", "") : "";
+  const bool pinned = annotation.is_object() && annotation.contains("pinned_by");
+  const bool pinned_fp32 = pinned && precision == "fp32";
+  const bool pinned_bf16 = precision == "bf16" && !quantized;
+  const std::optional<double> measured_error =
+      budget.known ? site_fp8_error(annotation, quantized, budget.metric) : std::nullopt;
+  const bool have_site_error = measured_error.has_value();
+  const double site_error = measured_error.value_or(0.0);
+  for (std::vector<Option>& options : work.buckets) {
+    // The GEMM error of the node's own arithmetic (its FP8 recipe, or FP32) and of FP8 here.
+    double fp8_ref = kInfinity;
+    for (const Option& o : options)
+      if ((o.timing.candidate.precision == GemmPrecision::kFp8E4M3 && !o.timing.candidate.fast_accum) ||
+          o.timing.candidate.precision == GemmPrecision::kFp8Emulated)
+        fp8_ref = std::min(fp8_ref, o.timing.rel_error);
+    if (!quantized || !std::isfinite(fp8_ref) || fp8_ref <= 0) {
+      kernels::GemmCandidate fp8;
+      fp8.precision = GemmPrecision::kFp8E4M3;
+      fp8_ref = quantized && std::isfinite(fp8_ref) && fp8_ref > 0 ? fp8_ref : expected_rel_error(fp8, work.problem.key);
+    }
+    const double own = quantized ? fp8_ref : 0.0;
+    const double own_model = quantized ? site_error : 0.0;
+    for (Option& o : options) {
+      const GemmPrecision p = o.timing.candidate.precision;
+      if (pinned_bf16) {  // the user asked for BF16 arithmetic
+        o.extra = p == GemmPrecision::kBf16 ? 0.0 : kInfinity;
+        continue;
+      }
+      if (o.timing.rel_error <= std::max(own * kSameErrorFactor, kExactError)) {
+        o.extra = 0;
+        continue;
+      }
+      if (!have_site_error || pinned_fp32) {
+        o.extra = kInfinity;
+        continue;
+      }
+      const double scale = o.timing.rel_error / fp8_ref;
+      const double model = site_error * (budget.metric == probe::BudgetMetric::kLogloss ? scale * scale : scale);
+      o.extra = std::max(0.0, model - own_model);
+    }
+    // A pinned-bf16 node without a BF16 candidate keeps its exact ones.
+    if (pinned_bf16 && std::none_of(options.begin(), options.end(), [](const Option& o) { return o.extra == 0; }))
+      for (Option& o : options) o.extra = o.timing.rel_error <= kExactError ? 0.0 : kInfinity;
+  }
+}
+
+/// Grants error-adding options greedily by time saved per unit of added error.
+double grant_upgrades(std::vector<NodeWork>& nodes, double headroom) {
+  std::vector<NodeWork*> open;
+  for (NodeWork& work : nodes) {
+    double saved = 0, extra = 0;
+    for (const std::vector<Option>& options : work.buckets) {
+      const Option* base = fastest(options, 0.0);
+      const Option* up = fastest(options, kAnyAllowed);
+      if (!base || !up) continue;
+      saved += base->timing.time_us - up->timing.time_us;
+      extra = std::max(extra, up->extra);
+    }
+    if (saved > 0 && extra > 0) {
+      work.upgrade_saved = saved;
+      work.upgrade_extra = extra;
+      open.push_back(&work);
+    }
+  }
+  std::stable_sort(open.begin(), open.end(), [](const NodeWork* a, const NodeWork* b) {
+    return a->upgrade_saved / a->upgrade_extra > b->upgrade_saved / b->upgrade_extra;
+  });
+  double used = 0;
+  for (NodeWork* work : open) {
+    if (used + work->upgrade_extra > headroom) continue;
+    used += work->upgrade_extra;
+    work->upgraded = true;
+  }
+  return used;
+}
+
+json rounded(double value) {
+  // Times are recorded to 0.001 µs: enough to rank, stable to print.
+  return std::round(value * 1000.0) / 1000.0;
+}
+
+}  // namespace
+
+Result<std::vector<int64_t>> parse_buckets(const std::string& text) {
+  std::vector<int64_t> buckets;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find_first_of(":,", start);
+    if (end == std::string::npos) end = text.size();
+    int64_t value = 0;
+    const auto [stop, error] = std::from_chars(text.data() + start, text.data() + end, value);
+    if (error != std::errc() || stop != text.data() + end || value <= 0 || (!buckets.empty() && value <= buckets.back()))
+      return Status::error("option buckets='" + text + "': expected ascending positive batch sizes, e.g. 512:4096:16384");
+    buckets.push_back(value);
+    start = end + 1;
+  }
+  return buckets;
+}
+
+Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& timer, const DispatchOptions& options) {
+  if (options.buckets.empty()) return Status::error("dispatch needs at least one batch bucket");
+  LOKA_ASSIGN_OR_RETURN(json document, read_annotations(graph));
+  const std::string before = document.dump();
+  LOKA_ASSIGN_OR_RETURN(const BudgetUse budget, budget_use(document));
+  LOKA_ASSIGN_OR_RETURN(const std::vector<ir::Node*> order, ir::topological_order(graph));
+  const int64_t reference = std::find(options.buckets.begin(), options.buckets.end(), options.reference_bucket) !=
+                                    options.buckets.end()
+                                ? options.reference_bucket
+                                : options.buckets.back();
+
+  json& nodes = document["nodes"];
+  std::vector<NodeWork> works;
+  size_t unsized = 0;
+  for (const ir::Node* node : order) {
+    std::optional<GemmProblem> problem = describe_gemm(*node, options.buckets);
+    if (!problem) continue;
+    json& annotation = nodes[node->name()];
+    if (!annotation.is_object()) annotation = json{{"name", node->name()}, {"op", node->op_type()}};
+    if (!problem->reason.empty()) {
+      annotation["kernel_reason"] = problem->reason;
+      ++unsized;
+      continue;
+    }
+    NodeWork work;
+    work.problem = std::move(*problem);
+    work.name = node->name();
+    for (const auto& [bucket, shape] : work.problem.shapes) {
+      auto timings = timer.time(work.problem.key, shape);
+      if (!timings)
+        return timings.status().with_context("node '" + node->name() + "' (" + work.problem.key.to_string() + " " +
+                                             shape.to_string() + "): ");
+      if (timings->empty())
+        return Status::error("node '" + node->name() + "': no kernel candidate for " + work.problem.key.to_string() +
+                             " " + shape.to_string());
+      std::vector<Option> opts;
+      for (size_t i = 0; i < timings->size(); ++i) opts.push_back(Option{(*timings)[i], i, 0});
+      work.buckets.push_back(std::move(opts));
+    }
+    price_options(work, annotation, budget);
+    works.push_back(std::move(work));
+  }
+  const double used = grant_upgrades(works, budget.headroom());
+
+  kernels::KernelPlan plan;
+  plan.device = timer.device();
+  std::map<std::string, double> precision_counts;
+  for (const NodeWork& work : works) {
+    json& annotation = nodes[work.name];
+    annotation.erase("kernel_reason");
+    const double max_extra = work.upgraded ? kAnyAllowed : 0.0;
+    json per_bucket = json::object();
+    std::vector<std::string> attribute;
+    for (size_t b = 0; b < work.buckets.size(); ++b) {
+      const auto& [bucket, shape] = work.problem.shapes[b];
+      const Option* chosen = fastest(work.buckets[b], max_extra);
+      if (!chosen) return Status::error("node '" + work.name + "': no allowed kernel at batch " + std::to_string(bucket));
+      const Option* runner_up = fastest(work.buckets[b], max_extra, chosen);
+      const std::string name = chosen->timing.candidate.name();
+      json entry = {{"kernel", name},
+                    {"time_us", rounded(chosen->timing.time_us)},
+                    {"precision", kernels::precision_name(chosen->timing.candidate.precision)},
+                    {"rel_error", chosen->timing.rel_error},
+                    {"shape", shape.to_string()},
+                    {"candidates", work.buckets[b].size()}};
+      entry["runner_up"] = runner_up ? json(runner_up->timing.candidate.name()) : json(nullptr);
+      entry["runner_up_time_us"] = runner_up ? rounded(runner_up->timing.time_us) : json(nullptr);
+      if (bucket == reference) {
+        annotation["kernel"] = name;
+        annotation["kernel_time_us"] = entry["time_us"];
+        annotation["kernel_runner_up"] = entry["runner_up"];
+        annotation["kernel_runner_up_time_us"] = entry["runner_up_time_us"];
+        annotation["kernel_precision"] = entry["precision"];
+      }
+      per_bucket[std::to_string(bucket)] = std::move(entry);
+      plan.nodes[work.name].push_back({shape.m, name});
+      attribute.push_back(std::to_string(shape.m) + ":" + name);
+      precision_counts[kernels::precision_name(chosen->timing.candidate.precision)] += 1;
+    }
+    annotation["kernels"] = std::move(per_bucket);
+    annotation["kernel_source"] = timer.source();
+    annotation["kernel_extra_error"] = work.upgraded ? work.upgrade_extra : 0.0;
+    ir::Node* node = graph.find_node(work.name);
+    if (node && node->domain() == "ai.loka") node->mutable_attributes().set("kernel", attribute);
+  }
+
+  json summary = {{"device", timer.device()},
+                  {"source", timer.source()},
+                  {"buckets", options.buckets},
+                  {"reference_bucket", reference},
+                  {"gemm_nodes", works.size() + unsized},
+                  {"dispatched_nodes", works.size()},
+                  {"budget_known", budget.known},
+                  {"headroom", budget.headroom()},
+                  {"extra_error", used}};
+  if (budget.known) {
+    summary["budget"] = document["model"]["precision"]["budget"];
+    summary["predicted_error"] = budget.predicted + used;
+    summary["within_budget"] = budget.predicted + used <= budget.limit;
+  }
+  document["model"]["dispatch"] = std::move(summary);
+  context.add_statistic("gemm-nodes", static_cast<double>(works.size() + unsized));
+  context.add_statistic("dispatched-nodes", static_cast<double>(works.size()));
+  context.add_statistic("unsized-nodes", static_cast<double>(unsized));
+  for (const auto& [precision, count] : precision_counts) context.add_statistic(precision + "-choices", count);
+  context.add_statistic("budget-upgrades",
+                        static_cast<double>(std::count_if(works.begin(), works.end(), [](const NodeWork& w) { return w.upgraded; })));
+  context.add_statistic("extra-error", used);
+
+  const std::string plan_text = plan.to_text();
+  const bool plan_changed = graph.metadata[kernels::kKernelPlanKey] != plan_text;
+  graph.metadata[kernels::kKernelPlanKey] = plan_text;
+  if (document.dump() == before && !plan_changed) return false;
+  write_annotations(graph, document);
+  return true;
+}
+
+}  // namespace dispatch
+
+namespace {
+
+class DispatchPass final : public Pass {
+ public:
+  Result<bool> run(ir::Graph& graph, PassContext& context) override {
+    dispatch::DispatchOptions options;
+    LOKA_ASSIGN_OR_RETURN(options.buckets, dispatch::parse_buckets(context.string_option("buckets")));
+    options.reference_bucket = context.int_option("reference_bucket");
+    const std::string device = context.string_option("device");
+    if (device != "auto" && device != "cpu" && device != "cuda")
+      return Status::error("option device='" + device + "': expected auto, cpu or cuda");
+    // auto: the kernels are for this machine's GPU when it has one (loka-opt's --device says
+    // where the Probe runs, not which GPU the engine targets).
+    const bool want_gpu = device != "cpu";
+    const std::string unavailable = want_gpu ? dispatch::gpu_unavailable_reason() : "";
+    if (device == "cuda" && !unavailable.empty()) return Status::error("device=cuda: " + unavailable);
+    if (!want_gpu || !unavailable.empty()) {
+      auto timer = dispatch::make_cost_model_timer();
+      return dispatch::dispatch_gemms(graph, context, *timer, options);
+    }
+    const std::string db_option = context.string_option("perf_db");
+    const std::filesystem::path db_path = db_option.empty() ? dispatch::default_perf_db_path() : std::filesystem::path(db_option);
+    LOKA_ASSIGN_OR_RETURN(dispatch::PerfDb db, dispatch::PerfDb::load(db_path));
+    dispatch::PerfDbUse use;
+    dispatch::GpuTimerOptions gpu;
+    gpu.max_algorithms = static_cast<int>(context.int_option("algorithms"));
+    gpu.fast_accum = context.bool_option("fast_accum");
+    gpu.repeats = static_cast<int>(context.int_option("repeats"));
+    LOKA_ASSIGN_OR_RETURN(auto timer, dispatch::make_gpu_timer(db, use, gpu));
+    const size_t before = db.size();
+    auto changed = dispatch::dispatch_gemms(graph, context, *timer, options);
+    // Save what was measured even when a later node failed: the time is spent.
+    if (db.size() != before) LOKA_RETURN_IF_ERROR(db.save(db_path));
+    LOKA_RETURN_IF_ERROR(changed.status());
+    context.add_statistic("perf-db-hits", static_cast<double>(use.hits));
+    context.add_statistic("tuned-problems", static_cast<double>(use.tuned));
+    if (use.foreign > 0) {
+      LOKA_ASSIGN_OR_RETURN(const dispatch::DeviceFingerprint here, dispatch::gpu_fingerprint());
+      std::string others;
+      for (const dispatch::DeviceFingerprint& other : db.other_devices(here))
+        others += (others.empty() ? "" : "; ") + other.to_string();
+      std::fprintf(stderr,
+                   "dispatch: perf DB %s: %zu problem(s) were measured on another GPU or library version (%s), not "
+                   "this one (%s): ignored and re-tuned\n",
+                   db_path.string().c_str(), use.foreign, others.c_str(), here.to_string().c_str());
+    }
+    return changed;
+  }
+};
+
+}  // namespace
+
+PassInfo dispatch_pass_info() {
+  return PassInfo{
+      "dispatch",
+      "choose each GEMM node's kernel per batch bucket: fastest candidate within the accuracy budget (GPU-measured "
+      "through the perf DB, or the cost model)",
+      {{"device", OptionType::kString, "auto",
+        "where times come from: cuda (autotune on this GPU, perf DB), cpu (the cost model), auto (cuda when a GPU "
+        "is usable in this build, else cpu)"},
+       {"perf_db", OptionType::kString, "",
+        "perf DB file (default: $LOKA_PERF_DB, else ~/.cache/loka/perfdb.json)"},
+       {"buckets", OptionType::kString, "512:4096:16384",
+        "batch buckets to choose kernels for, ':'-separated (a ',' would end the option in a pipeline string)"},
+       {"reference_bucket", OptionType::kInt, "4096", "the bucket whose choice is the node's \"kernel\""},
+       {"algorithms", OptionType::kInt, "8", "cuBLASLt heuristic algorithms timed per family (GPU only)"},
+       {"fast_accum", OptionType::kBool, "true", "also time FP8 FAST_ACCUM variants (GPU only)"},
+       {"repeats", OptionType::kInt, "15", "timed launches per candidate; the median is kept (GPU only)"}},
+      {"gemm-nodes", "dispatched-nodes", "unsized-nodes", "fp32-choices", "bf16-choices", "fp8_e4m3-choices",
+       "fp8_emulated-choices", "budget-upgrades", "extra-error", "perf-db-hits", "tuned-problems"}};
+}
+
+std::unique_ptr<Pass> make_dispatch_pass() { return std::make_unique<DispatchPass>(); }
+
+}  // namespace loka

@@ -1,0 +1,102 @@
+// ============================================================================
+// passes/dispatch/gemm_timer.cc — the cost-model and perf-DB timers.
+// ============================================================================
+#include "passes/dispatch/gemm_timer.h"
+
+#include <cmath>
+
+#include "kernels/registry/cost_model.h"
+#include "kernels/registry/kernel_plan.h"
+#include "kernels/registry/kernel_registry.h"
+
+namespace loka::dispatch {
+namespace {
+
+using kernels::GemmCandidate;
+using kernels::GemmKey;
+using kernels::GemmPrecision;
+using kernels::GemmShape;
+
+/// Relative L2 error of a dot product whose operands carry independent
+/// relative rounding errors of RMS u/√3 each (round to nearest, unit roundoff u).
+double rounding_error(double x_unit_roundoff, double w_unit_roundoff) {
+  return std::sqrt((x_unit_roundoff * x_unit_roundoff + w_unit_roundoff * w_unit_roundoff) / 3.0);
+}
+
+constexpr double kE4M3 = 1.0 / 16;   // 3 mantissa bits: u = 2^-4
+constexpr double kBf16 = 1.0 / 512;  // 8-bit significand: u = 2^-9
+
+class CostModelTimer final : public GemmTimer {
+ public:
+  std::string source() const override { return "cost_model"; }
+  std::string device() const override { return kernels::kCostModelDevice; }
+  Result<std::vector<CandidateTiming>> time(const GemmKey& key, const GemmShape& shape) override {
+    std::vector<CandidateTiming> out;
+    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, kernels::CandidateOptions{1, false, true}))
+      out.push_back({c, kernels::model_gemm_time(c, key, shape).total_us, expected_rel_error(c, key)});
+    return out;
+  }
+};
+
+class PerfDbTimer final : public GemmTimer {
+ public:
+  PerfDbTimer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use)
+      : db_(db), device_(std::move(device)), measure_(std::move(measure)), use_(use) {}
+  std::string source() const override { return "measured"; }
+  std::string device() const override { return device_.to_string(); }
+  Result<std::vector<CandidateTiming>> time(const GemmKey& key, const GemmShape& shape) override {
+    const std::string problem = problem_key(key, shape);
+    // The registry's full expansion, in order; the database holds the viable ones.
+    const kernels::CandidateOptions all{kMaxAlgorithms, true, true};
+    std::vector<CandidateTiming> out;
+    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, all))
+      if (auto record = db_.find(device_, problem, c.name())) out.push_back({c, record->median_us, record->rel_error});
+    if (!out.empty()) {
+      ++use_.hits;
+      return out;
+    }
+    use_.foreign += db_.problem_only_elsewhere(device_, problem);
+    ++use_.tuned;
+    LOKA_ASSIGN_OR_RETURN(std::vector<CandidateTiming> measured, measure_(key, shape));
+    if (measured.empty()) return Status::error("no kernel candidate ran for " + problem);
+    for (const CandidateTiming& t : measured)
+      db_.put(device_, problem, t.candidate.name(), PerfRecord{t.time_us, t.rel_error, 1});
+    // Re-read through the database: the plan is the same whether measured now or read later
+    // (the file keeps doubles exactly; the order is the registry's).
+    std::vector<CandidateTiming> stored;
+    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, all))
+      if (auto record = db_.find(device_, problem, c.name())) stored.push_back({c, record->median_us, record->rel_error});
+    return stored;
+  }
+
+  static constexpr int kMaxAlgorithms = 64;  ///< above any heuristic count a measurement records
+
+ private:
+  PerfDb& db_;
+  DeviceFingerprint device_;
+  MeasureFn measure_;
+  PerfDbUse& use_;
+};
+
+}  // namespace
+
+double expected_rel_error(const GemmCandidate& c, const GemmKey& key) {
+  const bool fp8_weights = key.weight == DType::kFloat8E4M3FN;
+  switch (c.precision) {
+    case GemmPrecision::kFp32: return 0.0;
+    case GemmPrecision::kBf16: return rounding_error(kBf16, fp8_weights ? kE4M3 : kBf16);
+    case GemmPrecision::kFp8E4M3:
+    case GemmPrecision::kFp8Emulated: return rounding_error(kE4M3, kE4M3);
+  }
+  return 0.0;
+}
+
+std::unique_ptr<GemmTimer> make_cost_model_timer() { return std::make_unique<CostModelTimer>(); }
+
+std::unique_ptr<GemmTimer> make_perf_db_timer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use) {
+  return std::make_unique<PerfDbTimer>(db, std::move(device), std::move(measure), use);
+}
+
+std::string problem_key(const GemmKey& key, const GemmShape& shape) { return key.to_string() + "|" + shape.to_string(); }
+
+}  // namespace loka::dispatch

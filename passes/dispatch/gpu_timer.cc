@@ -1,0 +1,50 @@
+// ============================================================================
+// passes/dispatch/gpu_timer.cc — wiring the autotuner into the perf-DB timer.
+// ============================================================================
+#include "passes/dispatch/gpu_timer.h"
+
+#if LOKA_HAVE_CUDA
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/gemm_autotune.h"
+#endif
+
+namespace loka::dispatch {
+
+#if LOKA_HAVE_CUDA
+
+std::string gpu_unavailable_reason() { return cuda::device_unavailable_reason(); }
+
+Result<DeviceFingerprint> gpu_fingerprint() {
+  LOKA_ASSIGN_OR_RETURN(const cuda::TuningDevice device, cuda::tuning_device());
+  return DeviceFingerprint{device.gpu, device.driver, device.cublaslt};
+}
+
+Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, const GpuTimerOptions& options) {
+  LOKA_ASSIGN_OR_RETURN(DeviceFingerprint device, gpu_fingerprint());
+  cuda::AutotuneOptions tune;
+  tune.max_algorithms = options.max_algorithms;
+  tune.fast_accum = options.fast_accum;
+  tune.repeats = options.repeats;
+  MeasureFn measure = [tune](const kernels::GemmKey& key,
+                             const kernels::GemmShape& shape) -> Result<std::vector<CandidateTiming>> {
+    LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::GemmMeasurement> measured, cuda::autotune_gemm(key, shape, tune));
+    std::vector<CandidateTiming> out;
+    for (const cuda::GemmMeasurement& m : measured) out.push_back({m.candidate, m.median_us, m.rel_error});
+    return out;
+  };
+  return make_perf_db_timer(db, std::move(device), std::move(measure), use);
+}
+
+#else
+
+std::string gpu_unavailable_reason() { return "this build has no CUDA kernels (configured without nvcc or with LOKA_ENABLE_CUDA=OFF)"; }
+
+Result<DeviceFingerprint> gpu_fingerprint() { return Status::error(gpu_unavailable_reason()); }
+
+Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb&, PerfDbUse&, const GpuTimerOptions&) {
+  return Status::error(gpu_unavailable_reason());
+}
+
+#endif
+
+}  // namespace loka::dispatch

@@ -1,0 +1,29 @@
+// ============================================================================
+// passes/dispatch/gpu_timer.h — the perf-DB timer backed by the GPU autotuner
+// (kernels/cuda/gemm_autotune.h) when this build has CUDA and a GPU answers.
+// ============================================================================
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "passes/dispatch/gemm_timer.h"
+
+namespace loka::dispatch {
+
+struct GpuTimerOptions {
+  int max_algorithms = 8;
+  bool fast_accum = true;
+  int repeats = 15;
+};
+
+/// Empty when a GPU can tune here; otherwise why not (no CUDA in this build, no device).
+std::string gpu_unavailable_reason();
+
+/// This device's fingerprint (an error without a GPU).
+Result<DeviceFingerprint> gpu_fingerprint();
+
+/// A timer answering from `db` for this GPU, autotuning what is missing.
+Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, const GpuTimerOptions& options);
+
+}  // namespace loka::dispatch

@@ -1,0 +1,70 @@
+// ============================================================================
+// passes/dispatch/perf_db.h — the kernel performance database: measured time
+// and error per (device, problem, candidate), reused across runs and models.
+//
+// A JSON file (default ~/.cache/loka/perfdb.json, or $LOKA_PERF_DB, or
+// loka-opt's dispatch{perf_db=FILE}):
+//   {"version": 1, "entries": [{"gpu", "driver", "cublaslt", "problem",
+//     "candidate", "median_us", "rel_error", "samples"}, ...]}
+// "problem" is GemmKey::to_string() + "|" + GemmShape::to_string() (shapes are
+// bucketed: M is the batch bucket's row count). Entries are written sorted, so
+// the same measurements give the same bytes. A lookup matches the device
+// fingerprint exactly: entries of another GPU, driver or cuBLASLt version are
+// kept in the file but never used (the caller re-tunes and says so).
+// ============================================================================
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "loka/status.h"
+
+namespace loka::dispatch {
+
+/// What a measurement is valid for: GPU name, driver version, cuBLASLt version.
+struct DeviceFingerprint {
+  std::string gpu, driver, cublaslt;
+  /// "NVIDIA H100 80GB HBM3 / driver 13000 / cuBLASLt 130100".
+  std::string to_string() const;
+  bool operator==(const DeviceFingerprint&) const = default;
+  auto operator<=>(const DeviceFingerprint&) const = default;
+};
+
+/// One measurement.
+struct PerfRecord {
+  double median_us = 0;  ///< median of the timed runs
+  double rel_error = 0;  ///< relative L2 error of the output against an FP32 GEMM on the same inputs
+  int samples = 0;       ///< timed runs
+  bool operator==(const PerfRecord&) const = default;
+};
+
+class PerfDb {
+ public:
+  /// Reads `path`; a missing file is an empty database, a malformed one an error naming it.
+  static Result<PerfDb> load(const std::filesystem::path& path);
+  /// Writes the database (sorted; via a temporary file renamed into place), creating directories.
+  Status save(const std::filesystem::path& path) const;
+
+  std::optional<PerfRecord> find(const DeviceFingerprint& device, const std::string& problem,
+                                 const std::string& candidate) const;
+  /// True when no entry of `device` exists for `problem` but another device's does.
+  bool problem_only_elsewhere(const DeviceFingerprint& device, const std::string& problem) const;
+  void put(const DeviceFingerprint& device, const std::string& problem, const std::string& candidate,
+           const PerfRecord& record);
+  /// The fingerprints with entries, other than `device`.
+  std::set<DeviceFingerprint> other_devices(const DeviceFingerprint& device) const;
+  size_t size() const { return entries_.size(); }
+
+ private:
+  using Key = std::tuple<DeviceFingerprint, std::string, std::string>;  ///< device, problem, candidate
+  std::map<Key, PerfRecord> entries_;
+};
+
+/// $LOKA_PERF_DB, else $XDG_CACHE_HOME/loka/perfdb.json, else $HOME/.cache/loka/perfdb.json.
+std::filesystem::path default_perf_db_path();
+
+}  // namespace loka::dispatch

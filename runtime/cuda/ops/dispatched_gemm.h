@@ -1,0 +1,35 @@
+// ============================================================================
+// runtime/cuda/ops/dispatched_gemm.h — running the kernel the Dispatch pass
+// chose for a Gemm / MatMul / QuantizedGemm node.
+//
+// A node carries the choice as the attribute loka_kernel = ["<M>:<name>", ...]
+// (from the model's "loka.kernels" metadata, see runtime/execution_plan.cc)
+// and loka_kernel_device, the GPU / driver / cuBLASLt the times were measured
+// on. The choice for the planned bucket's M (else the nearest M, with the
+// family's heuristic-best algorithm: an index belongs to one problem) is
+// built with kernels/cuda/gemm_candidate.h. When the plan was measured on
+// another device, or the choice cannot be built here (no such algorithm,
+// weights not constant), the node falls back — to the same family's
+// algorithm 0, else to the op's default path — with one warning per node on
+// stderr; with LOKA_STRICT_KERNELS=1 in the environment it is an error instead.
+// ============================================================================
+#pragma once
+
+#include <optional>
+
+#include "kernels/registry/gemm_kernel_key.h"
+#include "runtime/cuda/device_op.h"
+
+namespace loka::cuda {
+
+/// Where the operands are among the node's inputs (-1: absent).
+struct GemmInputSlots {
+  int x = 0, w = 1, w_scale = -1, bias = -1, x_scale = -1, addend = -1;
+};
+
+/// The op for the node's Dispatch choice; nothing when it has none (or falls
+/// back to the default path); an error in strict mode or on bad attributes.
+Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init, const kernels::GemmKey& key,
+                                                       const kernels::GemmShape& shape, const GemmInputSlots& slots);
+
+}  // namespace loka::cuda

@@ -1,0 +1,77 @@
+// ============================================================================
+// tests/dispatch/cost_model_test.cc — the roofline cost model is monotonic,
+// deterministic, and ranks the cases ARCHITECTURE.md measured the right way.
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include "kernels/registry/cost_model.h"
+#include "kernels/registry/kernel_registry.h"
+
+namespace loka::kernels {
+namespace {
+
+GemmKey quantized(DType input = DType::kFloat32) {
+  GemmKey key;
+  key.op = "QuantizedGemm";
+  key.input = input;
+  key.weight = DType::kFloat8E4M3FN;
+  key.activation_scale = ScaleGranularity::kTensor;
+  return key;
+}
+
+const GemmCandidate kFp8{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false};
+const GemmCandidate kBf16{GemmPrecision::kBf16, ScaleGranularity::kNone, 0, false};
+const GemmCandidate kFp32{GemmPrecision::kFp32, ScaleGranularity::kNone, 0, false};
+const GemmCandidate kEmulated{GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false};
+
+TEST(CostModel, MonotonicInEveryDimension) {
+  GemmKey fp32_key;
+  fp32_key.op = "Gemm";
+  for (const auto& [candidate, key] : std::vector<std::pair<GemmCandidate, GemmKey>>{
+           {kFp8, quantized()}, {kBf16, quantized()}, {kEmulated, quantized()}, {kFp32, fp32_key}, {kBf16, fp32_key}}) {
+    double previous_m = 0;
+    for (int64_t m = 16; m <= 32768; m += m / 3 + 16) {
+      const double t = model_gemm_time(candidate, key, {m, 512, 512, 1}).total_us;
+      EXPECT_GE(t, previous_m) << candidate.name() << " m=" << m;
+      previous_m = t;
+    }
+    double previous_n = 0, previous_k = 0;
+    for (int64_t d = 16; d <= 16384; d += 16 * (d / 160 + 1)) {
+      const double tn = model_gemm_time(candidate, key, {4096, d, 512, 1}).total_us;
+      const double tk = model_gemm_time(candidate, key, {4096, 512, d, 1}).total_us;
+      EXPECT_GE(tn, previous_n) << candidate.name() << " n=" << d;
+      EXPECT_GE(tk, previous_k) << candidate.name() << " k=" << d;
+      previous_n = tn;
+      previous_k = tk;
+    }
+  }
+}
+
+TEST(CostModel, Deterministic) {
+  const GemmShape shape{4096, 1024, 1024, 1};
+  const ModelledTime a = model_gemm_time(kFp8, quantized(), shape);
+  const ModelledTime b = model_gemm_time(kFp8, quantized(), shape);
+  EXPECT_EQ(a.total_us, b.total_us);
+  EXPECT_EQ(a.kernels, 3);  // quantize, GEMM, scale epilogue
+  EXPECT_DOUBLE_EQ(a.total_us, a.gemm_us + a.extra_us);
+}
+
+TEST(CostModel, RanksSmallAndLargeGemmsAsMeasured) {
+  // Small rec-shaped GEMMs: the separate quantize and epilogue cost more than FP8 saves.
+  EXPECT_LT(model_gemm_time(kBf16, quantized(), {512, 256, 256, 1}).total_us,
+            model_gemm_time(kFp8, quantized(), {512, 256, 256, 1}).total_us);
+  // Large GEMMs are compute-bound: FP8's rate wins.
+  EXPECT_LT(model_gemm_time(kFp8, quantized(), {16384, 8192, 8192, 1}).total_us,
+            model_gemm_time(kBf16, quantized(), {16384, 8192, 8192, 1}).total_us);
+  // A producer that already wrote FP8 saves the quantize kernel.
+  const GemmShape shape{4096, 1024, 1024, 1};
+  EXPECT_LT(model_gemm_time(kFp8, quantized(DType::kFloat8E4M3FN), shape).total_us,
+            model_gemm_time(kFp8, quantized(), shape).total_us);
+  // FP32 without tensor cores is the slowest path for any sizeable GEMM.
+  GemmKey fp32_key;
+  fp32_key.op = "Gemm";
+  EXPECT_GT(model_gemm_time(kFp32, fp32_key, shape).total_us, model_gemm_time(kBf16, fp32_key, shape).total_us);
+}
+
+}  // namespace
+}  // namespace loka::kernels

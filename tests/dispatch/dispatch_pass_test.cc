@@ -1,0 +1,309 @@
+// ============================================================================
+// tests/dispatch/dispatch_pass_test.cc — the `dispatch` pass on small graphs
+// (cost model, no GPU) and on a zoo model through loka-opt: a complete,
+// deterministic plan; budget-granted BF16; pins honoured; reasons recorded.
+// ============================================================================
+#include <gtest/gtest.h>
+
+
+#include "kernels/registry/kernel_plan.h"
+#include "kernels/registry/kernel_registry.h"
+#include "passes/dispatch/dispatch_pass.h"
+#include "passes/ir/shape_inference.h"
+#include "passes/ir/text_format.h"
+#include "passes/onnx/onnx_import.h"
+#include "passes/probe/annotations.h"
+#include "test_support.h"
+
+namespace loka {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::make_temp_dir;
+using testing::run_command;
+using testing::source_dir;
+using testing::tools_dir;
+
+constexpr const char* kGraph = R"(graph "mlp" {
+  opset "" 17
+  opset "ai.loka" 1
+  input %x : f32[batch,512]
+  input %w1 : f32[256,512]
+  input %b1 : f32[256]
+  input %w2 : f32[256,128]
+  input %w3 : f8e4m3fn[128,128]
+  input %w3_scale : f32[128]
+  input %x3_scale : f32[1]
+  %h = Gemm(%x, %w1, %b1) {transB = 1} @"fc1"
+  %g = MatMul(%h, %w2) @"fc2"
+  %y = ai.loka::QuantizedGemm(%g, %w3, %w3_scale, %w3_scale, %x3_scale) {activation = "relu"} @"fc3"
+  output %y
+})";
+
+/// Parses `text`, turns the named graph inputs into (zero) initializers — weights too large
+/// to spell out in the text — and infers shapes.
+std::unique_ptr<ir::Graph> make_graph(const char* text = kGraph,
+                                      const std::vector<std::string>& constants = {"w1", "b1", "w2", "w3", "w3_scale",
+                                                                                   "x3_scale"}) {
+  auto graph = ir::parse_graph(text);
+  EXPECT_TRUE(graph.is_ok()) << graph.status().message();
+  for (const std::string& name : constants) {
+    ir::Value* value = (*graph)->find_value(name);
+    if (value == nullptr) continue;
+    (*graph)->remove_input(value);
+    (*graph)->set_initializer(value, Tensor::zeros(value->type().dtype, value->type().static_shape()));
+  }
+  EXPECT_TRUE(ir::infer_shapes(**graph).is_ok());
+  return std::move(graph).value();
+}
+
+std::map<std::string, std::string> default_options() {
+  std::map<std::string, std::string> options;
+  for (const PassOption& option : dispatch_pass_info().options) options[option.name] = option.default_value;
+  return options;
+}
+
+/// Runs the pass with the cost model; returns the annotation document.
+json dispatch_with_cost_model(ir::Graph& graph, const dispatch::DispatchOptions& options = {}) {
+  CompileSettings settings;
+  PassContext context(settings, default_options());
+  auto timer = dispatch::make_cost_model_timer();
+  auto changed = dispatch::dispatch_gemms(graph, context, *timer, options);
+  EXPECT_TRUE(changed.is_ok()) << changed.status().message();
+  auto document = read_annotations(graph);
+  EXPECT_TRUE(document.is_ok());
+  return *document;
+}
+
+/// Annotations as pin-precision leaves them: a rel_l2 budget with `predicted` spent.
+void annotate_budget(ir::Graph& graph, double predicted, bool pin_fc1_fp32 = false) {
+  json document = read_annotations(graph).value();
+  document["model"]["precision"] = {{"budget", "rel_l2=0.01"}, {"predicted_error", predicted}};
+  json& fc1 = document["nodes"]["fc1"];
+  fc1 = {{"name", "fc1"}, {"op", "Gemm"}, {"precision", "fp32"},
+         {"recipes", {{"e4m3_tensor", {{"error", {{"rel_l2_mean", 0.004}}}}}}}};
+  if (pin_fc1_fp32) fc1["pinned_by"] = "fc1=fp32";
+  document["nodes"]["fc3"] = {{"name", "fc3"}, {"op", "QuantizedGemm"}, {"precision", "fp8_e4m3"},
+                              {"error", {{"rel_l2_mean", 0.001}}}};
+  write_annotations(graph, document);
+}
+
+TEST(DispatchPass, WritesACompletePlanForEveryGemmAndBucket) {
+  auto graph = make_graph();
+  const json document = dispatch_with_cost_model(*graph);
+  for (const char* name : {"fc1", "fc2", "fc3"}) {
+    const json& node = document["nodes"][name];
+    ASSERT_TRUE(node.contains("kernel")) << name;
+    EXPECT_TRUE(node["kernel"].is_string());
+    EXPECT_GT(node["kernel_time_us"].get<double>(), 0) << name;
+    EXPECT_TRUE(node.contains("kernel_runner_up")) << name;
+    EXPECT_EQ(node["kernel_source"], "cost_model");
+    ASSERT_EQ(node["kernels"].size(), 3u) << name;
+    for (const char* bucket : {"512", "4096", "16384"}) {
+      const json& entry = node["kernels"][bucket];
+      EXPECT_TRUE(entry["kernel"].is_string()) << name << " " << bucket;
+      if (entry["runner_up"].is_string()) {
+        EXPECT_GE(entry["runner_up_time_us"].get<double>(), entry["time_us"].get<double>()) << name << " " << bucket;
+      }
+    }
+    EXPECT_EQ(node["kernel"], node["kernels"]["4096"]["kernel"]);
+  }
+  EXPECT_EQ(document["model"]["dispatch"]["dispatched_nodes"], 3);
+  EXPECT_EQ(document["model"]["dispatch"]["device"], kernels::kCostModelDevice);
+  // Without pin-precision's budget nothing may add error: FP32 nodes stay FP32.
+  EXPECT_EQ(document["nodes"]["fc1"]["kernel_precision"], "fp32");
+  EXPECT_EQ(document["nodes"]["fc2"]["kernel_precision"], "fp32");
+
+  auto plan = kernels::parse_kernel_plan(graph->metadata.at(kernels::kKernelPlanKey));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  EXPECT_EQ(plan->device, kernels::kCostModelDevice);
+  ASSERT_EQ(plan->nodes.size(), 3u);
+  EXPECT_EQ(plan->nodes["fc1"].size(), 3u);
+  EXPECT_EQ(plan->nodes["fc1"][1].m, 4096);
+  EXPECT_EQ(plan->nodes["fc1"][1].candidate, document["nodes"]["fc1"]["kernel"]);
+  // The ai.loka node carries the choice as an attribute too; standard ops do not (onnx's checker).
+  EXPECT_TRUE(graph->find_node("fc3")->attributes().has("kernel"));
+  EXPECT_FALSE(graph->find_node("fc1")->attributes().has("kernel"));
+}
+
+TEST(DispatchPass, RunTwiceGivesIdenticalBytes) {
+  auto first = make_graph(), second = make_graph();
+  annotate_budget(*first, 0.002);
+  annotate_budget(*second, 0.002);
+  dispatch_with_cost_model(*first);
+  dispatch_with_cost_model(*second);
+  EXPECT_EQ(first->metadata, second->metadata);
+  EXPECT_EQ(ir::print_graph(*first), ir::print_graph(*second));
+  // Running it again on its own output changes nothing.
+  const auto before = first->metadata;
+  dispatch_with_cost_model(*first);
+  EXPECT_EQ(first->metadata, before);
+}
+
+TEST(DispatchPass, SpendsBudgetHeadroomOnFasterBf16) {
+  auto graph = make_graph();
+  annotate_budget(*graph, 0.002);
+  const json document = dispatch_with_cost_model(*graph);
+  const json& fc1 = document["nodes"]["fc1"];
+  // 16384 x 256 x 512 in FP32 without tensor cores loses to a BF16 cast + GEMM.
+  EXPECT_EQ(fc1["kernels"]["16384"]["precision"], "bf16");
+  EXPECT_GT(fc1["kernel_extra_error"].get<double>(), 0);
+  const json& summary = document["model"]["dispatch"];
+  EXPECT_TRUE(summary["within_budget"].get<bool>());
+  EXPECT_LE(summary["predicted_error"].get<double>(), 0.01);
+  // fc2 has no Probe measurement: no error may be added there.
+  EXPECT_EQ(document["nodes"]["fc2"]["kernel_precision"], "fp32");
+}
+
+TEST(DispatchPass, NoHeadroomOrAPinKeepsFp32) {
+  {
+    auto graph = make_graph();
+    annotate_budget(*graph, 0.00999);
+    const json document = dispatch_with_cost_model(*graph);
+    for (const auto& [bucket, entry] : document["nodes"]["fc1"]["kernels"].items())
+      EXPECT_EQ(entry["precision"], "fp32") << bucket;
+  }
+  {
+    auto graph = make_graph();
+    annotate_budget(*graph, 0.002, /*pin_fc1_fp32=*/true);
+    const json document = dispatch_with_cost_model(*graph);
+    for (const auto& [bucket, entry] : document["nodes"]["fc1"]["kernels"].items())
+      EXPECT_EQ(entry["precision"], "fp32") << bucket;
+  }
+}
+
+TEST(DispatchPass, FreeChoicesNeverAddError) {
+  auto graph = make_graph();
+  annotate_budget(*graph, 0.00999);
+  const json document = dispatch_with_cost_model(*graph);
+  // fc3 runs FP8 (its own precision) or BF16 (less error): never anything else, no added error.
+  const std::string precision = document["nodes"]["fc3"]["kernel_precision"];
+  EXPECT_TRUE(precision == "fp8_e4m3" || precision == "bf16" || precision == "fp8_emulated") << precision;
+  EXPECT_EQ(document["nodes"]["fc3"]["kernel_extra_error"].get<double>(), 0.0);
+  EXPECT_EQ(document["model"]["dispatch"]["extra_error"].get<double>(), 0.0);
+}
+
+/// Measurements as a GPU might give them: FP8 FAST_ACCUM and BF16 are faster but less exact.
+dispatch::MeasureFn fake_gpu() {
+  return [](const kernels::GemmKey& key, const kernels::GemmShape& shape) -> Result<std::vector<dispatch::CandidateTiming>> {
+    std::vector<dispatch::CandidateTiming> out;
+    for (const kernels::GemmCandidate& c : kernels::gemm_candidates(key, shape, {2, true, true})) {
+      double time = 0, error = 0;
+      switch (c.precision) {
+        case kernels::GemmPrecision::kFp32: time = 20 + c.algorithm, error = 1e-7; break;
+        case kernels::GemmPrecision::kBf16: time = key.weight == DType::kFloat8E4M3FN ? 12 : 8, error = 0.002; break;
+        case kernels::GemmPrecision::kFp8E4M3: time = c.fast_accum ? 6 : 10 - c.algorithm, error = c.fast_accum ? 0.08 : 0.05; break;
+        case kernels::GemmPrecision::kFp8Emulated: time = 30, error = 0.05; break;
+      }
+      out.push_back({c, time, error});
+    }
+    return out;
+  };
+}
+
+json dispatch_measured(ir::Graph& graph) {
+  dispatch::PerfDb db;
+  dispatch::PerfDbUse use;
+  auto timer = dispatch::make_perf_db_timer(db, {"Test GPU", "1", "2"}, fake_gpu(), use);
+  CompileSettings settings;
+  PassContext context(settings, default_options());
+  EXPECT_TRUE(dispatch::dispatch_gemms(graph, context, *timer, {}).is_ok());
+  return read_annotations(graph).value();
+}
+
+TEST(DispatchPass, MeasuredFastAccumAndBf16NeedBudget) {
+  {
+    auto graph = make_graph();
+    annotate_budget(*graph, 0.002);  // 0.008 of headroom
+    const json document = dispatch_measured(*graph);
+    EXPECT_EQ(document["nodes"]["fc3"]["kernel"], "cublaslt.fp8.e4m3.tensor.fast_accum.algo0");
+    EXPECT_EQ(document["nodes"]["fc3"]["kernel_runner_up"], "cublaslt.fp8.e4m3.tensor.fast_accum.algo1");
+    EXPECT_EQ(document["nodes"]["fc1"]["kernel"], "cublaslt.bf16.algo0");
+    EXPECT_EQ(document["nodes"]["fc2"]["kernel"], "cublaslt.fp32.algo0");  // no Probe figure: exact only
+    EXPECT_EQ(document["nodes"]["fc1"]["kernel_source"], "measured");
+    EXPECT_EQ(document["model"]["dispatch"]["device"], "Test GPU / driver 1 / cuBLASLt 2");
+    // 0.001 x 0.08/0.05 - 0.001 for fc3, 0.004 x 0.002/0.051 for fc1.
+    EXPECT_NEAR(document["model"]["dispatch"]["extra_error"].get<double>(), 0.0006 + 0.004 * 0.002 / 0.051, 1e-6);
+  }
+  {
+    auto graph = make_graph();
+    annotate_budget(*graph, 0.0099);  // 0.0001 of headroom: neither fits
+    const json document = dispatch_measured(*graph);
+    EXPECT_EQ(document["nodes"]["fc3"]["kernel"], "cublaslt.fp8.e4m3.tensor.algo1");  // fastest exact FP8
+    EXPECT_EQ(document["nodes"]["fc3"]["kernel_runner_up"], "cublaslt.fp8.e4m3.tensor.algo0");
+    EXPECT_EQ(document["nodes"]["fc1"]["kernel"], "cublaslt.fp32.algo0");
+    EXPECT_EQ(document["model"]["dispatch"]["extra_error"].get<double>(), 0.0);
+  }
+}
+
+TEST(DispatchPass, UnknownShapesAreRecordedWithAReason) {
+  auto graph = make_graph(R"(graph "g" {
+  opset "" 17
+  input %x : f32[?,64]
+  input %w : f32[64,32]
+  %y = MatMul(%x, %w) @"mm"
+  output %y
+})");
+  const json document = dispatch_with_cost_model(*graph);
+  EXPECT_FALSE(document["nodes"]["mm"].contains("kernel"));
+  EXPECT_NE(document["nodes"]["mm"]["kernel_reason"].get<std::string>().find("shapes unknown"), std::string::npos);
+}
+
+TEST(DispatchPass, OptionsAreValidated) {
+  EXPECT_EQ(*dispatch::parse_buckets("512:4096:16384"), (std::vector<int64_t>{512, 4096, 16384}));
+  EXPECT_TRUE(dispatch::parse_buckets("512,4096,16384").is_ok());
+  EXPECT_EQ(*dispatch::parse_buckets("8"), std::vector<int64_t>{8});
+  for (const char* bad : {"", "512,", "512:", "4096:512", "0", "a,b", "512:512"})
+    EXPECT_FALSE(dispatch::parse_buckets(bad).is_ok()) << bad;
+  auto graph = make_graph();
+  CompileSettings settings;
+  auto options = default_options();
+  options["device"] = "tpu";
+  PassContext context(settings, options);
+  auto result = make_dispatch_pass()->run(*graph, context);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_NE(result.status().message().find("device='tpu'"), std::string::npos);
+}
+
+/// The model with what legitimately differs between two runs removed: the Probe's wall time.
+std::string comparable(const std::filesystem::path& path) {
+  auto graph = onnx_io::import_model_file(path);
+  EXPECT_TRUE(graph.is_ok()) << graph.status().message();
+  json document = read_annotations(**graph).value();
+  document["model"]["probe"].erase("seconds");
+  write_annotations(**graph, document);
+  return ir::print_graph(**graph) + (*graph)->metadata[kAnnotationsKey] + (*graph)->metadata[kernels::kKernelPlanKey];
+}
+
+// loka-opt's default pipeline ends with dispatch: twice on a zoo model gives
+// the same model, annotations and plan (all but model.probe.seconds, a wall
+// time), and loka-inspect shows the kernel of every GEMM.
+TEST(DispatchPass, LokaOptDefaultPipelineIsDeterministicOnAZooModel) {
+  const auto model = source_dir() / "models" / "zoo" / "dlrm_dot";
+  const auto dir = make_temp_dir("dispatch_zoo");
+  // On a GPU machine dispatch tunes: keep its perf DB out of the user's cache.
+  const std::string base = "LOKA_PERF_DB=" + (dir / "perfdb.json").string() + " " + (tools_dir() / "loka-opt").string() +
+                           " " + (model / "model.onnx").string() + " --calib " + (model / "calib").string();
+  for (const char* out : {"a.onnx", "b.onnx"}) {
+    const CommandResult run = run_command(base + " -o " + (dir / out).string());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+  }
+  const std::string a = comparable(dir / "a.onnx"), b = comparable(dir / "b.onnx");
+  EXPECT_TRUE(a == b) << "two loka-opt runs differ beyond the Probe's wall time";
+  EXPECT_NE(a.find("cublaslt."), std::string::npos);
+  const CommandResult inspect = run_command((tools_dir() / "loka-inspect").string() + " " + (dir / "a.onnx").string() + " --json");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  const json printed = json::parse(inspect.output.substr(inspect.output.find('{')));
+  size_t gemms = 0;
+  for (const json& node : printed["nodes"]) {
+    const std::string op = node.value("op", "");
+    if (op != "Gemm" && op != "MatMul" && op != "QuantizedGemm") continue;
+    ++gemms;
+    EXPECT_TRUE(node["kernel"].is_string()) << node.dump();
+  }
+  EXPECT_GT(gemms, 0u);
+}
+
+}  // namespace
+}  // namespace loka
