@@ -351,10 +351,14 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
                        DType::kFloat8E4M3FN, DType::kFloat32,
                        config.x_form == XForm::kRow ? kernels::ScaleGranularity::kRow : kernels::ScaleGranularity::kTensor,
                        kernels::GemmLayout::kNT, w.host.defined(), config.has_bias, config.activation};
-  LOKA_ASSIGN_OR_RETURN(auto dispatched,
-                        plan_dispatched_gemm(init, key, {config.rows, config.n, config.k, 1},
-                                             GemmInputSlots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1, -1}));
-  if (dispatched) return std::move(*dispatched);
+  // Dispatch's candidates have no Multiplier/Residual terms: such a node keeps the built-in op,
+  // whose scale epilogue applies them in the same pass.
+  if (!config.has_multiplier && !config.has_residual) {
+    LOKA_ASSIGN_OR_RETURN(auto dispatched,
+                          plan_dispatched_gemm(init, key, {config.rows, config.n, config.k, 1},
+                                               GemmInputSlots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1, -1}));
+    if (dispatched) return std::move(*dispatched);
+  }
   Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
   if (Fp8Gemm::can_implement(problem).is_ok()) {
     auto op = QuantizedGemmOp::create(config);
