@@ -18,6 +18,8 @@
 //   fuse-layernorm-quant  needs QuantizedGemm consumers to exist.
 //   fuse-gemm-epilogue    needs QuantizedGemm nodes; after fuse-layernorm-quant,
 //                         which only rewires GEMM inputs 0 and 4.
+//   fuse-embedding-bags   after insert-scales, so FP8 tables arrive as
+//                         QuantizedGather (the fused op takes both kinds).
 //   dispatch              after every rewrite that changes a GEMM's key (precision,
 //                         FP8 input from LayerNormQuant) and after infer-shapes.
 //   lower-qdq             last, and only for --format qdq: replaces ai.loka ops.
@@ -36,6 +38,7 @@
 #include "passes/dispatch/dispatch_pass.h"
 #include "passes/infer_shapes_pass.h"
 #include "passes/mods/center_norm_weights.h"
+#include "passes/mods/fuse_embedding_bags.h"
 #include "passes/mods/fuse_gemm_epilogue.h"
 #include "passes/mods/fuse_layernorm_quant.h"
 #include "passes/mods/insert_scales.h"
@@ -68,13 +71,14 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(insert_scales_pass_info(), make_insert_scales_pass);
   registry.add(fuse_layernorm_quant_pass_info(), make_fuse_layernorm_quant_pass);
   registry.add(fuse_gemm_epilogue_pass_info(), make_fuse_gemm_epilogue_pass);
+  registry.add(fuse_embedding_bags_pass_info(), make_fuse_embedding_bags_pass);
   registry.add(dispatch_pass_info(), make_dispatch_pass);
   registry.add(lower_qdq_pass_info(), make_lower_qdq_pass);
 }
 
 std::string default_pipeline() {
   return "canonicalize,infer-shapes,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
-         "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,infer-shapes,dispatch";
+         "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,infer-shapes,dispatch";
 }
 
 }  // namespace loka

@@ -8,7 +8,8 @@
 // batches, kernel) and the most sensitive sites ranked with the likely reason
 // (dynamic range, outliers, amplification by a following normalization).
 // --json prints the contract document ({"model", "nodes": [...]}, nodes in
-// graph order); --dot writes a Graphviz graph coloured by precision/verdict;
+// graph order, each fused node followed by the Probe sites it absorbed, marked
+// "fused_into"); --dot writes a Graphviz graph coloured by precision/verdict;
 // --html writes a self-contained report (that graph drawn by Graphviz's `dot`,
 // the site table, histograms of the worst sites; tools/inspect/html_report.h).
 // ============================================================================
@@ -57,7 +58,22 @@ nlohmann::json node_list(const ir::Graph& graph, const nlohmann::json& annotated
     if (!entry.contains("flops")) entry["flops"] = 0;
     if (!entry.contains("kernel")) entry["kernel"] = nullptr;
     if (!node->outputs().empty()) entry["output_type"] = ir::print_type(node->output(0)->type());
+    const nlohmann::json absorbed = entry.value("from", nlohmann::json::array());
     nodes.push_back(std::move(entry));
+    // Probe sites a fusion absorbed (the tables of an EmbeddingBags) keep their own rows, right
+    // after the node that now computes them, so no measured site disappears from the report.
+    for (const nlohmann::json& name : absorbed) {
+      if (!name.is_string() || name == node->name() || !annotated.contains(name.get<std::string>())) continue;
+      nlohmann::json site = annotated[name.get<std::string>()];
+      if (site.value("fused_into", "") != node->name()) continue;
+      site["name"] = name;
+      if (!site.contains("op")) site["op"] = "?";
+      for (const char* key : {"verdict", "kernel"})
+        if (!site.contains(key)) site[key] = nullptr;
+      if (!site.contains("precision")) site["precision"] = "fp32";
+      if (!site.contains("flops")) site["flops"] = 0;
+      nodes.push_back(std::move(site));
+    }
   }
   return nodes;
 }

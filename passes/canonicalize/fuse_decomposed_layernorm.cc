@@ -48,16 +48,9 @@ ir::Value* other_operand(const ir::Node* node, const ir::Value* value) {
 std::optional<std::vector<int64_t>> reduced_axes(const ir::Node& reduce, int rank) {
   auto keepdims = reduce.attributes().get_int("keepdims", 1);
   if (!keepdims || *keepdims != 1 || rank <= 0) return std::nullopt;
-  std::vector<int64_t> axes;
-  if (reduce.attributes().has("axes")) {
-    auto listed = reduce.attributes().get_ints("axes");
-    if (!listed) return std::nullopt;
-    axes = *listed;
-  } else if (reduce.input(1) != nullptr) {
-    auto listed = canonicalize::int_list_constant(reduce.input(1));
-    if (!listed) return std::nullopt;
-    axes = *listed;
-  }
+  auto listed = canonicalize::attribute_or_input_ints(reduce, "axes", 1);
+  if (!listed) return std::nullopt;
+  std::vector<int64_t> axes = std::move(*listed);
   if (axes.empty()) {
     auto noop = reduce.attributes().get_int("noop_with_empty_axes", 0);
     if (!noop || *noop != 0) return std::nullopt;

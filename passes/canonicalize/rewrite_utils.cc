@@ -37,6 +37,15 @@ std::optional<std::vector<int64_t>> int_list_constant(const ir::Value* value) {
   return data->to_int64s();
 }
 
+std::optional<std::vector<int64_t>> attribute_or_input_ints(const ir::Node& node, const std::string& name, size_t index) {
+  if (node.attributes().has(name)) {
+    auto listed = node.attributes().get_ints(name);
+    return listed ? std::optional<std::vector<int64_t>>(*listed) : std::nullopt;
+  }
+  if (node.input(index) == nullptr) return std::vector<int64_t>{};
+  return int_list_constant(node.input(index));
+}
+
 bool has_exactly_uses(const ir::Value* value, size_t count) {
   return value != nullptr && !value->is_graph_output() && value->uses().size() == count;
 }

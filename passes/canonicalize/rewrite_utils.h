@@ -29,6 +29,11 @@ std::optional<double> scalar_constant(const ir::Value* value);
 /// A constant of integers (any integer dtype), as int64 values.
 std::optional<std::vector<int64_t>> int_list_constant(const ir::Value* value);
 
+/// An integer list operand that moved from an attribute to an input across opsets (axes, Slice
+/// starts/ends): the attribute `name` when the node has it, else the constant input `index`.
+/// An empty list when neither is present; nothing when the input is not a compile-time constant.
+std::optional<std::vector<int64_t>> attribute_or_input_ints(const ir::Node& node, const std::string& name, size_t index);
+
 /// True when `value` is read by exactly `count` input slots and is not a graph output.
 bool has_exactly_uses(const ir::Value* value, size_t count);
 

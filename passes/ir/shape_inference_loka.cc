@@ -1,6 +1,7 @@
 // ============================================================================
 // passes/ir/shape_inference_loka.cc — inference rules for the ai.loka ops
-// (docs/loka_ops.md): QuantizedGemm, LayerNormQuant, QuantizedGather.
+// (docs/loka_ops.md): QuantizedGemm, LayerNormQuant, QuantizedGather,
+// EmbeddingBags.
 //
 // The compiler creates these ops itself, so the rules double as a static
 // check of its rewrites: a wrong dtype, a K mismatch, a scale of the wrong
@@ -170,12 +171,59 @@ Result<TypeList> quantized_gather(InferenceContext& ctx) {
   return TypeList{make_type(DType::kFloat32, std::move(shape))};
 }
 
+Result<TypeList> embedding_bags(InferenceContext& ctx) {
+  LOKA_RETURN_IF_ERROR(ctx.require_inputs(2));
+  const size_t tables = ctx.input_count() / 2;  // Indices + (Table, Row_scale) pairs; a last omitted scale may be dropped
+  auto listed = ctx.attributes().get_ints("offsets");
+  if (!listed) return ctx.error(listed.status().message());
+  const std::vector<int64_t>& offsets = *listed;
+  if (offsets.size() != tables + 1)
+    return ctx.error("attribute 'offsets' must have " + std::to_string(tables + 1) + " entries for " +
+                     std::to_string(tables) + " tables, got " + std::to_string(offsets.size()));
+  for (size_t t = 0; t < tables; ++t)
+    if (offsets[t] < 0 || offsets[t + 1] <= offsets[t])
+      return ctx.error("attribute 'offsets' must be strictly increasing from >= 0 (bag " + std::to_string(t) + ")");
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kInt32, DType::kInt64}, "Indices"));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, 0, 2, 2, "Indices", "2-D [B, H]"));
+  const TensorType& indices = ctx.input_type(0);
+  const Dim h = dim_of(indices, 1);
+  if (h.is_known() && offsets.back() > h.value)
+    return ctx.error("attribute 'offsets' ends at " + std::to_string(offsets.back()) + ", beyond Indices " +
+                     describe(indices));
+  Dim d = Dim::unknown();
+  for (size_t t = 0; t < tables; ++t) {
+    const std::string table = "Table_" + std::to_string(t), scale = "Row_scale_" + std::to_string(t);
+    if (!ctx.has_input(1 + 2 * t)) return ctx.error(table + " is missing");
+    LOKA_RETURN_IF_ERROR(check_dtype(ctx, 1 + 2 * t, {DType::kFloat32, DType::kFloat8E4M3FN}, table.c_str()));
+    LOKA_RETURN_IF_ERROR(check_rank(ctx, 1 + 2 * t, 2, 2, table.c_str(), "2-D [V, D]"));
+    const TensorType& type = ctx.input_type(1 + 2 * t);
+    const Dim row = dim_of(type, 1);
+    LOKA_RETURN_IF_ERROR(check_dim(ctx, row, d, table + " " + describe(type) + " has another D than Table_0"));
+    if (row.is_known()) d = row;
+    const bool has_scale = 2 + 2 * t < ctx.input_count() && ctx.has_input(2 + 2 * t);
+    if (type.dtype == DType::kFloat32 && has_scale) return ctx.error(scale + " is given for a float32 " + table);
+    if (type.dtype == DType::kFloat8E4M3FN) {
+      if (!has_scale) return ctx.error(scale + " is missing for the FP8 " + table);
+      LOKA_RETURN_IF_ERROR(check_dtype(ctx, 2 + 2 * t, {DType::kFloat32}, scale.c_str()));
+      LOKA_RETURN_IF_ERROR(check_rank(ctx, 2 + 2 * t, 1, 1, scale.c_str(), "1-D [V] or [1]"));
+      const Dim v = dim_of(type, 0), scales = dim_of(ctx.input_type(2 + 2 * t), 0);
+      if (scales.is_known() && scales.value != 1 && v.is_known() && scales.value != v.value)
+        return ctx.error(scale + " " + describe(ctx.input_type(2 + 2 * t)) + " is neither [V] = [" +
+                         std::to_string(v.value) + "] nor [1]");
+    }
+  }
+  std::optional<Dims> shape;
+  if (indices.has_rank()) shape = Dims{dim_of(indices, 0), Dim::known(static_cast<int64_t>(tables)), d};
+  return TypeList{make_type(DType::kFloat32, std::move(shape))};
+}
+
 }  // namespace
 
 void register_loka_rules(ShapeInferenceRegistry& registry) {
   registry.add("ai.loka", "QuantizedGemm", quantized_gemm);
   registry.add("ai.loka", "LayerNormQuant", layer_norm_quant);
   registry.add("ai.loka", "QuantizedGather", quantized_gather);
+  registry.add("ai.loka", "EmbeddingBags", embedding_bags);
 }
 
 }  // namespace loka::ir::inference

@@ -11,8 +11,9 @@
 //
 // Two standard-ONNX limits shape the rewrites: Gather does not accept FP8
 // tensors at any opset up to 21 (onnxruntime rejects it), so QuantizedGather
-// dequantizes the table (per-row scale on axis 0, exact) before gathering;
-// and per-tensor scales must be scalars for QuantizeLinear, so [1] scales are
+// (and EmbeddingBags, lowered back to the exporters' per-table Slice ->
+// Gather -> ReduceSum chains and a Concat) dequantizes the table (per-row
+// scale on axis 0, exact) before gathering; and per-tensor scales must be scalars for QuantizeLinear, so [1] scales are
 // turned into [] ones.
 //
 // onnxruntime's ReluQuantRewrite deletes a Relu that feeds a QuantizeLinear
@@ -171,6 +172,19 @@ Status check_loka_node(const Node& node) {
                            "' needs a known shape [V] or [1] to choose per-row or per-tensor dequantization");
     return Status::ok();
   }
+  if (node.op_type() == "EmbeddingBags") {
+    LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "Indices"}, {1, "Table_0"}}));
+    LOKA_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, node.attributes().get_ints("offsets"));
+    if (offsets.size() != node.inputs().size() / 2 + 1 || node.output(0)->type().rank() != 3)
+      return Status::error(node_label(node) + ": offsets and tables disagree, or the output is not [B, T, D]");
+    for (size_t t = 0; t + 1 < offsets.size(); ++t) {
+      const Value* scale = node.input(2 + 2 * t);
+      if (scale != nullptr && (scale->type().rank() != 1 || !(*scale->type().shape)[0].is_known()))
+        return Status::error(node_label(node) + ": Row_scale_" + std::to_string(t) + " '" + scale->name() +
+                             "' needs a known shape [V] or [1] to choose per-row or per-tensor dequantization");
+    }
+    return Status::ok();
+  }
   return Status::error(node_label(node) + ": ai.loka::" + node.op_type() + " has no QDQ lowering");
 }
 
@@ -319,18 +333,52 @@ void lower_layer_norm_quant(Emitter& emit, const Lowering& node) {
                  node.output, node.name);
 }
 
-void lower_quantized_gather(Emitter& emit, const Lowering& node) {
-  // Gather cannot read FP8 (its type list excludes it up to opset 21): dequantize, then gather.
-  Value* table = node.input(0);
-  Value* scale = node.input(1);
+/// An FP8 table as float32 rows: Gather cannot read FP8 (its type list excludes it up to
+/// opset 21), so lookups dequantize the table first (per-row scale on axis 0: exact).
+Value* dequantized_table(Emitter& emit, Value* table, Value* scale, const std::string& base, const std::string& suffix) {
   const bool per_tensor = (*scale->type().shape)[0].value == 1;
   Attributes per_row;
   if (!per_tensor) per_row.set("axis", int64_t{0});
-  Value* values = emit.emit("DequantizeLinear", {table, per_tensor ? emit.scalar(scale, node.name) : scale},
-                            float_type_of(table), node.name, "dequantize_table", per_row);
+  return emit.emit("DequantizeLinear", {table, per_tensor ? emit.scalar(scale, base) : scale}, float_type_of(table),
+                   base, suffix, per_row);
+}
+
+void lower_quantized_gather(Emitter& emit, const Lowering& node) {
+  Value* values = dequantized_table(emit, node.input(0), node.input(1), node.name, "dequantize_table");
   Attributes axis;
   axis.set("axis", int64_t{0});
   emit.emit_into("Gather", {values, node.input(2)}, node.output, node.name, axis);
+}
+
+/// EmbeddingBags as the exporters' chain: per table Slice -> Gather -> ReduceSum(keepdims), then Concat.
+void lower_embedding_bags(Emitter& emit, const Lowering& node) {
+  const std::vector<int64_t> offsets = node.attributes.get_ints("offsets").value();  // checked by check_loka_node
+  const TensorType& ids = node.input(0)->type();
+  const Dim batch = ids.has_rank() ? (*ids.shape)[0] : Dim::unknown();
+  const Dim width = node.output->type().has_rank() ? (*node.output->type().shape)[2] : Dim::unknown();
+  Attributes gather_axis, keep;
+  gather_axis.set("axis", int64_t{0});
+  keep.set("keepdims", int64_t{1});
+  std::vector<Value*> pooled;
+  for (size_t t = 0; t + 1 < offsets.size(); ++t) {
+    const std::string tag = "bag" + std::to_string(t);
+    const int64_t bag = offsets[t + 1] - offsets[t];
+    Value* rows = node.input(1 + 2 * t);
+    if (node.input(2 + 2 * t) != nullptr) rows = dequantized_table(emit, rows, node.input(2 + 2 * t), node.name, tag + "_dequantize");
+    Value* bag_ids = emit.emit("Slice",
+                               {node.input(0), emit.int64_constant({offsets[t]}), emit.int64_constant({offsets[t + 1]}),
+                                emit.int64_constant({1})},
+                               TensorType{ids.dtype, std::vector<Dim>{batch, Dim::known(bag)}}, node.name, tag + "_ids");
+    Value* gathered = emit.emit("Gather", {rows, bag_ids},
+                                TensorType{DType::kFloat32, std::vector<Dim>{batch, Dim::known(bag), width}}, node.name,
+                                tag + "_rows", gather_axis);
+    pooled.push_back(emit.emit("ReduceSum", {gathered, emit.int64_constant({1})},
+                               TensorType{DType::kFloat32, std::vector<Dim>{batch, Dim::known(1), width}}, node.name,
+                               tag + "_sum", keep));
+  }
+  Attributes concat_axis;
+  concat_axis.set("axis", int64_t{1});
+  emit.emit_into("Concat", pooled, node.output, node.name, concat_axis);
 }
 
 /// Replaces `node` by its standard-op chain; the chain's last node writes a new value
@@ -346,6 +394,7 @@ void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   lowering.output = graph.add_value(output_name, output_type);
   if (lowering.op_type == "QuantizedGemm") lower_quantized_gemm(emit, lowering, opset);
   else if (lowering.op_type == "LayerNormQuant") lower_layer_norm_quant(emit, lowering);
+  else if (lowering.op_type == "EmbeddingBags") lower_embedding_bags(emit, lowering);
   else lower_quantized_gather(emit, lowering);
   graph.replace_all_uses_with(placeholder, lowering.output);
   graph.erase_value(placeholder);

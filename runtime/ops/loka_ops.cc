@@ -1,6 +1,7 @@
 // ============================================================================
 // runtime/ops/loka_ops.cc — the ai.loka operator domain, version 1, on the CPU:
-// QuantizedGemm, LayerNormQuant and QuantizedGather (docs/loka_ops.md).
+// QuantizedGemm, LayerNormQuant, QuantizedGather and EmbeddingBags
+// (docs/loka_ops.md).
 //
 // This file is the reference implementation the doc points to, so every FP8
 // value goes through the bit-exact codecs (loka/float8.h, via the emulation
@@ -316,12 +317,130 @@ Result<std::unique_ptr<OpKernel>> make_quantized_gather(const KernelInit& init) 
   return make_function_kernel(run_quantized_gather);
 }
 
+// ----------------------------------------------------------------------------
+// EmbeddingBags: Y[b, t, :] = Σ_{k in bag t} R_t(Indices[b, k]).
+
+/// Validated offsets attribute: T + 1 strictly increasing entries.
+Result<std::vector<int64_t>> embedding_bag_offsets(const Attributes& attributes, size_t tables) {
+  LOKA_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, attributes.get_ints("offsets"));
+  if (offsets.size() != tables + 1)
+    return Status::error("attribute 'offsets' must have " + std::to_string(tables + 1) + " entries (one more than the " +
+                         std::to_string(tables) + " tables), got " + std::to_string(offsets.size()));
+  if (offsets[0] < 0) return Status::error("attribute 'offsets' starts below 0");
+  for (size_t t = 0; t < tables; ++t)
+    if (offsets[t + 1] <= offsets[t])
+      return Status::error("attribute 'offsets' must be strictly increasing (bag " + std::to_string(t) + " is empty)");
+  return offsets;
+}
+
+/// One table as the pooling loop reads it.
+struct BagTable {
+  const float* rows = nullptr;     ///< float32 table
+  const uint8_t* codes = nullptr;  ///< FP8 table
+  const float* scales = nullptr;
+  bool per_row = false;
+  int64_t v = 0;
+};
+
+template <typename Index>
+Status pool_bags(const Index* ids, int64_t batch, int64_t h, const std::vector<int64_t>& offsets,
+                 const std::vector<BagTable>& tables, int64_t d, float* y) {
+  const std::array<float, 256>& decode = e4m3_values();
+  std::vector<double> acc(static_cast<size_t>(d));
+  const int64_t t_count = static_cast<int64_t>(tables.size());
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t t = 0; t < t_count; ++t) {
+      const BagTable& table = tables[static_cast<size_t>(t)];
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t k = offsets[static_cast<size_t>(t)]; k < offsets[static_cast<size_t>(t) + 1]; ++k) {
+        const int64_t id = static_cast<int64_t>(ids[b * h + k]);
+        if (id < -table.v || id >= table.v)
+          return Status::error("Indices[" + std::to_string(b) + ", " + std::to_string(k) + "] = " + std::to_string(id) +
+                               " is outside [-" + std::to_string(table.v) + ", " + std::to_string(table.v) +
+                               ") of Table_" + std::to_string(t));
+        const int64_t row = id < 0 ? id + table.v : id;
+        if (table.codes != nullptr) {
+          // One FP32 product per element, as QuantizedGather, then the double sum ReduceSum takes.
+          const float scale = table.scales[table.per_row ? row : 0];
+          const uint8_t* codes = table.codes + row * d;
+          for (int64_t j = 0; j < d; ++j) acc[static_cast<size_t>(j)] += decode[codes[j]] * scale;
+        } else {
+          const float* values = table.rows + row * d;
+          for (int64_t j = 0; j < d; ++j) acc[static_cast<size_t>(j)] += values[j];
+        }
+      }
+      float* out = y + (b * t_count + t) * d;
+      for (int64_t j = 0; j < d; ++j) out[j] = static_cast<float>(acc[static_cast<size_t>(j)]);
+    }
+  }
+  return Status::ok();
+}
+
+Status run_embedding_bags(const std::vector<int64_t>& offsets, std::span<const Tensor> in, std::span<Tensor> out,
+                          KernelContext& context) {
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "Indices"));
+  const Tensor& indices = in[0];
+  LOKA_RETURN_IF_ERROR(ops::require_index_type(indices, "Indices"));
+  if (indices.rank() != 2) return Status::error("Indices must be 2-D [B, H], got " + shape_to_string(indices.shape()));
+  const int64_t batch = indices.dim(0), h = indices.dim(1);
+  if (offsets.back() > h)
+    return Status::error("attribute 'offsets' ends at " + std::to_string(offsets.back()) + ", beyond Indices' " +
+                         std::to_string(h) + " columns");
+  const size_t t_count = offsets.size() - 1;
+  std::vector<BagTable> tables(t_count);
+  int64_t d = -1;
+  for (size_t t = 0; t < t_count; ++t) {
+    const std::string table_name = "Table_" + std::to_string(t), scale_name = "Row_scale_" + std::to_string(t);
+    LOKA_RETURN_IF_ERROR(ops::require_input(in, 1 + 2 * t, table_name.c_str()));
+    const Tensor& table = in[1 + 2 * t];
+    if (table.rank() != 2)
+      return Status::error(table_name + " must be 2-D [V, D], got " + shape_to_string(table.shape()));
+    if (d >= 0 && table.dim(1) != d)
+      return Status::error(table_name + " has rows of " + std::to_string(table.dim(1)) + ", Table_0 of " +
+                           std::to_string(d) + " (all tables share D)");
+    d = table.dim(1);
+    BagTable& bag = tables[t];
+    bag.v = table.dim(0);
+    const bool has_scale = has_input(in, 2 + 2 * t);
+    if (table.dtype() == DType::kFloat32) {
+      if (has_scale) return Status::error(scale_name + " is given for float32 " + table_name + " (FP8 tables only)");
+      bag.rows = table.data<float>();
+      continue;
+    }
+    LOKA_RETURN_IF_ERROR(require_e4m3(table, table_name.c_str()));
+    LOKA_RETURN_IF_ERROR(ops::require_input(in, 2 + 2 * t, scale_name.c_str()));
+    const Tensor& scale = in[2 + 2 * t];
+    LOKA_RETURN_IF_ERROR(ops::require_float32(scale, scale_name.c_str()));
+    if (scale.rank() != 1 || (scale.dim(0) != bag.v && scale.dim(0) != 1))
+      return Status::error(scale_name + " must have shape [V] = [" + std::to_string(bag.v) + "] or [1], got " +
+                           shape_to_string(scale.shape()));
+    bag.codes = table.data<uint8_t>();
+    bag.scales = scale.data<float>();
+    bag.per_row = scale.dim(0) == bag.v;
+  }
+  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, Shape{batch, static_cast<int64_t>(t_count), d}));
+  float* y = out[0].data<float>();
+  if (indices.dtype() == DType::kInt32) return pool_bags(indices.data<int32_t>(), batch, h, offsets, tables, d, y);
+  return pool_bags(indices.data<int64_t>(), batch, h, offsets, tables, d, y);
+}
+
+Result<std::unique_ptr<OpKernel>> make_embedding_bags(const KernelInit& init) {
+  if (init.input_count < 2 || init.output_count != 1)
+    return Status::error("takes Indices and at least one table, and has one output");
+  const size_t tables = init.input_count / 2;  // Indices + (Table, Row_scale) pairs, the last scale may be omitted
+  LOKA_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, embedding_bag_offsets(init.attributes, tables));
+  return make_function_kernel([offsets](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+    return run_embedding_bags(offsets, in, out, context);
+  });
+}
+
 }  // namespace
 
 void register_loka_ops(OpRegistry& registry) {
   registry.add(kDomain, "QuantizedGemm", 1, 1, make_quantized_gemm);
   registry.add(kDomain, "LayerNormQuant", 1, 1, make_layer_norm_quant);
   registry.add(kDomain, "QuantizedGather", 1, 1, make_quantized_gather);
+  registry.add(kDomain, "EmbeddingBags", 1, 1, make_embedding_bags);
 }
 
 }  // namespace loka

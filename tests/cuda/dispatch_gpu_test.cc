@@ -72,7 +72,7 @@ constexpr const char* kGraph = R"(graph "mlp" {
   input %x : f32[batch,1024]
   input %w1 : f32[1024,1024]
   input %w2 : f32[512,1024]
-  input %w3 : f32[1024,256]
+  input %w3 : f32[512,256]
   %h = Gemm(%x, %w1) {transB = 1} @"fc1"
   %g = Gemm(%h, %w2) {transB = 1} @"fc2"
   %y = MatMul(%g, %w3) @"fc3"

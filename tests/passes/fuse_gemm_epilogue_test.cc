@@ -30,39 +30,11 @@ std::string gemm_then(const std::string& tail, const std::string& outputs = "  o
 )" + tail + outputs + "}";
 }
 
-struct Fusion {
-  std::string printed;
-  bool changed = false;
-  std::map<std::string, double> statistics;
-  nlohmann::json annotations;
-  std::unique_ptr<ir::Graph> before, after;
-};
+using testing::Fusion;
 
-Fusion fuse(const std::string& input) {
-  Fusion result;
-  auto graph = ir::parse_graph(input);
-  EXPECT_TRUE(graph) << graph.status().message();
-  if (!graph) return result;
-  result.before = (*graph)->clone();
-  auto records = testing::run_pipeline(**graph, "fuse-gemm-epilogue,infer-shapes");
-  EXPECT_TRUE(records) << records.status().message();
-  if (!records) return result;
-  result.changed = records->at(0).changed;
-  result.statistics = records->at(0).statistics;
-  auto document = read_annotations(**graph);
-  EXPECT_TRUE(document);
-  if (document) result.annotations = *document;
-  result.after = (*graph)->clone();
-  (*graph)->metadata.erase(kAnnotationsKey);
-  result.printed = ir::print_graph(**graph);
-  return result;
-}
+Fusion fuse(const std::string& input) { return testing::apply_fusion(input, "fuse-gemm-epilogue"); }
 
-void expect_unchanged(const std::string& input) {
-  const Fusion result = fuse(input);
-  EXPECT_FALSE(result.changed) << result.printed;
-  EXPECT_EQ(result.printed, testing::canonical_ir(input));
-}
+void expect_unchanged(const std::string& input) { testing::expect_fusion_unchanged(input, "fuse-gemm-epilogue"); }
 
 void expect_bit_identical(const Fusion& result) {
   ASSERT_TRUE(result.before && result.after);

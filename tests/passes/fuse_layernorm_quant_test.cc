@@ -42,37 +42,11 @@ std::string norm_into_gemms(const std::string& second_attributes = "", const std
 })";
 }
 
-struct Fusion {
-  std::string printed;
-  bool changed = false;
-  std::map<std::string, double> statistics;
-  nlohmann::json annotations;
-};
+using testing::Fusion;
 
-Fusion fuse(const std::string& input) {
-  Fusion result;
-  auto graph = ir::parse_graph(input);
-  EXPECT_TRUE(graph) << graph.status().message();
-  if (!graph) return result;
-  // infer-shapes after the fusion checks the rewrite against the ai.loka type rules.
-  auto records = testing::run_pipeline(**graph, "fuse-layernorm-quant,infer-shapes");
-  EXPECT_TRUE(records) << records.status().message();
-  if (!records) return result;
-  result.changed = records->at(0).changed;
-  result.statistics = records->at(0).statistics;
-  auto document = read_annotations(**graph);
-  EXPECT_TRUE(document);
-  if (document) result.annotations = *document;
-  (*graph)->metadata.erase(kAnnotationsKey);
-  result.printed = ir::print_graph(**graph);
-  return result;
-}
+Fusion fuse(const std::string& input) { return testing::apply_fusion(input, "fuse-layernorm-quant"); }
 
-void expect_unchanged(const std::string& input) {
-  const Fusion result = fuse(input);
-  EXPECT_FALSE(result.changed);
-  EXPECT_EQ(result.printed, testing::canonical_ir(input));
-}
+void expect_unchanged(const std::string& input) { testing::expect_fusion_unchanged(input, "fuse-layernorm-quant"); }
 
 // ------------------------------------------------------------------ golden --
 

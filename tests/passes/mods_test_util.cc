@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <gtest/gtest.h>
+
 #include "loka/engine.h"
 #include "loka/session.h"
 #include "passes/canonicalize/canonicalize.h"
@@ -13,11 +15,9 @@
 #include "passes/mods/fuse_layernorm_quant.h"
 #include "passes/mods/migrate_outliers.h"
 #include "passes/onnx/onnx_export.h"
-#include "passes/probe/metrics.h"
-#include "runtime/test_data.h"
-#include "passes/onnx/onnx_export.h"
 #include "passes/onnx/onnx_import.h"
 #include "passes/probe/annotations.h"
+#include "passes/probe/metrics.h"
 #include "runtime/tensor_proto.h"
 #include "runtime/test_data.h"
 #include "test_support.h"
@@ -87,6 +87,32 @@ Result<float> max_output_difference_on_data(const ir::Graph& a, const ir::Graph&
     for (size_t o = 0; o < out_a.size(); ++o) worst = std::max(worst, max_abs_difference(out_a[o], out_b[o]));
   }
   return worst;
+}
+
+Fusion apply_fusion(const std::string& input, const std::string& pass) {
+  Fusion result;
+  auto graph = ir::parse_graph(input);
+  EXPECT_TRUE(graph) << graph.status().message();
+  if (!graph) return result;
+  result.before = (*graph)->clone();
+  auto records = run_pipeline(**graph, pass + ",infer-shapes");
+  EXPECT_TRUE(records) << records.status().message();
+  if (!records) return result;
+  result.changed = records->at(0).changed;
+  result.statistics = records->at(0).statistics;
+  auto document = read_annotations(**graph);
+  EXPECT_TRUE(document);
+  if (document) result.annotations = *document;
+  result.after = (*graph)->clone();
+  (*graph)->metadata.erase(kAnnotationsKey);
+  result.printed = ir::print_graph(**graph);
+  return result;
+}
+
+void expect_fusion_unchanged(const std::string& input, const std::string& pass) {
+  const Fusion result = apply_fusion(input, pass);
+  EXPECT_FALSE(result.changed) << result.printed;
+  EXPECT_EQ(result.printed, canonical_ir(input));
 }
 
 Result<nlohmann::json> probe_graph(ir::Graph& graph, const fs::path& calib, const std::string& options,

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <random>
 #include <utility>
 #include <string>
@@ -85,5 +87,22 @@ Result<std::unique_ptr<ir::Graph>> load_zoo_model(const std::string& name);
 /// A data directory of `batches` test_data_set_<k>/input_0.pb files, input `name` uniform in [-1, 1).
 std::filesystem::path write_random_inputs(std::mt19937& rng, const std::string& name, const Shape& batch_shape,
                                           int batches);
+
+/// What a fusion pass did to one IR text: the printed result (annotations removed), whether it
+/// changed, its statistics and annotations, and the graph before and after.
+struct Fusion {
+  std::string printed;
+  bool changed = false;
+  std::map<std::string, double> statistics;
+  nlohmann::json annotations;
+  std::unique_ptr<ir::Graph> before, after;
+};
+
+/// Parses `input` and runs `pass` then infer-shapes (which checks the rewrite against the type
+/// rules); failures are test failures.
+Fusion apply_fusion(const std::string& input, const std::string& pass);
+
+/// Expects `pass` to leave `input` as it was (printed canonically).
+void expect_fusion_unchanged(const std::string& input, const std::string& pass);
 
 }  // namespace loka::testing

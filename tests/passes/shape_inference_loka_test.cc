@@ -1,7 +1,7 @@
 // ============================================================================
 // tests/passes/shape_inference_loka_test.cc — golden tests of the built-in
 // inference rules for the ai.loka ops (QuantizedGemm, LayerNormQuant,
-// QuantizedGather; docs/loka_ops.md).
+// QuantizedGather, EmbeddingBags; docs/loka_ops.md).
 //
 // A valid graph checks the inferred dtypes and shapes (symbolic batch kept,
 // unknown rank carried); every error case is a one-input variation of a
@@ -161,6 +161,33 @@ TEST(ShapeInferenceLoka, QuantizedGatherMismatchesNameTheNode) {
   expect_error(gather("  input %fi : f32[batch]\n", R"(  %y = ai.loka::QuantizedGather(%t, %s, %fi) @"e")"), "e",
                "Indices must be i32 or i64");
   expect_error(gather("", R"(  %y = ai.loka::QuantizedGather(%t, %s) @"e")"), "e", "input 2 is missing");
+}
+
+TEST(ShapeInferenceLoka, EmbeddingBagsMismatchesNameTheNode) {
+  const std::string inputs = R"(
+  input %t : f8e4m3fn[50,4]
+  input %s : f32[50]
+  input %f : f32[9,4]
+  input %ids : i64[batch,6]
+)";
+  const auto bags = [&](const std::string& extra, const std::string& line) { return infer_node(inputs, extra, line); };
+  EXPECT_EQ(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, _, %t, %s) {offsets = ints[0, 2, 6]} @"e")"),
+            "y : f32[batch,2,4]\n");
+  expect_error(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, _, %t, %s) {offsets = ints[0, 2, 7]} @"e")"), "e",
+               "beyond Indices");
+  expect_error(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, _, %t, %s) {offsets = ints[0, 2, 2]} @"e")"), "e",
+               "strictly increasing");
+  expect_error(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %f) {offsets = ints[0, 2, 6]} @"e")"), "e",
+               "must have 2 entries for 1 tables");
+  expect_error(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %t) {offsets = ints[0, 6]} @"e")"), "e",
+               "Row_scale_0 is missing for the FP8 Table_0");
+  expect_error(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, %s) {offsets = ints[0, 6]} @"e")"), "e",
+               "Row_scale_0 is given for a float32 Table_0");
+  expect_error(bags("  input %w : f32[9,5]\n", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, _, %w) {offsets = ints[0, 2, 6]} @"e")"),
+               "e", "Table_1 f32[9,5] has another D");
+  expect_error(bags("  input %fi : f32[batch,6]\n", R"(  %y = ai.loka::EmbeddingBags(%fi, %f) {offsets = ints[0, 6]} @"e")"),
+               "e", "Indices must be i32 or i64");
+  expect_error(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %f) @"e")"), "e", "offsets");
 }
 
 }  // namespace

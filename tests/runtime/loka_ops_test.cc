@@ -6,6 +6,7 @@
 // inputs with awkward shapes, and is compared with a reference written here
 // from the doc's formulas using only the scalar FP8 codecs: QuantizedGemm
 // within FP32 summation-order tolerance, QuantizedGather bit for bit,
+// EmbeddingBags bit for bit against double sums of the doc's rows,
 // LayerNormQuant bit for bit against ONNX LayerNormalization run by the same
 // engine and quantized here (the doc's promise), and within FP8 rounding of a
 // double-precision LayerNorm. Error cases check the message names the node
@@ -501,6 +502,93 @@ TEST(QuantizedGather, RejectsOutOfRangeIdsAndIllFormedInputs) {
   expect_failure(gather(fp8_tensor({20}, std::vector<uint8_t>(20, 0)), scale, index_tensor<int64_t>({1}, {0})), "Table must be 2-D");
   expect_failure(gather(table, testing::random_tensor(rng, {4}), index_tensor<int64_t>({1}, {0})), "Row_scale must have shape [V] = [5] or [1]");
   expect_failure(gather(table, scale, testing::random_tensor(rng, {2})), "Indices must be INT64 or INT32");
+}
+
+// ------------------------------------------------------------ EmbeddingBags --
+
+/// Random FP8 codes without NaN, so equality checks mean something.
+std::vector<uint8_t> finite_codes(std::mt19937& rng, size_t count) {
+  std::uniform_int_distribution<int> code_dist(0, 255);
+  std::vector<uint8_t> codes(count);
+  for (uint8_t& code : codes) {
+    do code = static_cast<uint8_t>(code_dist(rng));
+    while ((code & 0x7F) == 0x7F);
+  }
+  return codes;
+}
+
+TEST(EmbeddingBags, PoolsEveryTableIntoItsTokenBitForBit) {
+  std::mt19937 rng(31);
+  // Three tables of D = 5 (odd): float32, FP8 per row, FP8 per tensor; bags of 1, 3 and 2 ids
+  // starting at column 1 of a 7-column id matrix (column 0 and 6 belong to nobody).
+  const int64_t d = 5;
+  const std::vector<int64_t> rows{4, 9, 3}, offsets{1, 2, 5, 7};
+  const Tensor f32_table = testing::random_tensor(rng, {rows[0], d});
+  const std::vector<uint8_t> codes1 = finite_codes(rng, static_cast<size_t>(rows[1] * d));
+  const std::vector<uint8_t> codes2 = finite_codes(rng, static_cast<size_t>(rows[2] * d));
+  const Tensor scale1 = testing::random_tensor(rng, {rows[1]}, 0.01f, 0.1f);
+  const Tensor scale2 = testing::random_tensor(rng, {1}, 0.01f, 0.1f);
+  for (const int64_t batch : {int64_t{1}, int64_t{6}}) {
+    for (const bool int32 : {false, true}) {
+      SCOPED_TRACE("batch " + std::to_string(batch) + (int32 ? " int32" : " int64"));
+      std::vector<int64_t> ids(static_cast<size_t>(batch * 8 - batch));  // [batch, 7]
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t k = 0; k < 7; ++k) {
+          const size_t t = k < 2 ? 0 : k < 5 ? 1 : 2;
+          std::uniform_int_distribution<int64_t> id(-rows[t], rows[t] - 1);  // negatives count from the end
+          ids[static_cast<size_t>(b * 7 + k)] = id(rng);
+        }
+      const Tensor indices = int32 ? index_tensor<int32_t>({batch, 7}, ids) : index_tensor<int64_t>({batch, 7}, ids);
+      auto outputs = run_loka_op("EmbeddingBags",
+                                 {{"ids", indices, true}, {"t0", f32_table}, {"", Tensor()}, {"t1", fp8_tensor({rows[1], d}, codes1)},
+                                  {"s1", scale1}, {"t2", fp8_tensor({rows[2], d}, codes2)}, {"s2", scale2}},
+                                 {{"offsets", offsets}});
+      ASSERT_TRUE(outputs) << outputs.status().message();
+      const Tensor& y = (*outputs)[0];
+      ASSERT_EQ(y.shape(), (Shape{batch, 3, d}));
+      for (int64_t b = 0; b < batch; ++b)
+        for (size_t t = 0; t < 3; ++t)
+          for (int64_t j = 0; j < d; ++j) {
+            double sum = 0.0;
+            for (int64_t k = offsets[t]; k < offsets[t + 1]; ++k) {
+              const int64_t id = ids[static_cast<size_t>(b * 7 + k)];
+              const int64_t row = id < 0 ? id + rows[t] : id;
+              if (t == 0) sum += f32_table.data<float>()[row * d + j];
+              if (t == 1) sum += fp8e4m3fn_to_float(codes1[static_cast<size_t>(row * d + j)]) * scale1.data<float>()[row];
+              if (t == 2) sum += fp8e4m3fn_to_float(codes2[static_cast<size_t>(row * d + j)]) * scale2.data<float>()[0];
+            }
+            ASSERT_EQ(y.data<float>()[(b * 3 + static_cast<int64_t>(t)) * d + j], static_cast<float>(sum))
+                << "sample " << b << ", table " << t << ", column " << j;
+          }
+    }
+  }
+}
+
+TEST(EmbeddingBags, RejectsOutOfRangeIdsAndIllFormedInputsNamingThem) {
+  std::mt19937 rng(33);
+  const Tensor table = testing::random_tensor(rng, {5, 4});
+  const Tensor fp8 = fp8_tensor({5, 4}, std::vector<uint8_t>(20, 0x38));
+  const Tensor scale = testing::random_tensor(rng, {5}, 0.1f, 1.0f);
+  const Tensor ids = index_tensor<int64_t>({2, 3}, {0, 1, -5, 4, 2, 3});
+  const auto bags = [&](const std::vector<NodeInput>& inputs, const std::vector<int64_t>& offsets) {
+    return run_loka_op("EmbeddingBags", inputs, {{"offsets", offsets}});
+  };
+  ASSERT_TRUE(bags({{"ids", ids, true}, {"t", table}}, {0, 3}));
+  ASSERT_TRUE(bags({{"ids", ids, true}, {"t", fp8}, {"s", scale}}, {1, 3}));
+  expect_failure(bags({{"ids", index_tensor<int64_t>({1, 3}, {0, 5, 1}), true}, {"t", table}}, {0, 3}),
+                 "Indices[0, 1] = 5 is outside [-5, 5) of Table_0");
+  expect_failure(bags({{"ids", index_tensor<int32_t>({1, 3}, {0, 1, -6}), true}, {"t", table}, {"", Tensor()}, {"f", fp8}, {"s", scale}},
+                      {0, 2, 3}),
+                 "Indices[0, 2] = -6 is outside [-5, 5) of Table_1");
+  expect_failure(bags({{"ids", ids, true}, {"t", table}}, {0, 4}), "beyond Indices' 3 columns");
+  expect_failure(bags({{"ids", ids, true}, {"t", table}, {"", Tensor()}, {"u", table}}, {0, 2, 2}), "strictly increasing");
+  expect_failure(bags({{"ids", ids, true}, {"t", table}}, {0, 1, 3}), "must have 2 entries");
+  expect_failure(bags({{"ids", ids, true}, {"t", table}, {"s", scale}}, {0, 3}), "Row_scale_0 is given for float32 Table_0");
+  expect_failure(bags({{"ids", ids, true}, {"t", fp8}}, {0, 3}), "missing input 2 (Row_scale_0)");
+  expect_failure(bags({{"ids", ids, true}, {"t", table}, {"", Tensor()}, {"w", testing::random_tensor(rng, {5, 3})}}, {0, 1, 3}),
+                 "Table_1 has rows of 3, Table_0 of 4");
+  expect_failure(bags({{"ids", index_tensor<int64_t>({6}, {0, 1, 2, 3, 4, 0}), true}, {"t", table}}, {0, 3}),
+                 "Indices must be 2-D");
 }
 
 }  // namespace

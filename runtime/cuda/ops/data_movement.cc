@@ -1,7 +1,7 @@
 // ============================================================================
 // runtime/cuda/ops/data_movement.cc — Transpose, Concat, Slice, Expand, Tile,
-// Gather (axis 0) and ai.loka.QuantizedGather on the GPU (kernels/cuda/copy.h,
-// embedding_bag.h). Arguments the CPU reads at run time (Slice starts, Tile
+// Gather (axis 0), ai.loka.QuantizedGather and ai.loka.EmbeddingBags on the
+// GPU (kernels/cuda/copy.h, embedding_bag.h). Arguments the CPU reads at run time (Slice starts, Tile
 // repeats) are known when a bucket is planned, so the plan resolves them once,
 // with the CPU's own rules (runtime/ops/op_helpers.h).
 //
@@ -162,6 +162,68 @@ Result<DevicePlan> plan_quantized_gather(const DeviceOpInit& init) {
                     -1};
 }
 
+/// ai.loka.EmbeddingBags: every table pools its column range of Indices straight
+/// into token t of the [B, T, D] output, as few launches as formats allow.
+Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
+  if (init.inputs.size() < 2 || init.outputs.size() != 1 || init.outputs[0].shape.size() != 3)
+    return Status::error("expects Indices, at least one table and a [B, T, D] output");
+  LOKA_RETURN_IF_ERROR(require_ids(init, 0));
+  const Shape ids_shape = init.inputs[0].shape;
+  if (ids_shape.size() != 2) return Status::error("Indices must be 2-D [B, H]");
+  const size_t tables = init.inputs.size() / 2;
+  LOKA_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, init.attributes.get_ints("offsets"));
+  if (offsets.size() != tables + 1 || offsets.back() > ids_shape[1])
+    return Status::error("attribute 'offsets' does not match " + std::to_string(tables) + " tables over " +
+                         std::to_string(ids_shape[1]) + " id columns");
+  const int64_t dim = init.outputs[0].shape[2];
+  std::vector<EmbeddingBagArgs> plan(tables);
+  for (size_t t = 0; t < tables; ++t) {
+    const DeviceValueInfo& table = init.inputs[1 + 2 * t];
+    if (!table.present || table.shape.size() != 2 || table.shape[1] != dim)
+      return Status::error("Table_" + std::to_string(t) + " must be [V, " + std::to_string(dim) + "]");
+    if (offsets[t] < 0 || offsets[t + 1] <= offsets[t])
+      return Status::error("attribute 'offsets' must be strictly increasing from >= 0");
+    EmbeddingBagArgs& args = plan[t];
+    args.rows = table.shape[0];
+    args.dim = dim;
+    args.ids_int64 = init.inputs[0].dtype == DType::kInt64;
+    args.bag = offsets[t + 1] - offsets[t];
+    args.ids_row_stride = ids_shape[1];
+    args.out_dtype = DType::kFloat32;
+    args.out_row_stride = static_cast<int64_t>(tables) * dim;
+    args.out_column_offset = static_cast<int64_t>(t) * dim;
+    args.policy = IndexPolicy::kError;
+    if (table.dtype == DType::kFloat32) {
+      args.format = EmbeddingFormat::kFloat32;
+    } else if (table.dtype == DType::kFloat8E4M3FN && has_input(init, 2 + 2 * t)) {
+      const int64_t scales = element_count(init.inputs[2 + 2 * t].shape);
+      if (scales != args.rows && scales != 1)
+        return Status::error("Row_scale_" + std::to_string(t) + " must have V or 1 entries");
+      args.format = EmbeddingFormat::kFp8E4M3;
+      args.per_row_scales = scales == args.rows;
+    } else {
+      return Status::error("Table_" + std::to_string(t) + " must be FLOAT, or FLOAT8E4M3FN with a Row_scale");
+    }
+  }
+  const int64_t batch = ids_shape[0];
+  // The pointers are bound per enqueue (a copy: the plan stays immutable and shareable); enqueue
+  // runs when a bucket's graph is captured, not on every replay.
+  return DevicePlan{std::make_unique<GatherOp>([=](auto in, auto out, const DeviceRunContext& context, int* flag) {
+                      std::vector<EmbeddingBagArgs> bound = plan;
+                      const size_t id_bytes = bound[0].ids_int64 ? 8 : 4;
+                      for (size_t t = 0; t < bound.size(); ++t) {
+                        bound[t].table = in[1 + 2 * t].data;
+                        if (bound[t].format == EmbeddingFormat::kFp8E4M3)
+                          bound[t].row_scales = static_cast<const float*>(in[2 + 2 * t].data);
+                        bound[t].ids = static_cast<const char*>(in[0].data) + offsets[t] * id_bytes;
+                        bound[t].out = out[0].data;
+                        bound[t].error_flag = flag;
+                      }
+                      return launch_embedding_bags(bound.data(), static_cast<int>(bound.size()), batch, context.stream);
+                    }),
+                    -1};
+}
+
 }  // namespace
 
 void register_data_movement_device_ops(DeviceOpRegistry& registry) {
@@ -172,6 +234,7 @@ void register_data_movement_device_ops(DeviceOpRegistry& registry) {
   registry.add("", "Tile", plan_tile);
   registry.add("", "Gather", plan_gather);
   registry.add("ai.loka", "QuantizedGather", plan_quantized_gather);
+  registry.add("ai.loka", "EmbeddingBags", plan_embedding_bags);
 }
 
 }  // namespace loka::cuda
