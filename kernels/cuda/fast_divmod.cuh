@@ -10,7 +10,7 @@
 // that n / d == umulhi(n, m) >> s exactly for every n < 2^31; the device then
 // spends a multiply-high, a shift and a multiply-subtract. Callers must keep
 // their dividends below 2^31 (they switch to Divmod64 beyond).
-// Included by .cu files only.
+// Included by .cu files (and by a host test of the arithmetic).
 // ============================================================================
 #pragma once
 
@@ -36,8 +36,13 @@ struct FastDivmod {
     shift = p - 32;
   }
 
-  __device__ __forceinline__ uint32_t divmod(uint32_t n, uint32_t& remainder) const {
-    const uint32_t quotient = multiplier == 0 ? n : (__umulhi(n, multiplier) >> shift);
+  __host__ __device__ __forceinline__ uint32_t divmod(uint32_t n, uint32_t& remainder) const {
+#if defined(__CUDA_ARCH__)
+    const uint32_t high = __umulhi(n, multiplier);
+#else  // the host spelling, so tests can check the arithmetic without a GPU
+    const auto high = static_cast<uint32_t>((static_cast<uint64_t>(n) * multiplier) >> 32);
+#endif
+    const uint32_t quotient = multiplier == 0 ? n : (high >> shift);
     remainder = n - quotient * divisor;
     return quotient;
   }
@@ -51,7 +56,7 @@ struct Divmod64 {
   Divmod64() = default;
   __host__ __device__ explicit Divmod64(int64_t d) : divisor(d) {}
 
-  __device__ __forceinline__ int64_t divmod(int64_t n, int64_t& remainder) const {
+  __host__ __device__ __forceinline__ int64_t divmod(int64_t n, int64_t& remainder) const {
     const int64_t quotient = n / divisor;
     remainder = n - quotient * divisor;
     return quotient;
