@@ -13,6 +13,10 @@
 //   layernorm-fp8 LayerNorm FP32 -> E4M3 with amax  vs  a device-to-device copy
 //                 of the same bytes (the bandwidth floor: read 4 B, write 1 B per element).
 //   quantize-rows per-row FP8 quantization vs the same copy floor.
+//   binary, unary-relu, dequant-epi, quantize-fp8, softmax: the memory-bound
+//                 kernels at the zoo's batch-4096 shapes (same shape, row, column,
+//                 scalar and attention-mask broadcasts; odd widths; short softmax
+//                 rows) vs a copy of the bytes each must read and write.
 //
 // Prints one table: LoKA median µs, reference median µs, and LoKA's rate as a
 // share of the reference's (issue 6 asks >= 70% at large sizes).
@@ -29,10 +33,14 @@
 
 #include "kernels/cuda/dequant_epilogue.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/fp8_convert.h"
 #include "kernels/cuda/fp8_gemm.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/quantize_rows.h"
+#include "kernels/cuda/shape_plan.h"
+#include "kernels/cuda/softmax.h"
 
 namespace {
 
@@ -252,6 +260,105 @@ void bench_quantize_rows(int64_t rows, int64_t cols) {
   cudaFree(scales);
 }
 
+/// A memory-bound kernel against a copy of the bytes it must move (reads `read`, writes `written`).
+void bench_memory_bound(const std::string& kernel, const std::string& shape, size_t read, size_t written,
+                        const std::function<void(int)>& run) {
+  const double ms = median_ms(run);
+  print_row(kernel, shape, ms, copy_floor_ms(read, written), bandwidth(read + written, ms));
+}
+
+int64_t elements_of(const std::vector<int64_t>& shape) {
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  return count;
+}
+
+/// FP32 a op b (broadcast) as the runtime launches it; a is rotated, b (often small) is not.
+void bench_binary(cuda::BinaryOp op, const std::vector<int64_t>& a_shape, const std::vector<int64_t>& b_shape) {
+  const int64_t out_count = elements_of(cuda::broadcast_shape(a_shape, b_shape).value());
+  const size_t a_bytes = static_cast<size_t>(elements_of(a_shape)) * 4, b_bytes = static_cast<size_t>(elements_of(b_shape)) * 4;
+  Rotation a(a_bytes), out(static_cast<size_t>(out_count) * 4);
+  void* b = device_alloc(b_bytes);
+  bench_memory_bound("binary", cuda::dims_to_string(a_shape) + cuda::dims_to_string(b_shape), a_bytes + b_bytes,
+                     static_cast<size_t>(out_count) * 4, [&](int it) {
+                       check_status(cuda::launch_binary(op, a.at(it), a_shape, b, b_shape, DType::kFloat32, out.at(it),
+                                                        nullptr), "binary");
+                     });
+  cudaFree(b);
+}
+
+void bench_unary(int64_t rows, int64_t cols) {
+  const size_t bytes = static_cast<size_t>(rows * cols) * 4;
+  Rotation x(bytes), y(bytes);
+  bench_memory_bound("unary-relu", std::to_string(rows) + "x" + std::to_string(cols), bytes, bytes, [&](int it) {
+    check_status(cuda::launch_unary(cuda::UnaryOp::kRelu, x.at(it), DType::kFloat32, y.at(it), DType::kFloat32,
+                                    rows * cols, nullptr), "unary");
+  });
+}
+
+/// The QuantizedGemm scale epilogue alone (per-row x scale, per-channel w scale, bias, ReLU), in place.
+void bench_dequant_epilogue(int64_t rows, int64_t cols) {
+  const size_t bytes = static_cast<size_t>(rows * cols) * 4;
+  Rotation acc(bytes);
+  void* x_scale = device_alloc(static_cast<size_t>(rows) * 4);
+  void* w_scale = device_alloc(static_cast<size_t>(cols) * 4);
+  void* bias = device_alloc(static_cast<size_t>(cols) * 4);
+  bench_memory_bound("dequant-epi", std::to_string(rows) + "x" + std::to_string(cols), bytes, bytes, [&](int it) {
+    cuda::DequantEpilogueArgs args;
+    args.acc = static_cast<const float*>(acc.at(it));
+    args.x_scale = static_cast<const float*>(x_scale);
+    args.per_row_x_scale = true;
+    args.w_scale = static_cast<const float*>(w_scale);
+    args.bias = static_cast<const float*>(bias);
+    args.activation = cuda::GemmEpilogue::kRelu;
+    args.y = static_cast<float*>(acc.at(it));
+    args.rows = rows;
+    args.cols = cols;
+    check_status(cuda::launch_dequant_epilogue(args, nullptr), "dequant epilogue");
+  });
+  for (void* p : {x_scale, w_scale, bias}) cudaFree(p);
+}
+
+void bench_quantize_tensor(int64_t rows, int64_t cols) {
+  const size_t elements = static_cast<size_t>(rows * cols);
+  Rotation x(elements * 4), codes(elements);
+  bench_memory_bound("quantize-fp8", std::to_string(rows) + "x" + std::to_string(cols), elements * 4, elements,
+                     [&](int it) {
+                       check_cuda(cuda::launch_quantize_fp8(static_cast<const float*>(x.at(it)),
+                                                            static_cast<uint8_t*>(codes.at(it)), rows * cols, 0.01f,
+                                                            cuda::Fp8Kind::kE4M3FN, nullptr), "quantize");
+                     });
+}
+
+/// Softmax over the last axis of [rows, n] (attention scores: rows = batch·heads·queries).
+void bench_softmax(int64_t rows, int64_t n) {
+  const size_t bytes = static_cast<size_t>(rows * n) * 4;
+  Rotation x(bytes), y(bytes);
+  bench_memory_bound("softmax", std::to_string(rows) + "x" + std::to_string(n), bytes, bytes, [&](int it) {
+    check_status(cuda::launch_softmax(static_cast<const float*>(x.at(it)), static_cast<float*>(y.at(it)), rows, n, 1,
+                                      false, nullptr), "softmax");
+  });
+}
+
+/// Batch 4096 shapes of the model zoo's memory-bound kernels (docs/benchmarks.md traces).
+void bench_memory_bound_kernels() {
+  using cuda::BinaryOp;
+  const int64_t b = 4096;
+  bench_binary(BinaryOp::kAdd, {b, 1024}, {b, 1024});            // residual add
+  bench_binary(BinaryOp::kAdd, {b, 3456}, {3456});               // bias row vector
+  bench_binary(BinaryOp::kMul, {b, 256}, {b, 1});                // per-row column
+  bench_binary(BinaryOp::kMul, {b, 1027}, {});                   // scalar, odd width
+  bench_binary(BinaryOp::kMul, {b * 4, 40, 40}, {});             // attention scale
+  bench_binary(BinaryOp::kAdd, {b, 4, 27, 27}, {b, 1, 1, 27});   // key-padding mask, odd width
+  bench_binary(BinaryOp::kAdd, {b, 4, 40, 40}, {40, 40});        // shared attention mask
+  bench_unary(b, 1024);
+  bench_unary(b, 1027);
+  for (int64_t cols : {256, 1024, 3456, 37}) bench_dequant_epilogue(b, cols);
+  for (int64_t cols : {256, 1024, 3456}) bench_quantize_tensor(b, cols);
+  for (int64_t n : {27, 40, 64}) bench_softmax(b * 4 * n, n);  // 4 heads, n queries over n keys
+  for (int64_t n : {200, 1024}) bench_softmax(b * 16, n);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -277,6 +384,7 @@ int main(int argc, char** argv) {
     bench_layer_norm(rows, cols);
     bench_quantize_rows(rows, cols);
   }
+  bench_memory_bound_kernels();
   cudaFree(workspace);
   return 0;
 }

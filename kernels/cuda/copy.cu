@@ -1,11 +1,18 @@
 // ============================================================================
 // kernels/cuda/copy.cu — the strided-copy core, the tiled transpose, the ops
 // expressed through them, and row gathers.
+//
+// The strided copy turns each linear index into coordinates by dividing by the
+// (coalesced) extents: with FastDivmod and 32-bit offsets whenever the plan
+// fits (fast_divmod.cuh), since a 64-bit division per dim per element kept it
+// far below bandwidth.
 // ============================================================================
+#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/fast_divmod.cuh"
 
 namespace loka::cuda {
 namespace {
@@ -24,24 +31,44 @@ struct UnitOf<8> { using type = uint2; };
 template <>
 struct UnitOf<16> { using type = uint4; };
 
-struct CopyIndex {
-  int rank;
-  int64_t extent[kMaxCopyRank];
-  int64_t src_stride[kMaxCopyRank];
-  int64_t dst_stride[kMaxCopyRank];
+/// Index arithmetic of the strided copy: FastDivmod and 32-bit offsets when every
+/// element index and every offset fits (nearly all copies), 64-bit division beyond.
+struct Index32 {
+  using Divider = FastDivmod;
+  using Linear = uint32_t;
+  using Offset = int32_t;
+};
+struct Index64 {
+  using Divider = Divmod64;
+  using Linear = int64_t;
+  using Offset = int64_t;
 };
 
-template <typename Unit>
-__global__ void strided_copy_kernel(const Unit* src, Unit* dst, const __grid_constant__ CopyIndex index, int64_t count) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rest = i, from = 0, to = 0;
-    for (int d = index.rank - 1; d >= 0; --d) {
-      const int64_t coordinate = rest % index.extent[d];
-      rest /= index.extent[d];
-      from += coordinate * index.src_stride[d];
-      to += coordinate * index.dst_stride[d];
+template <typename Index>
+struct CopyIndex {
+  int rank;
+  typename Index::Divider extent[kMaxCopyRank];
+  typename Index::Offset src_stride[kMaxCopyRank];
+  typename Index::Offset dst_stride[kMaxCopyRank];
+};
+
+template <typename Unit, typename Index>
+__global__ void strided_copy_kernel(const Unit* src, Unit* dst, const __grid_constant__ CopyIndex<Index> index,
+                                    typename Index::Linear count) {
+  using Linear = typename Index::Linear;
+  using Offset = typename Index::Offset;
+  for (Linear i = blockIdx.x * static_cast<Linear>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<Linear>(gridDim.x) * blockDim.x) {
+    Linear rest = i;
+    Offset from = 0, to = 0;
+    for (int d = index.rank - 1; d > 0; --d) {
+      Linear coordinate;
+      rest = index.extent[d].divmod(rest, coordinate);
+      from += static_cast<Offset>(coordinate) * index.src_stride[d];
+      to += static_cast<Offset>(coordinate) * index.dst_stride[d];
     }
+    from += static_cast<Offset>(rest) * index.src_stride[0];  // rest < extent[0]: no division
+    to += static_cast<Offset>(rest) * index.dst_stride[0];
     dst[to] = src[from];
   }
 }
@@ -50,35 +77,68 @@ constexpr int kTile = 32;
 constexpr int kTileRows = 8;
 
 /// dst[b, p, q] = src[b, q, p] through a shared tile: p is contiguous in src, q in dst.
+/// Batches beyond gridDim.z (65535 at most) are looped over.
 template <typename Unit>
 __global__ void transpose_tiled_kernel(const Unit* src, Unit* dst, int64_t p_extent, int64_t q_extent,
                                        int64_t src_q_stride, int64_t dst_p_stride, int64_t src_batch_stride,
-                                       int64_t dst_batch_stride) {
+                                       int64_t dst_batch_stride, int64_t batches) {
   __shared__ Unit tile[kTile][kTile + 1];  // +1: column reads hit distinct banks
   const int64_t p0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int64_t q0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  const Unit* in = src + blockIdx.z * src_batch_stride;
-  Unit* out = dst + blockIdx.z * dst_batch_stride;
-  for (int k = 0; k < kTile; k += kTileRows) {
-    const int64_t p = p0 + threadIdx.x, q = q0 + threadIdx.y + k;
-    if (p < p_extent && q < q_extent) tile[threadIdx.y + k][threadIdx.x] = in[p + q * src_q_stride];
-  }
-  __syncthreads();
-  for (int k = 0; k < kTile; k += kTileRows) {
-    const int64_t p = p0 + threadIdx.y + k, q = q0 + threadIdx.x;
-    if (p < p_extent && q < q_extent) out[p * dst_p_stride + q] = tile[threadIdx.x][threadIdx.y + k];
+  for (int64_t b = blockIdx.z; b < batches; b += gridDim.z) {
+    const Unit* in = src + b * src_batch_stride;
+    Unit* out = dst + b * dst_batch_stride;
+    if (b != blockIdx.z) __syncthreads();  // the previous batch's tile has been read out
+    for (int k = 0; k < kTile; k += kTileRows) {
+      const int64_t p = p0 + threadIdx.x, q = q0 + threadIdx.y + k;
+      if (p < p_extent && q < q_extent) tile[threadIdx.y + k][threadIdx.x] = in[p + q * src_q_stride];
+    }
+    __syncthreads();
+    for (int k = 0; k < kTile; k += kTileRows) {
+      const int64_t p = p0 + threadIdx.y + k, q = q0 + threadIdx.x;
+      if (p < p_extent && q < q_extent) out[p * dst_p_stride + q] = tile[threadIdx.x][threadIdx.y + k];
+    }
   }
 }
 
 /// Whether a simplified plan is "swap the two innermost dims" (with at most one batch
-/// dim) and fits the tiled kernel's grid.
+/// dim, any count) and fits the tiled kernel's grid.
 bool is_tiled_transpose(const CopyPlan& plan) {
   const auto& dims = plan.dims;
   if (dims.rank < 2 || dims.rank > 3) return false;
   const size_t q = static_cast<size_t>(dims.rank - 1), p = q - 1;
-  const int64_t batch = dims.rank == 3 ? dims.extent[0] : 1;
   return dims.stride[1][q] == 1 && dims.stride[0][p] == 1 && dims.stride[0][q] != 1 &&
-         (dims.extent[q] + kTile - 1) / kTile <= 65535 && batch <= 65535;
+         (dims.extent[q] + kTile - 1) / kTile <= 65535;
+}
+
+/// Whether every element index and every partial offset of `plan` stays below 2^31.
+bool fits_index32(const CopyPlan& plan) {
+  constexpr int64_t kLimit = (int64_t{1} << 31) - 1;
+  const auto& dims = plan.dims;
+  if (dims.element_count() > kLimit) return false;
+  for (int k = 0; k < 2; ++k) {
+    int64_t reach = 0;  // the largest |offset| any partial sum can take
+    for (int d = 0; d < dims.rank; ++d) {
+      const int64_t stride = dims.stride[static_cast<size_t>(k)][static_cast<size_t>(d)];
+      reach += (dims.extent[static_cast<size_t>(d)] - 1) * (stride < 0 ? -stride : stride);
+      if (reach > kLimit) return false;
+    }
+  }
+  return true;
+}
+
+template <typename Unit, typename Index>
+void launch_strided(const Unit* from, Unit* to, const StridedDims<2, kMaxCopyRank>& dims, int64_t count,
+                    cudaStream_t stream) {
+  CopyIndex<Index> index{};
+  index.rank = dims.rank;
+  for (int d = 0; d < dims.rank; ++d) {
+    index.extent[d] = typename Index::Divider(static_cast<typename Index::Linear>(dims.extent[static_cast<size_t>(d)]));
+    index.src_stride[d] = static_cast<typename Index::Offset>(dims.stride[0][static_cast<size_t>(d)]);
+    index.dst_stride[d] = static_cast<typename Index::Offset>(dims.stride[1][static_cast<size_t>(d)]);
+  }
+  strided_copy_kernel<Unit, Index><<<blocks_for(count), kThreadsPerBlock, 0, stream>>>(
+      from, to, index, static_cast<typename Index::Linear>(count));
 }
 
 template <typename Unit>
@@ -89,23 +149,18 @@ void launch_copy_kernel(const void* src, void* dst, const CopyPlan& plan, cudaSt
   if (is_tiled_transpose(plan)) {
     const size_t q = static_cast<size_t>(dims.rank - 1), p = q - 1;
     const bool batched = dims.rank == 3;
+    const int64_t batches = batched ? dims.extent[0] : 1;
     const dim3 grid(static_cast<unsigned>((dims.extent[p] + kTile - 1) / kTile),
                     static_cast<unsigned>((dims.extent[q] + kTile - 1) / kTile),
-                    static_cast<unsigned>(batched ? dims.extent[0] : 1));
+                    static_cast<unsigned>(std::min<int64_t>(batches, 65535)));
     transpose_tiled_kernel<Unit><<<grid, dim3(kTile, kTileRows), 0, stream>>>(
         from, to, dims.extent[p], dims.extent[q], dims.stride[0][q], dims.stride[1][p], batched ? dims.stride[0][0] : 0,
-        batched ? dims.stride[1][0] : 0);
+        batched ? dims.stride[1][0] : 0, batches);
     return;
   }
-  CopyIndex index{};
-  index.rank = dims.rank;
-  for (int d = 0; d < dims.rank; ++d) {
-    index.extent[d] = dims.extent[static_cast<size_t>(d)];
-    index.src_stride[d] = dims.stride[0][static_cast<size_t>(d)];
-    index.dst_stride[d] = dims.stride[1][static_cast<size_t>(d)];
-  }
   const int64_t count = dims.element_count();
-  strided_copy_kernel<Unit><<<blocks_for(count), kThreadsPerBlock, 0, stream>>>(from, to, index, count);
+  if (fits_index32(plan)) launch_strided<Unit, Index32>(from, to, dims, count, stream);
+  else launch_strided<Unit, Index64>(from, to, dims, count, stream);
 }
 
 template <typename Unit>
@@ -127,8 +182,6 @@ __global__ void gather_rows_kernel(const Unit* data, int64_t rows, int64_t units
     }
   }
 }
-
-bool aligned(const void* pointer, size_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; }
 
 Status check_element_size(size_t element_size, const char* op) {
   if (element_size == 1 || element_size == 2 || element_size == 4 || element_size == 8 || element_size == 16)
@@ -284,7 +337,7 @@ Status launch_gather_rows(const void* data, int64_t rows, size_t row_bytes, cons
                          std::to_string(count) + " and " + std::to_string(outer));
   if (count == 0 || row_bytes == 0 || outer == 0) return Status::ok();
   size_t unit = 16;
-  while (unit > 1 && (row_bytes % unit != 0 || !aligned(data, unit) || !aligned(dst, unit))) unit /= 2;
+  while (unit > 1 && (row_bytes % unit != 0 || !is_aligned(data, unit) || !is_aligned(dst, unit))) unit /= 2;
   const auto units_per_row = static_cast<int64_t>(row_bytes / unit);
   const unsigned blocks = blocks_for(outer * count * units_per_row);
   const auto run = [&](auto zero) {

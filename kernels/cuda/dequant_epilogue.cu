@@ -1,30 +1,101 @@
 // ============================================================================
-// kernels/cuda/dequant_epilogue.cu — one thread per output element.
+// kernels/cuda/dequant_epilogue.cu — the scale epilogue, one pass over [rows, cols].
+//
+// Memory-bound: each element reads acc (and the optional multiplier and
+// residual) and writes y once. A 2-D launch (column groups × rows) gives each
+// thread fixed columns, so it loads their w_scale and bias once and then walks
+// rows with no index division; the per-row x_scale is one load per row. When
+// cols % 4 == 0 and every [rows, cols] and per-column base is 16-byte aligned,
+// a thread moves 4 columns as float4. The arithmetic per element is the one
+// the CPU reference does, in the same order, whatever the path (dequant_value).
 // ============================================================================
 #include "kernels/cuda/dequant_epilogue.h"
 
+#include <algorithm>
 #include <string>
+
+#include "kernels/cuda/device_util.cuh"
 
 namespace loka::cuda {
 namespace {
 
-__global__ void dequant_epilogue_kernel(DequantEpilogueArgs args) {
-  const int64_t total = args.rows * args.cols;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / args.cols, n = i - r * args.cols;
-    const float xs = args.x_scale[args.per_row_x_scale ? r : 0];
-    float v = __fmul_rn(__fmul_rn(args.acc[i], xs), args.w_scale[n]);
-    if (args.bias) v = __fadd_rn(v, args.bias[n]);
-    if (args.activation == GemmEpilogue::kRelu) {
-      v = v > 0.0f ? v : (v != v ? v : 0.0f);  // NaN stays NaN, as ONNX Relu
-    } else if (args.activation == GemmEpilogue::kGelu) {
-      v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    }
-    if (args.multiplier) v = __fmul_rn(v, args.multiplier[i]);
-    if (args.residual) v = __fadd_rn(v, args.residual[i]);
-    args.y[i] = v;
+/// act(acc · xs · ws + b): explicit roundings, so nvcc cannot contract to an FMA.
+__device__ __forceinline__ float dequant_value(float acc, float xs, float ws, bool has_bias, float b,
+                                               GemmEpilogue activation) {
+  float v = __fmul_rn(__fmul_rn(acc, xs), ws);
+  if (has_bias) v = __fadd_rn(v, b);
+  if (activation == GemmEpilogue::kRelu) {
+    v = v > 0.0f ? v : (v != v ? v : 0.0f);  // NaN stays NaN, as ONNX Relu
+  } else if (activation == GemmEpilogue::kGelu) {
+    v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
   }
+  return v;
+}
+
+template <int kVec>
+__device__ __forceinline__ void load_floats(const float* p, float (&v)[kVec]) {
+  const Pack<float, kVec> pack = *reinterpret_cast<const Pack<float, kVec>*>(p);
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) v[j] = pack.v[j];
+}
+
+/// Threads (x: column group of kVec, y: row); rows grid-stride along gridDim.y.
+template <int kVec>
+__global__ void dequant_epilogue_kernel(DequantEpilogueArgs args) {
+  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
+  if (c >= args.cols) return;  // kVec > 1 only when cols % kVec == 0: a group is whole or absent
+  float ws[kVec], b[kVec] = {};
+  load_floats<kVec>(args.w_scale + c, ws);
+  if (args.bias) load_floats<kVec>(args.bias + c, b);
+  const float tensor_xs = args.per_row_x_scale ? 0.0f : args.x_scale[0];
+  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < args.rows;
+       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+    const float xs = args.per_row_x_scale ? args.x_scale[r] : tensor_xs;
+    const int64_t i = r * args.cols + c;
+    float v[kVec];
+    load_floats<kVec>(args.acc + i, v);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) v[j] = dequant_value(v[j], xs, ws[j], args.bias != nullptr, b[j], args.activation);
+    if (args.multiplier) {
+      float m[kVec];
+      load_floats<kVec>(args.multiplier + i, m);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) v[j] = __fmul_rn(v[j], m[j]);
+    }
+    if (args.residual) {
+      float s[kVec];
+      load_floats<kVec>(args.residual + i, s);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) v[j] = __fadd_rn(v[j], s[j]);
+    }
+    Pack<float, kVec> out;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) out.v[j] = v[j];
+    *reinterpret_cast<Pack<float, kVec>*>(args.y + i) = out;
+  }
+}
+
+/// float4 columns need cols % 4 == 0 and 16-byte aligned bases (null ones do not count).
+bool can_vectorize(const DequantEpilogueArgs& args) {
+  if (args.cols % 4 != 0) return false;
+  for (const float* p : {args.acc, args.w_scale, args.bias, args.multiplier, args.residual,
+                         static_cast<const float*>(args.y)})
+    if (p && !is_aligned(p, 16)) return false;
+  return true;
+}
+
+template <int kVec>
+void launch(const DequantEpilogueArgs& args, cudaStream_t stream) {
+  const int64_t groups = (args.cols + kVec - 1) / kVec;
+  // A warp-multiple of column threads up to a block; the rest of the block takes more rows.
+  const int tx = static_cast<int>(std::min<int64_t>(kThreadsPerBlock, (groups + 31) / 32 * 32));
+  const int ty = kThreadsPerBlock / tx;
+  const int64_t column_blocks = (groups + tx - 1) / tx;
+  // Enough blocks to fill the GPU several times; beyond that threads loop over rows,
+  // reusing their per-column scales. gridDim.y is limited to 65535.
+  const int64_t row_blocks = std::min<int64_t>({(args.rows + ty - 1) / ty, std::max<int64_t>(1, 4096 / column_blocks), 65535});
+  const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(row_blocks));
+  dequant_epilogue_kernel<kVec><<<grid, dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty)), 0, stream>>>(args);
 }
 
 }  // namespace
@@ -33,13 +104,9 @@ Status launch_dequant_epilogue(const DequantEpilogueArgs& args, cudaStream_t str
   if (args.rows < 0 || args.cols < 0) return Status::error("dequant epilogue: negative shape");
   if (args.rows == 0 || args.cols == 0) return Status::ok();
   if (!args.acc || !args.x_scale || !args.w_scale || !args.y) return Status::error("dequant epilogue: null pointer");
-  const int64_t total = args.rows * args.cols;
-  constexpr int kThreads = 256;
-  const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535 * 4));
-  dequant_epilogue_kernel<<<blocks, kThreads, 0, stream>>>(args);
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) return Status::error(std::string("dequant epilogue launch: ") + cudaGetErrorString(error));
-  return Status::ok();
+  if (can_vectorize(args)) launch<4>(args, stream);
+  else launch<1>(args, stream);
+  return launch_status("dequant epilogue");
 }
 
 }  // namespace loka::cuda

@@ -54,6 +54,40 @@ struct alignas(sizeof(T) * N) Pack {
   T v[N];
 };
 
+/// Grid-stride loop over `count` elements taken kVec at a time: group(g) for each
+/// full group g (elements [g·kVec, g·kVec + kVec)), then single(i) for each of the
+/// count % kVec trailing elements, so a vectorized kernel needs no size condition.
+template <int kVec, typename Group, typename Single>
+__device__ __forceinline__ void grid_stride_groups(int64_t count, Group group, Single single) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t groups = count / kVec;
+  for (int64_t g = first; g < groups; g += stride) group(g);
+  if constexpr (kVec > 1) {
+    // Fewer than kVec trailing elements: the first threads of the grid take one each.
+    if (groups * kVec + first < count) single(groups * kVec + first);
+  }
+}
+
+/// y[i] = fn(x[i]) for `count` elements, kVec per access (kVec > 1: both bases aligned
+/// to kVec elements), grid-stride: the body of every one-in, one-out map kernel.
+template <int kVec, typename In, typename Out, typename Fn>
+__device__ __forceinline__ void map_elements(const In* x, Out* y, int64_t count, Fn fn) {
+  grid_stride_groups<kVec>(
+      count,
+      [&](int64_t g) {
+        const Pack<In, kVec> in = reinterpret_cast<const Pack<In, kVec>*>(x)[g];
+        Pack<Out, kVec> out;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) out.v[j] = fn(in.v[j]);
+        reinterpret_cast<Pack<Out, kVec>*>(y)[g] = out;
+      },
+      [&](int64_t i) { y[i] = fn(x[i]); });
+}
+
+/// True when `pointer` is aligned to `bytes` (a power of two).
+inline bool is_aligned(const void* pointer, size_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; }
+
 /// Calls fn(T{}) with T the storage type of a float dtype LoKA computes on the
 /// GPU (FP32, BF16, FP16); false for any other dtype.
 template <typename Fn>

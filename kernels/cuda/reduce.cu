@@ -45,14 +45,34 @@ __global__ void reduce_rows_kernel(const float* x, float* y, const ReduceIndex i
   }
 }
 
-/// One thread per output, walking the reduced dims in input order.
+/// One thread per output, walking the reduced dims in input order (the same order, so
+/// the same FP32 sum, as a per-element index decomposition). The reduced offset
+/// advances like an odometer instead of being divided out of j for every element;
+/// a single reduced dim (the zoo's [batch, bag, dim] -> [batch, dim]) is a plain
+/// strided loop the compiler unrolls, keeping several loads in flight.
 __global__ void reduce_outputs_kernel(const float* x, float* y, const ReduceIndex index, int64_t outputs, int64_t n,
                                       float divisor) {
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < outputs;
        o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float* base = x + offset_of(o, index.kept_rank, index.kept_extent, index.kept_stride);
     float sum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) sum += base[offset_of(j, index.reduced_rank, index.reduced_extent, index.reduced_stride)];
+    if (index.reduced_rank == 1) {
+      const int64_t stride = index.reduced_stride[0];
+#pragma unroll 4
+      for (int64_t j = 0; j < n; ++j) sum += base[j * stride];
+    } else {
+      int64_t coordinate[kMaxRank] = {};
+      int64_t offset = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        sum += base[offset];
+        for (int d = index.reduced_rank - 1; d >= 0; --d) {  // next element, innermost dim first
+          offset += index.reduced_stride[d];
+          if (++coordinate[d] < index.reduced_extent[d]) break;
+          offset -= index.reduced_stride[d] * index.reduced_extent[d];
+          coordinate[d] = 0;
+        }
+      }
+    }
     y[o] = sum / divisor;
   }
 }

@@ -10,8 +10,10 @@
 //   Softmax:    y = exp(x - max) / Σ exp(x - max)
 //   LogSoftmax: y = (x - max) - log(Σ exp(x - max))
 // A NaN anywhere in a row makes that whole row NaN. Rows along the last axis
-// take one warp each up to 1024 wide and one 256-thread block beyond; other
-// axes take one thread per (outer, inner) pair, reading across threads
+// up to 1024 wide take 8 lanes (up to 64 wide: attention scores), 16 (up to
+// 128) or a warp, with the row held in registers, and sum in the same order
+// whatever the lane count; wider rows take one 256-thread block; other axes
+// take one thread per (outer, inner) pair, reading across threads
 // contiguously. Enqueue only: no allocation, no synchronisation.
 // ============================================================================
 #pragma once

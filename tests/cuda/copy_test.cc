@@ -88,6 +88,8 @@ TEST_F(CudaCopy, TiledTransposeShapesMatchTheCpuRuntime) {
     check_transpose(testing::random_bytes_tensor(rng, dtype, {5, 16, 3, 7}), {2, 0, 3, 1});
     check_transpose(testing::random_bytes_tensor(rng, dtype, {4, 5, 6, 8}), {0, 2, 1, 3});  // inner contiguous: wide units
     check_transpose(testing::random_bytes_tensor(rng, dtype, {4, 5, 6, 8}), {0, 2, 1, 3}, 1);
+    // More batches than a grid's z dimension holds (65535): the tiled kernel loops over them.
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {65537, 2, 3}), {0, 2, 1});
   }
 }
 

@@ -1,10 +1,16 @@
 // ============================================================================
 // tests/cuda/dequant_epilogue_test.cc — the FP8 GEMM scale epilogue vs the host.
+//
+// Both launch paths (float4 columns when cols % 4 == 0 and every base is
+// 16-byte aligned; scalar otherwise) must give the host formula's values bit
+// for bit (GELU within 1e-6: erf differs between the libraries).
 // ============================================================================
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -101,6 +107,83 @@ TEST_F(CudaDequantEpilogue, DcnCrossAndResidualTermsMatchTheHostFormula) {
       EXPECT_EQ(mismatches, 0u);
     }
   }
+}
+
+/// One launch with every [rows, cols] and per-column buffer viewed at `offset` elements
+/// into its allocation (offset % 4 != 0 makes the float4 path refuse them).
+struct PathCase {
+  int64_t rows, cols, offset;
+  bool per_row, bias, terms;  ///< terms: multiplier and residual, in place (the DCN cross)
+  cuda::GemmEpilogue act;
+};
+
+void check_path_case(const PathCase& c, std::mt19937& rng) {
+  SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " offset " + std::to_string(c.offset) +
+               (c.terms ? " with multiplier and residual" : ""));
+  std::uniform_real_distribution<float> value(-3.0f, 3.0f), scale(0.001f, 0.1f);
+  const size_t count = static_cast<size_t>(c.rows * c.cols), cols = static_cast<size_t>(c.cols);
+  const size_t off = static_cast<size_t>(c.offset);
+  auto random = [&](size_t n, auto& dist) {
+    std::vector<float> v(n + off);
+    for (float& x : v) x = dist(rng);
+    return v;
+  };
+  const std::vector<float> acc = random(count, value), x0 = random(count, value), x = random(count, value),
+                           xs = random(c.per_row ? static_cast<size_t>(c.rows) : 1, scale), ws = random(cols, scale),
+                           b = random(cols, value);
+  testing::DeviceBytes d_acc(acc), d_x0(x0), d_x(x), d_xs(xs), d_ws(ws), d_b(b);
+  cuda::DequantEpilogueArgs args;
+  args.acc = d_acc.as<float>() + off;
+  args.x_scale = d_xs.as<float>();
+  args.per_row_x_scale = c.per_row;
+  args.w_scale = d_ws.as<float>() + off;
+  args.bias = c.bias ? d_b.as<float>() + off : nullptr;
+  args.activation = c.act;
+  args.multiplier = c.terms ? d_x0.as<float>() + off : nullptr;
+  args.residual = c.terms ? d_x.as<float>() + off : nullptr;
+  args.y = d_acc.as<float>() + off;  // in place
+  args.rows = c.rows;
+  args.cols = c.cols;
+  ASSERT_TRUE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
+  const std::vector<float> y = d_acc.download_vector<float>(count + off);
+  size_t mismatches = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const size_t r = i / cols, n = i % cols;
+    float v = acc[off + i] * xs[c.per_row ? r : 0] * ws[off + n];
+    if (c.bias) v += b[off + n];
+    if (c.act == cuda::GemmEpilogue::kRelu) v = std::isnan(v) ? v : std::max(v, 0.0f);
+    if (c.act == cuda::GemmEpilogue::kGelu) v = 0.5f * v * (1.0f + std::erf(v / std::sqrt(2.0f)));
+    if (c.terms) {
+      v *= x0[off + i];
+      v += x[off + i];
+    }
+    const float got = y[off + i];
+    // Exact but for GELU, whose erf differs between CUDA and the host library.
+    const bool same = c.act == cuda::GemmEpilogue::kGelu ? std::fabs(v - got) <= 1e-6f * (1.0f + std::fabs(v)) : got == v;
+    if (!same && mismatches++ < 5) ADD_FAILURE() << "element " << i << ": " << got << " vs " << v;
+  }
+  EXPECT_EQ(mismatches, 0u);
+  // The elements in front of the view are untouched.
+  for (size_t i = 0; i < off; ++i) EXPECT_EQ(y[i], acc[i]) << "element " << i << " before the view";
+}
+
+TEST_F(CudaDequantEpilogue, VectorizedAndScalarPathsMatchTheHostFormula) {
+  std::mt19937 rng(13);
+  using cuda::GemmEpilogue;
+  for (const PathCase& c : {
+           PathCase{4096, 256, 0, true, true, false, GemmEpilogue::kGelu},   // float4 columns (DHEN-like)
+           PathCase{4096, 256, 1, true, true, false, GemmEpilogue::kRelu},   // misaligned view: scalar
+           PathCase{5, 64, 4, true, true, false, GemmEpilogue::kNone},       // offset 16 bytes: float4 again
+           PathCase{3, 3456, 0, false, true, false, GemmEpilogue::kRelu},    // per-tensor x scale, wide rows
+           PathCase{65536, 4, 0, true, false, false, GemmEpilogue::kNone},   // one float4 per row, many rows
+           PathCase{70000, 8, 0, true, true, false, GemmEpilogue::kNone},    // rows beyond the row-block cap
+           PathCase{33, 37, 0, true, true, false, GemmEpilogue::kRelu},      // cols % 4 != 0: scalar
+           PathCase{1, 1, 0, false, false, false, GemmEpilogue::kNone},      // batch 1, one column
+           PathCase{300, 216, 0, true, true, true, GemmEpilogue::kNone},     // DCN cross, float4
+           PathCase{300, 216, 3, true, true, true, GemmEpilogue::kNone},     // DCN cross, misaligned
+           PathCase{1000, 1028, 0, true, true, true, GemmEpilogue::kRelu},   // > 256 column threads per row
+       })
+    check_path_case(c, rng);
 }
 
 TEST_F(CudaDequantEpilogue, EmptyOutputsLaunchNothingAndNullPointersAreRefused) {

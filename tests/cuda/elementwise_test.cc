@@ -12,7 +12,9 @@
 // sides compute it in double and round once).
 // Binary shapes: random broadcasts up to rank 6 printed on failure, plus the
 // fast paths (same shape, scalar, [M,N] op [N], [M,N] op [M,1]) at
-// M = 1 and 65536 with odd N, and misaligned operands. Skips without a GPU.
+// M = 1 and 65536 with odd N, attention-mask broadcasts of rank 2 and 3, each
+// with a vectorized and a scalar variant, and misaligned operands. Unary counts
+// not a multiple of 4 run the packed body plus the scalar tail. Skips without a GPU.
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -237,6 +239,19 @@ TEST_F(CudaElementwise, FastPathShapesMatchTheCpuRuntime) {
       {{}, {}},                    // scalar op scalar
       {{2, 3, 65536}, {3, 1}},     // middle broadcast
       {{4099}, {1}},
+      // Flat kernel (rank 1 after coalescing): float4 body and a count % 4 tail in one launch.
+      {{4099}, {4099}},            // same shape, 3-element tail
+      {{4101}, {}},                // tensor op scalar
+      {{}, {4098}},                // scalar op tensor
+      {{2, 3}, {2, 3}},            // fewer elements than one float4
+      // Strided kernels (FastDivmod, 32-bit indices), the shapes the zoo runs.
+      {{4096, 256}, {4096, 1}},             // column broadcast, 4 per thread
+      {{300, 3456}, {3456}},                // row broadcast at a DHEN width
+      {{64, 4, 27, 27}, {27, 27}},          // attention mask over batch and heads: rank 2, odd inner
+      {{64, 4, 27, 27}, {64, 1, 1, 27}},    // key-padding mask: rank 3, odd inner
+      {{16, 4, 40, 40}, {16, 1, 40, 40}},   // per-sample mask: rank 3, 4 per thread
+      {{3, 1, 5, 2, 7}, {4, 1, 2, 1}},      // rank 4 and 5 after coalescing
+      {{2, 3, 1, 5, 2, 7}, {3, 4, 1, 2, 1}},
   };
   for (const BinaryName& name : kBinaryOps)
     for (DType dtype : kFloatTypes)
@@ -244,6 +259,10 @@ TEST_F(CudaElementwise, FastPathShapesMatchTheCpuRuntime) {
   // Misaligned bases: packed loads are refused, results unchanged.
   check_binary({BinaryOp::kMul, "Mul"}, {1000, 16}, {16}, DType::kFloat32, rng, 1);
   check_binary({BinaryOp::kLess, "Less"}, {1000, 16}, {1000, 16}, DType::kBFloat16, rng, 1);
+  check_binary({BinaryOp::kAdd, "Add"}, {4099}, {4099}, DType::kFloat32, rng, 3);
+  check_binary({BinaryOp::kDiv, "Div"}, {4099}, {}, DType::kFloat16, rng, 1);
+  check_binary({BinaryOp::kSub, "Sub"}, {4096, 256}, {4096, 1}, DType::kFloat32, rng, 2);
+  check_binary({BinaryOp::kMax, "Max"}, {16, 4, 40, 40}, {16, 1, 40, 40}, DType::kFloat32, rng, 1);
 }
 
 TEST(CudaElementwiseArgs, BadShapesAndTypesAreRefusedWithAReason) {

@@ -3,7 +3,8 @@
 //
 // Skips with the reason printed when no CUDA device is present (CI); runs on
 // the GPU machine. Checks every code's decode and a dense sweep of encodes,
-// bit-exactly, for E4M3FN and E5M2, including odd counts.
+// bit-exactly, for E4M3FN and E5M2, including odd counts, counts below one
+// 4-value pack, and misaligned views (the scalar path).
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/device.h"
@@ -35,7 +37,11 @@ struct DeviceBuffer {
   T* data = nullptr;
 };
 
-void check_format(cuda::Fp8Kind kind, uint8_t (*encode)(float, bool), float (*decode)(uint8_t)) {
+/// Runs the sweep with every buffer viewed `offset` elements into its allocation:
+/// 0 and 4 take the packed path (values 16-byte, codes 4-byte aligned), 1 the scalar one;
+/// `limit` (when > 0) cuts the sweep to that many values (counts below one pack, odd tails).
+void check_format(cuda::Fp8Kind kind, uint8_t (*encode)(float, bool), float (*decode)(uint8_t), size_t offset = 0,
+                  size_t limit = 0) {
   // Sweep: every code's value, midpoints between neighbours (ties), random values, specials.
   std::vector<float> values;
   for (int code = 0; code < 256; ++code) {
@@ -50,17 +56,21 @@ void check_format(cuda::Fp8Kind kind, uint8_t (*encode)(float, bool), float (*de
   for (int i = 0; i < 100001; ++i) values.push_back((i % 2 ? -1.0f : 1.0f) * magnitude(rng));
   values.insert(values.end(), {INFINITY, -INFINITY, 1e30f, -1e30f, 0.0f, -0.0f, 1e-30f});
 
+  if (limit > 0 && limit < values.size()) values.resize(limit);
   const size_t n = values.size();
-  DeviceBuffer<float> d_values(n);
-  DeviceBuffer<uint8_t> d_codes(n);
-  DeviceBuffer<float> d_decoded(n);
-  ASSERT_EQ(cudaMemcpy(d_values.data, values.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cuda::launch_quantize_fp8(d_values.data, d_codes.data, static_cast<int64_t>(n), 1.0f, kind, nullptr), cudaSuccess);
-  ASSERT_EQ(cuda::launch_dequantize_fp8(d_codes.data, d_decoded.data, static_cast<int64_t>(n), 1.0f, kind, nullptr), cudaSuccess);
+  DeviceBuffer<float> d_values_base(n + offset);
+  DeviceBuffer<uint8_t> d_codes_base(n + offset);
+  DeviceBuffer<float> d_decoded_base(n + offset);
+  float* d_values = d_values_base.data + offset;
+  uint8_t* d_codes = d_codes_base.data + offset;
+  float* d_decoded = d_decoded_base.data + offset;
+  ASSERT_EQ(cudaMemcpy(d_values, values.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cuda::launch_quantize_fp8(d_values, d_codes, static_cast<int64_t>(n), 1.0f, kind, nullptr), cudaSuccess);
+  ASSERT_EQ(cuda::launch_dequantize_fp8(d_codes, d_decoded, static_cast<int64_t>(n), 1.0f, kind, nullptr), cudaSuccess);
   std::vector<uint8_t> codes(n);
   std::vector<float> decoded(n);
-  ASSERT_EQ(cudaMemcpy(codes.data(), d_codes.data, n, cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(decoded.data(), d_decoded.data, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(codes.data(), d_codes, n, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(decoded.data(), d_decoded, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   size_t mismatches = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint8_t expected = encode(values[i], true);
@@ -78,6 +88,18 @@ TEST_F(CudaFp8, E4M3FNMatchesHostCodecBitExactly) {
 
 TEST_F(CudaFp8, E5M2MatchesHostCodecBitExactly) {
   check_format(cuda::Fp8Kind::kE5M2, float_to_fp8e5m2, fp8e5m2_to_float);
+}
+
+TEST_F(CudaFp8, PackedAndScalarPathsAgreeWithTheHostCodecAtEveryAlignmentAndCount) {
+  for (const size_t offset : {size_t{1}, size_t{4}}) {
+    SCOPED_TRACE("offset " + std::to_string(offset));
+    check_format(cuda::Fp8Kind::kE4M3FN, float_to_fp8e4m3fn, fp8e4m3fn_to_float, offset);
+  }
+  for (const size_t count : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{1027}}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    check_format(cuda::Fp8Kind::kE4M3FN, float_to_fp8e4m3fn, fp8e4m3fn_to_float, 0, count);
+    check_format(cuda::Fp8Kind::kE5M2, float_to_fp8e5m2, fp8e5m2_to_float, 0, count);
+  }
 }
 
 }  // namespace

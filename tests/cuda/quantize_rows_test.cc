@@ -54,18 +54,25 @@ std::vector<float> hostile_rows(int64_t rows, int64_t k, DType dtype, unsigned s
   return x;
 }
 
-void check(int64_t rows, int64_t k, DType dtype) {
-  SCOPED_TRACE("rows=" + std::to_string(rows) + " k=" + std::to_string(k) + (dtype == DType::kBFloat16 ? " bf16" : " f32"));
+/// `offset` views x and the codes that many elements into their allocations
+/// (1: the scalar path even when k % 4 == 0; 4: aligned again).
+void check(int64_t rows, int64_t k, DType dtype, size_t offset = 0) {
+  SCOPED_TRACE("rows=" + std::to_string(rows) + " k=" + std::to_string(k) + (dtype == DType::kBFloat16 ? " bf16" : " f32") +
+               " offset " + std::to_string(offset));
   const std::vector<float> x = hostile_rows(rows, k, dtype, static_cast<unsigned>(rows * 31 + k));
+  std::vector<float> x_padded(offset, 0.0f);
+  x_padded.insert(x_padded.end(), x.begin(), x.end());
   std::vector<uint16_t> x_bf16;
   if (dtype == DType::kBFloat16)
-    for (float v : x) x_bf16.push_back(float_to_bf16(v));
-  DeviceBytes d_x = dtype == DType::kBFloat16 ? DeviceBytes(x_bf16) : DeviceBytes(x);
-  DeviceBytes d_codes(x.size()), d_scales(static_cast<size_t>(rows) * sizeof(float));
-  const Status status = cuda::launch_quantize_rows(d_x.get(), dtype, rows, k, d_codes.as<uint8_t>(),
+    for (float v : x_padded) x_bf16.push_back(float_to_bf16(v));
+  DeviceBytes d_x = dtype == DType::kBFloat16 ? DeviceBytes(x_bf16) : DeviceBytes(x_padded);
+  DeviceBytes d_codes(x.size() + offset), d_scales(static_cast<size_t>(rows) * sizeof(float));
+  const void* x_view = d_x.as<char>() + offset * dtype_size(dtype);
+  const Status status = cuda::launch_quantize_rows(x_view, dtype, rows, k, d_codes.as<uint8_t>() + offset,
                                                    d_scales.as<float>(), nullptr);
   ASSERT_TRUE(status) << status.message();
-  const auto codes = d_codes.download_vector<uint8_t>(x.size());
+  const auto all_codes = d_codes.download_vector<uint8_t>(x.size() + offset);
+  const std::vector<uint8_t> codes(all_codes.begin() + static_cast<std::ptrdiff_t>(offset), all_codes.end());
   const auto scales = d_scales.download_vector<float>(static_cast<size_t>(rows));
 
   size_t bad = 0;
@@ -98,6 +105,13 @@ TEST_F(CudaQuantizeRows, MatchesCpuReferenceBitForBit) {
     check(3, 8193, dtype);
     check(5, 2049, dtype);
     check(3, 10000, dtype);
+    // k % 4 == 0 runs 4 columns per access when x and the codes are aligned; misaligned views do not.
+    check(5, 4, dtype);
+    check(33, 12, dtype);
+    check(9, 256, dtype, 1);
+    check(65536, 64, dtype, 1);
+    check(9, 1024, dtype, 4);
+    check(3, 4096, dtype, 3);
   }
 }
 

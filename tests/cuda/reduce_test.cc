@@ -72,6 +72,10 @@ TEST_F(CudaReduce, ZooBagSumsLongRowsAndWholeTensors) {
     check_reduce(op, testing::random_tensor(rng, {65536, 13}), {0});
     check_reduce(op, testing::random_tensor(rng, {3, 4, 5, 6}), {0, 1, 2, 3});
     check_reduce(op, testing::random_tensor(rng, {4, 1, 5}), {1});
+    // One thread per output: one strided reduced dim (unrolled loop) and two (the odometer).
+    check_reduce(op, testing::random_tensor(rng, {4096, 26, 16}), {1});
+    check_reduce(op, testing::random_tensor(rng, {6, 5, 7, 3}), {0, 2});
+    check_reduce(op, testing::random_tensor(rng, {3, 40, 2, 9, 4}), {1, 3});
   }
 }
 

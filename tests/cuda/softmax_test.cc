@@ -2,7 +2,7 @@
 // tests/cuda/softmax_test.cc — GPU Softmax/LogSoftmax vs the CPU runtime.
 //
 // Random shapes (seeded, printed on failure) with the axis anywhere, so both
-// the row kernels (last axis; warp rows up to 1024, block rows beyond) and the
+// the row kernels (last axis; 8/16/32 lanes a row up to 1024, block rows beyond) and the
 // column kernel (inner > 1) run; widths 1, odd, 1024/1025 and 5000; batch 1
 // and 65536; rows with huge values (stability), -inf and NaN. Both sides
 // evaluate exp and the sum in double, so results agree within 2 ulp (or 1e-30
@@ -63,6 +63,31 @@ TEST_F(CudaSoftmax, AwkwardWidthsAndBatches) {
                                      {2, 2000, 3}, {65536, 4, 2}};
   for (const Shape& shape : shapes)
     for (bool log : {false, true}) check_softmax(testing::random_tensor(rng, shape, -30.0f, 30.0f), 1, log);
+}
+
+TEST_F(CudaSoftmax, ShortRowKernelsAtEveryWidthBoundary) {
+  // Rows up to 1024 take 8 lanes (n <= 64), 16 (n <= 128) or a warp, with 1..32
+  // values per lane: each boundary and its neighbours, 1001 rows (no whole number
+  // of rows per block or warp: idle groups beside working ones) and batch 1.
+  std::mt19937 rng(17);
+  for (const int64_t n : {1, 2, 5, 8, 9, 16, 17, 27, 31, 32, 33, 40, 63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 511,
+                          512, 513, 1000, 1023, 1024})
+    for (const int64_t rows : {1, 1001})
+      for (bool log : {false, true}) check_softmax(testing::random_tensor(rng, {rows, n}, -20.0f, 20.0f), 1, log);
+  // Attention scores [batch, heads, queries, keys], softmax over the keys.
+  for (bool log : {false, true}) check_softmax(testing::random_tensor(rng, {3, 4, 27, 27}, -8.0f, 8.0f), 3, log);
+}
+
+TEST_F(CudaSoftmax, NaNAndInfinityRowsInsideAShortRowWarp) {
+  // 8 rows of 5 take 8 lanes each, 4 rows to a warp: a NaN or infinity in one row
+  // must not leak into the rows sharing its warp.
+  std::vector<float> values(8 * 5);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 7) - 3.0f;
+  values[5 * 1 + 2] = NAN;
+  values[5 * 3 + 0] = INFINITY;
+  for (int j = 0; j < 5; ++j) values[5 * 5 + j] = -INFINITY;
+  const Tensor x = Tensor::from_floats({8, 5}, values);
+  for (bool log : {false, true}) check_softmax(x, 1, log);
 }
 
 TEST_F(CudaSoftmax, HugeValuesInfinitiesAndNaNsBehaveAsOnTheCpu) {
