@@ -6,8 +6,8 @@
 // 1/√K, quantized as insert-scales does: per output channel, and the
 // activation's static scale from its amax); the FP32 cuBLASLt GEMM of the
 // unquantized operands is the reference. Each candidate the registry offers
-// (every heuristic algorithm cuBLASLt returns, FAST_ACCUM variants, BF16,
-// emulation) is planned, run once for its relative L2 error against the
+// (every heuristic algorithm cuBLASLt returns, FAST_ACCUM variants, TF32,
+// BF16, emulation) is planned, run once for its relative L2 error against the
 // reference, then captured in CUDA graphs (one per input set, as the runtime
 // replays whole-model graphs) and timed with CUDA events: warm-up launches,
 // then `repeats` timed launches rotating through enough input sets to exceed
@@ -40,6 +40,7 @@ struct AutotuneOptions {
   int max_algorithms = 8;  ///< heuristic algorithms per cuBLASLt family
   bool fast_accum = true;  ///< also time FP8 FAST_ACCUM variants
   bool bf16 = true;        ///< also time BF16 candidates
+  bool tf32 = true;        ///< also time TF32 candidates (FP32 keys)
   int warmup = 3;
   int repeats = 15;                       ///< timed launches; the median is kept
   size_t rotate_bytes = size_t{96} << 20; ///< input sets rotated through at least this much memory

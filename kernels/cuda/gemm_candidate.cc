@@ -109,6 +109,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   options.max_algorithms = std::max(inputs.max_algorithms, c.algorithm + 1);
   options.algorithm = c.algorithm;
   options.fast_accum = c.fast_accum;
+  options.tf32 = c.precision == GemmPrecision::kTf32;
   const size_t mk = static_cast<size_t>(shape.m * shape.k * shape.batch);
   const auto too_few = [&](int count) {
     return Status::error(c.name() + ": cuBLASLt offers " + std::to_string(count) + " algorithm(s) for " +
@@ -140,21 +141,28 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   LOKA_ASSIGN_OR_RETURN(impl->gemm, Gemm::create(problem, options));
   impl->algorithms = c.precision == GemmPrecision::kFp8Emulated ? 1 : impl->gemm->algorithm_count();
   if (c.algorithm >= impl->algorithms) return too_few(impl->algorithms);
-  if (c.precision == GemmPrecision::kFp32) {
+  if (c.precision == GemmPrecision::kFp32 || c.precision == GemmPrecision::kTf32) {
     LOKA_RETURN_IF_ERROR(impl->scratch.allocate(0));
     return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
   }
-  // bf16 and emulation keep converted weights and a converted activation.
-  Result<std::vector<float>> host_values = host_weight_values(key, shape, inputs);
-  if (!host_values.is_ok()) return host_values.status().with_context(c.name() + ": ");
-  const std::vector<float> weights = std::move(host_values).value();
+  // bf16 and emulation keep converted weights and a converted activation. A computed W
+  // (activation x activation, BF16 only) has no host copy: it is cast on the device per run.
   const bool bf16 = c.precision == GemmPrecision::kBf16;
-  const size_t weight_bytes = weights.size() * (bf16 ? 2 : 4);
+  std::vector<float> weights;
+  size_t weight_count = static_cast<size_t>(shape.n * shape.k * (key.layout == GemmLayout::kBatched ? shape.batch : 1));
+  if (key.constant_weight) {
+    Result<std::vector<float>> host_values = host_weight_values(key, shape, inputs);
+    if (!host_values.is_ok()) return host_values.status().with_context(c.name() + ": ");
+    weights = std::move(host_values).value();
+    weight_count = weights.size();
+  }
+  const size_t weight_bytes = weight_count * (bf16 ? 2 : 4);
   impl->weights_offset = 0;
   impl->x_offset = aligned(weight_bytes);
   impl->codes_offset = impl->x_offset + aligned(mk * (bf16 ? 2 : 4));
   impl->scales_offset = impl->codes_offset + aligned(bf16 ? 0 : mk);
   LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->scales_offset + static_cast<size_t>(shape.m + 1) * sizeof(float)));
+  if (!key.constant_weight) return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
   if (bf16) {
     std::vector<uint16_t> codes(weights.size());
     for (size_t i = 0; i < weights.size(); ++i) codes[i] = float_to_bf16(weights[i]);
@@ -171,14 +179,20 @@ Status GemmKernel::run(const GemmCandidateArgs& args, void* workspace, cudaStrea
   const Impl& p = *impl_;
   const int64_t count = p.shape.m * p.shape.k * p.shape.batch;
   switch (candidate_.precision) {
-    case GemmPrecision::kFp32: {
+    case GemmPrecision::kFp32:
+    case GemmPrecision::kTf32: {  // the same cuBLASLt call; TF32 was chosen when planned (compute type)
       GemmArgs gemm{args.x, args.w, args.bias, args.y};
       return p.gemm->run(gemm, workspace, stream);
     }
     case GemmPrecision::kBf16: {
       void* x = p.scratch.at(p.x_offset);
+      void* w = p.scratch.at(p.weights_offset);
       LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.x, DType::kFloat32, x, DType::kBFloat16, count, stream));
-      GemmArgs gemm{x, p.scratch.at(p.weights_offset), args.bias, args.y};
+      if (!p.key.constant_weight)
+        LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.w, DType::kFloat32, w, DType::kBFloat16,
+                                          p.shape.n * p.shape.k * (p.key.layout == GemmLayout::kBatched ? p.shape.batch : 1),
+                                          stream));
+      GemmArgs gemm{x, w, args.bias, args.y};
       return p.gemm->run(gemm, workspace, stream);
     }
     case GemmPrecision::kFp8E4M3: {

@@ -7,8 +7,11 @@
 // whole sequence its candidate stands for, the same one the cost model counts
 // (kernels/registry/cost_model.h) and the autotuner times:
 //   fp32          one cuBLASLt FP32 GEMM (bias and activation fused)
+//   tf32          the same GEMM with CUBLAS_COMPUTE_32F_FAST_TF32 (no cast: the tensor
+//                 cores round FP32 operands to TF32 themselves)
 //   bf16          cast X to BF16, cuBLASLt BF16 GEMM into FP32 (bias/activation fused);
-//                 weights converted to BF16 once, when planned, from the host copy
+//                 constant weights converted to BF16 once, when planned, from the host
+//                 copy; a computed W (activation x activation) cast on the device per run
 //   fp8_e4m3      quantize X (per tensor, or per row) unless it is E4M3 already,
 //                 E4M3 GEMM (heuristic algorithm N, optional FAST_ACCUM) into an
 //                 FP32 accumulator, LoKA's scale epilogue (scales, bias, activation)
@@ -41,7 +44,7 @@ struct GemmCandidateArgs {
 
 /// What planning needs besides the key and shape.
 struct GemmCandidatePlanInputs {
-  const Tensor* host_w = nullptr;        ///< constant weights (needed by bf16 and fp8_emulated)
+  const Tensor* host_w = nullptr;        ///< constant weights (needed by bf16 and fp8_emulated when key.constant_weight)
   const Tensor* host_w_scale = nullptr;  ///< E4M3 weights' per-channel scales (same)
   float x_scale = 1.0f;                  ///< static activation scale (tensor recipe / E4M3 input)
   int max_algorithms = 8;                ///< how many heuristic algorithms to ask cuBLASLt for

@@ -43,11 +43,21 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
       t.gemm_us = gemm_kernel_us(f.fp32_tflops, f.fp32_tile, 4 * (m * k + w_batch * n * k + m * n), s, f);
       t.kernels = 1;
       break;
+    case GemmPrecision::kTf32:
+      // The FP32 GEMM's bytes on the tensor cores: no cast, one kernel.
+      t.gemm_us = gemm_kernel_us(f.tf32_tflops, f.tile, 4 * (m * k + w_batch * n * k + m * n), s, f);
+      t.kernels = 1;
+      break;
     case GemmPrecision::kBf16:
-      // Cast the activation (read FP32, write BF16), then BF16 x BF16 -> FP32 with bias fused.
+      // Cast the activation (read FP32, write BF16) — and a computed W the same way (constant
+      // weights are converted when planned) — then BF16 x BF16 -> FP32 with bias fused.
       t.extra_us = memory_kernel_us(6 * m * k, f);
-      t.gemm_us = gemm_kernel_us(f.bf16_tflops, f.tile, 2 * m * k + 2 * n * k + 4 * m * n, s, f);
       t.kernels = 2;
+      if (!key.constant_weight) {
+        t.extra_us += memory_kernel_us(6 * w_batch * n * k, f);
+        ++t.kernels;
+      }
+      t.gemm_us = gemm_kernel_us(f.bf16_tflops, f.tile, 2 * m * k + 2 * w_batch * n * k + 4 * m * n, s, f);
       break;
     case GemmPrecision::kFp8E4M3: {
       t.kernels = 2;

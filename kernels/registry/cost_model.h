@@ -8,7 +8,8 @@
 // SM's share of the peak: small GEMMs cannot use the whole GPU.
 // The kernels are what the runtime actually enqueues (runtime/cuda/ops/gemm.cc):
 // a separate activation quantize (FP8 from FP32 activations), the GEMM, and
-// the separate FP8 scale epilogue; the BF16 path casts activations first.
+// the separate FP8 scale epilogue; the BF16 path casts activations first (and
+// a computed W: activation x activation); TF32 is the FP32 GEMM alone.
 // Figures (HopperFigures) come from ARCHITECTURE.md's measurements where there
 // is one; docs/dispatch.md lists them with their sources and the derivation.
 // The model ranks candidates; it does not predict absolute times closely.
@@ -22,6 +23,7 @@ namespace loka::kernels {
 /// Hardware figures of the model (defaults: H200/H100 SXM, see docs/dispatch.md).
 struct HopperFigures {
   double fp32_tflops = 50.0;     ///< FP32 without TF32 (datasheet 67, sustained ~75%)
+  double tf32_tflops = 400.0;    ///< TF32 dense: half the BF16 figure, as on the datasheet (assumed, not measured)
   double bf16_tflops = 800.0;    ///< measured, bf16 GEMM 8192³
   double fp8_tflops = 1461.0;    ///< measured, fp8 GEMM 8192³
   double bytes_per_second = 4.2e12;  ///< measured device copy (read + write bytes)

@@ -55,6 +55,7 @@ std::optional<int> parse_algorithm(const std::string& part) {
 const char* precision_name(GemmPrecision precision) {
   switch (precision) {
     case GemmPrecision::kFp32: return "fp32";
+    case GemmPrecision::kTf32: return "tf32";
     case GemmPrecision::kBf16: return "bf16";
     case GemmPrecision::kFp8E4M3: return "fp8_e4m3";
     case GemmPrecision::kFp8Emulated: return "fp8_emulated";
@@ -90,6 +91,7 @@ std::string GemmCandidate::name() const {
   const std::string algo = ".algo" + std::to_string(algorithm);
   switch (precision) {
     case GemmPrecision::kFp32: return "cublaslt.fp32" + algo;
+    case GemmPrecision::kTf32: return "cublaslt.tf32" + algo;
     case GemmPrecision::kBf16: return "cublaslt.bf16" + algo;
     case GemmPrecision::kFp8E4M3:
       return std::string("cublaslt.fp8.e4m3.") + granularity_name(granularity) + (fast_accum ? ".fast_accum" : "") + algo;
@@ -119,9 +121,10 @@ Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
   const std::optional<int> algorithm = parse_algorithm(parts.back());
   if (!algorithm) return bad("the last part must be algo<N>");
   c.algorithm = *algorithm;
-  if (parts[1] == "fp32" || parts[1] == "bf16") {
-    if (parts.size() != 3) return bad("fp32/bf16 names have three parts");
-    c.precision = parts[1] == "fp32" ? GemmPrecision::kFp32 : GemmPrecision::kBf16;
+  for (const GemmPrecision plain : {GemmPrecision::kFp32, GemmPrecision::kTf32, GemmPrecision::kBf16}) {
+    if (parts[1] != precision_name(plain)) continue;
+    if (parts.size() != 3) return bad("fp32/tf32/bf16 names have three parts");
+    c.precision = plain;
     return c;
   }
   if (parts[1] != "fp8" || parts.size() < 5 || parts[2] != "e4m3") return bad("unknown precision '" + parts[1] + "'");
@@ -151,11 +154,17 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
     case GemmPrecision::kFp32:
       if (fp8_weights || key.input != DType::kFloat32) return Status::error("FP32 GEMMs take FP32 operands");
       return Status::ok();
+    case GemmPrecision::kTf32:
+      // The same cuBLASLt GEMM with CUBLAS_COMPUTE_32F_FAST_TF32: any layout, batched or not, any K.
+      // E4M3 weights gain nothing from it: BF16 holds E4M3 values exactly, at twice the rate.
+      if (fp8_weights || key.input != DType::kFloat32)
+        return Status::error("TF32 GEMMs take FP32 operands (E4M3 weights run exactly in BF16)");
+      return Status::ok();
     case GemmPrecision::kBf16:
-      // Activations are cast to BF16 on the device; weights converted once when planned.
+      // Activations are cast to BF16 on the device; constant weights converted once when planned,
+      // computed ones (activation x activation) cast on the device too.
       if (key.input != DType::kFloat32) return Status::error("the BF16 path casts FP32 activations only");
-      if (key.layout == GemmLayout::kBatched || !key.constant_weight)
-        return Status::error("no BF16 path for activation x activation MatMuls (weights are converted when planned)");
+      if (!key.constant_weight && fp8_weights) return Status::error("E4M3 weights must be constant for the BF16 path");
       return Status::ok();
     case GemmPrecision::kFp8E4M3:
       if (!fp8_weights) return Status::error("FP8 GEMMs need E4M3 weights (insert-scales makes them)");

@@ -9,6 +9,7 @@
 // and the runtime parses back:
 //
 //   cublaslt.fp32.algo0                      FP32 cuBLASLt, heuristic algorithm 0
+//   cublaslt.tf32.algo1                      FP32 operands on the TF32 tensor cores
 //   cublaslt.bf16.algo2                      BF16 operands, FP32 accumulation
 //   cublaslt.fp8.e4m3.tensor.algo3           E4M3, per-tensor activation scale
 //   cublaslt.fp8.e4m3.row.fast_accum.algo1   E4M3, per-row scale, FAST_ACCUM
@@ -30,8 +31,9 @@
 
 namespace loka::kernels {
 
-/// How the arithmetic of a candidate is done.
-enum class GemmPrecision { kFp32, kBf16, kFp8E4M3, kFp8Emulated };
+/// How the arithmetic of a candidate is done. kTf32: FP32 operands and sums, products of
+/// operands rounded to TF32's 10-bit mantissa (CUBLAS_COMPUTE_32F_FAST_TF32).
+enum class GemmPrecision { kFp32, kTf32, kBf16, kFp8E4M3, kFp8Emulated };
 
 /// Granularity of the activation scale of an FP8 GEMM (weights are always per output channel).
 enum class ScaleGranularity { kNone, kTensor, kRow };
@@ -48,7 +50,7 @@ struct GemmKey {
   DType output = DType::kFloat32;
   ScaleGranularity activation_scale = ScaleGranularity::kNone;
   GemmLayout layout = GemmLayout::kNT;
-  bool constant_weight = true;             ///< W is a constant (BF16 / emulation convert it once, when planned)
+  bool constant_weight = true;             ///< W is a constant (converted once when planned; else cast per run)
   bool bias = false;
   cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone;
 

@@ -16,10 +16,12 @@ struct Family {
   bool fast_accum;
 };
 
-// Fixed order: exact-arithmetic families first, so ties in time go to them.
-constexpr std::array<Family, 5> kFamilies = {{
+// Fixed order: the nodes' own arithmetic first (FP32, or FP8 for QuantizedGemm), then by
+// growing error (TF32 before BF16), so ties in time go to the more accurate family.
+constexpr std::array<Family, 6> kFamilies = {{
     {GemmPrecision::kFp32, true, false},
     {GemmPrecision::kFp8E4M3, true, false},
+    {GemmPrecision::kTf32, true, false},
     {GemmPrecision::kBf16, true, false},
     {GemmPrecision::kFp8E4M3, true, true},
     {GemmPrecision::kFp8Emulated, false, false},
@@ -34,6 +36,7 @@ std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& 
   for (const Family& family : kFamilies) {
     if (family.fast_accum && !options.fast_accum) continue;
     if (family.precision == GemmPrecision::kBf16 && !options.bf16) continue;
+    if (family.precision == GemmPrecision::kTf32 && !options.tf32) continue;
     const int count = family.cublaslt ? (options.algorithms < 1 ? 1 : options.algorithms) : 1;
     for (int algorithm = 0; algorithm < count; ++algorithm) {
       GemmCandidate c;

@@ -2,7 +2,7 @@
 // kernels/registry/kernel_registry.h — GEMM kernel candidates per functional
 // key (CPU-side descriptors; kernels/cuda/gemm_candidate.h runs them).
 //
-// The registry holds kernel families (FP32, BF16, FP8 E4M3 with and without
+// The registry holds kernel families (FP32, TF32, BF16, FP8 E4M3 with and without
 // fast accumulation, LoKA's FP8 emulation in FP32). Asked for a key and a
 // shape it expands every family that accepts the key into candidates, one
 // per cuBLASLt heuristic algorithm index, and keeps those whose static
@@ -22,6 +22,7 @@ struct CandidateOptions {
   int algorithms = 1;       ///< heuristic algorithms per cuBLASLt family (the GPU knows how many exist)
   bool fast_accum = false;  ///< add FP8 FAST_ACCUM variants (their error must be measured)
   bool bf16 = true;         ///< add BF16 candidates
+  bool tf32 = true;         ///< add TF32 candidates (FP32 operands on the TF32 tensor cores)
 };
 
 /// Every candidate that can compute `key` at `shape`, in the registry's fixed order.

@@ -27,7 +27,6 @@ using nlohmann::json;
 using kernels::GemmPrecision;
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();  ///< a candidate not allowed
-constexpr double kAnyAllowed = std::numeric_limits<double>::max();      ///< any finite added error
 /// Errors within this factor of the node's reference error are the same error
 /// (cuBLASLt algorithms differ in summation order only).
 constexpr double kSameErrorFactor = 1.05;
@@ -96,8 +95,8 @@ struct NodeWork {
   GemmProblem problem;
   std::string name;
   std::vector<std::vector<Option>> buckets;  ///< options per bucket
-  bool upgraded = false;                     ///< error-adding options granted
-  double upgrade_extra = 0, upgrade_saved = 0;
+  double granted = 0;                        ///< options with added error up to this are allowed
+  double upgrade_extra = 0;                  ///< the added model error granted (0: free choices only)
 };
 
 /// The fastest option allowed (`extra` within `max_extra`); ties by registry order.
@@ -161,32 +160,75 @@ void price_options(NodeWork& work, const json& annotation, const BudgetUse& budg
   }
 }
 
-/// Grants error-adding options greedily by time saved per unit of added error.
-double grant_upgrades(std::vector<NodeWork>& nodes, double headroom) {
-  std::vector<NodeWork*> open;
-  for (NodeWork& work : nodes) {
-    double saved = 0, extra = 0;
+/// One upgrade step of a node: allowing options with added error up to `limit`
+/// saves `saved` µs (summed over buckets) against its free choices and spends
+/// `extra` (the largest added error among the options then chosen).
+struct Level {
+  double limit = 0, extra = 0, saved = 0;
+};
+
+/// The node's upgrade levels, by growing limit; a level saving no more than a
+/// cheaper one is dropped. Typically TF32, then BF16 (then FP8 FAST_ACCUM).
+std::vector<Level> upgrade_levels(const NodeWork& work) {
+  std::vector<double> limits;
+  for (const std::vector<Option>& options : work.buckets)
+    for (const Option& o : options)
+      if (o.extra > 0 && std::isfinite(o.extra)) limits.push_back(o.extra);
+  std::sort(limits.begin(), limits.end());
+  limits.erase(std::unique(limits.begin(), limits.end()), limits.end());
+  std::vector<Level> levels;
+  for (double limit : limits) {
+    Level level{limit, 0, 0};
     for (const std::vector<Option>& options : work.buckets) {
       const Option* base = fastest(options, 0.0);
-      const Option* up = fastest(options, kAnyAllowed);
+      const Option* up = fastest(options, limit);
       if (!base || !up) continue;
-      saved += base->timing.time_us - up->timing.time_us;
-      extra = std::max(extra, up->extra);
+      level.saved += base->timing.time_us - up->timing.time_us;
+      level.extra = std::max(level.extra, up->extra);
     }
-    if (saved > 0 && extra > 0) {
-      work.upgrade_saved = saved;
-      work.upgrade_extra = extra;
-      open.push_back(&work);
-    }
+    if (level.saved > 0 && level.extra > 0 && (levels.empty() || level.saved > levels.back().saved))
+      levels.push_back(level);
   }
-  std::stable_sort(open.begin(), open.end(), [](const NodeWork* a, const NodeWork* b) {
-    return a->upgrade_saved / a->upgrade_extra > b->upgrade_saved / b->upgrade_extra;
-  });
+  return levels;
+}
+
+/// Grants error-adding options greedily by time saved per unit of added error:
+/// each step takes the node and level with the best marginal ratio (a node may
+/// step up again later, e.g. TF32 then BF16) whose added error still fits
+/// `headroom`. Ties go to the earlier node (topological order), then the lower level.
+double grant_upgrades(std::vector<NodeWork>& nodes, double headroom) {
+  std::vector<std::vector<Level>> levels;
+  for (const NodeWork& work : nodes) levels.push_back(upgrade_levels(work));
+  std::vector<const Level*> at(nodes.size(), nullptr);  ///< the level granted so far
+  const Level none{};
   double used = 0;
-  for (NodeWork* work : open) {
-    if (used + work->upgrade_extra > headroom) continue;
-    used += work->upgrade_extra;
-    work->upgraded = true;
+  while (true) {
+    size_t best_node = nodes.size();
+    const Level* best_level = nullptr;
+    double best_ratio = -1, best_extra = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Level& current = at[i] ? *at[i] : none;
+      for (const Level& level : levels[i]) {
+        if (level.limit <= current.limit) continue;
+        const double extra = level.extra - current.extra, saved = level.saved - current.saved;
+        if (saved <= 0 || used + extra > headroom) continue;
+        const double ratio = extra > 0 ? saved / extra : std::numeric_limits<double>::infinity();
+        if (ratio > best_ratio) {
+          best_node = i;
+          best_level = &level;
+          best_ratio = ratio;
+          best_extra = extra;
+        }
+      }
+    }
+    if (best_level == nullptr) break;
+    used += best_extra;
+    at[best_node] = best_level;
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!at[i]) continue;
+    nodes[i].granted = at[i]->limit;
+    nodes[i].upgrade_extra = at[i]->extra;
   }
   return used;
 }
@@ -264,7 +306,7 @@ Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& t
   for (const NodeWork& work : works) {
     json& annotation = nodes[work.name];
     annotation.erase("kernel_reason");
-    const double max_extra = work.upgraded ? kAnyAllowed : 0.0;
+    const double max_extra = work.granted;
     json per_bucket = json::object();
     std::vector<std::string> attribute;
     for (size_t b = 0; b < work.buckets.size(); ++b) {
@@ -295,7 +337,7 @@ Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& t
     }
     annotation["kernels"] = std::move(per_bucket);
     annotation["kernel_source"] = timer.source();
-    annotation["kernel_extra_error"] = work.upgraded ? work.upgrade_extra : 0.0;
+    annotation["kernel_extra_error"] = work.upgrade_extra;
     ir::Node* node = graph.find_node(work.name);
     if (node && node->domain() == "ai.loka") node->mutable_attributes().set("kernel", attribute);
   }
@@ -320,7 +362,7 @@ Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& t
   context.add_statistic("unsized-nodes", static_cast<double>(unsized));
   for (const auto& [precision, count] : precision_counts) context.add_statistic(precision + "-choices", count);
   context.add_statistic("budget-upgrades",
-                        static_cast<double>(std::count_if(works.begin(), works.end(), [](const NodeWork& w) { return w.upgraded; })));
+                        static_cast<double>(std::count_if(works.begin(), works.end(), [](const NodeWork& w) { return w.granted > 0; })));
   context.add_statistic("extra-error", used);
 
   const std::string plan_text = plan.to_text();
@@ -401,7 +443,7 @@ PassInfo dispatch_pass_info() {
        {"algorithms", OptionType::kInt, "8", "cuBLASLt heuristic algorithms timed per family (GPU only)"},
        {"fast_accum", OptionType::kBool, "true", "also time FP8 FAST_ACCUM variants (GPU only)"},
        {"repeats", OptionType::kInt, "15", "timed launches per candidate; the median is kept (GPU only)"}},
-      {"gemm-nodes", "dispatched-nodes", "unsized-nodes", "fp32-choices", "bf16-choices", "fp8_e4m3-choices",
+      {"gemm-nodes", "dispatched-nodes", "unsized-nodes", "fp32-choices", "tf32-choices", "bf16-choices", "fp8_e4m3-choices",
        "fp8_emulated-choices", "budget-upgrades", "extra-error", "perf-db-hits", "tuned-problems"}};
 }
 

@@ -9,12 +9,14 @@
 // model (device=cpu, or auto without one, as in CI; docs/dispatch.md). A candidate whose error
 // is no larger than what the node already spends (its FP8 recipe's error for
 // QuantizedGemm, FP32's for the rest) is free: BF16 in place of FP8, any
-// algorithm. Candidates that add error (BF16 for an FP32 node, FP8
-// FAST_ACCUM) are granted per node, greedily by time saved per unit of added
-// model error, while pin-precision's predicted error plus the added errors
-// stays within --budget. A node's added model error is its Probe-measured
-// FP8 site error scaled by the ratio of the candidate's GEMM error to FP8's
-// (squared for a logloss budget; summed linearly over nodes, an upper bound).
+// algorithm. Candidates that add error (TF32 or BF16 for an FP32 node, FP8
+// FAST_ACCUM) are granted per node and level (TF32, then BF16: the marginal
+// step), greedily by time saved per unit of added model error, while
+// pin-precision's predicted error plus the added errors stays within --budget
+// (pin-precision leaves its `reserve` share of the budget for this). A node's
+// added model error is its Probe-measured FP8 site error scaled by the ratio
+// of the candidate's GEMM error to FP8's (squared for a logloss budget;
+// summed linearly over nodes, an upper bound).
 // Nodes pinned fp32 get no added error; pinned bf16 run BF16.
 // Writes: per node annotation "kernel" (the choice at reference_bucket),
 // "kernel_time_us", "kernel_runner_up", "kernel_runner_up_time_us",

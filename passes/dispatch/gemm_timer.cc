@@ -25,6 +25,7 @@ double rounding_error(double x_unit_roundoff, double w_unit_roundoff) {
 
 constexpr double kE4M3 = 1.0 / 16;   // 3 mantissa bits: u = 2^-4
 constexpr double kBf16 = 1.0 / 512;  // 8-bit significand: u = 2^-9
+constexpr double kTf32 = 1.0 / 2048; // 11-bit significand (10 stored): u = 2^-11
 
 class CostModelTimer final : public GemmTimer {
  public:
@@ -84,6 +85,7 @@ double expected_rel_error(const GemmCandidate& c, const GemmKey& key) {
   const bool fp8_weights = key.weight == DType::kFloat8E4M3FN;
   switch (c.precision) {
     case GemmPrecision::kFp32: return 0.0;
+    case GemmPrecision::kTf32: return rounding_error(kTf32, kTf32);
     case GemmPrecision::kBf16: return rounding_error(kBf16, fp8_weights ? kE4M3 : kBf16);
     case GemmPrecision::kFp8E4M3:
     case GemmPrecision::kFp8Emulated: return rounding_error(kE4M3, kE4M3);

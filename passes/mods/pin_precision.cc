@@ -101,7 +101,8 @@ struct SiteError {
 ///    |drift| per site instead adds up noise, not error.
 struct ErrorModel {
   probe::BudgetMetric metric;
-  double limit;
+  double limit;  ///< what the selection may spend: the budget less the reserve
+  double reserve = 0;  ///< the share of the budget left to dispatch (option reserve)
   double judged_samples = 1;  ///< logloss: the eval-set size the noise term assumes
   double noise_sigmas = probe::kDefaultNoiseSigmas;  ///< logloss: noise standard deviations allowed for
 
@@ -188,7 +189,11 @@ class PinPrecisionPass final : public Pass {
       return Status::error("needs the Probe's annotations (model.probe is missing): run probe before pin-precision");
     LOKA_ASSIGN_OR_RETURN(const probe::Budget budget, resolve_budget(context.settings().budget, summary));
     LOKA_ASSIGN_OR_RETURN(const std::vector<PinRule> rules, parse_rules(context.settings().pin_rules));
-    ErrorModel model{budget.metric, budget.limit};
+    const double reserve = context.float_option("reserve");
+    if (!(reserve >= 0 && reserve < 1)) return Status::error("option reserve must be in [0, 1)");
+    // Sites fill the budget less the reserve; dispatch may spend the rest (with what the
+    // sites leave) on TF32/BF16 for the FP32 nodes, which add little error and save much time.
+    ErrorModel model{budget.metric, budget.limit * (1.0 - reserve), reserve};
     if (budget.metric == probe::BudgetMetric::kLogloss) {
       const json samples = summary.value("logloss_judged_samples", json());
       if (!samples.is_number() || !(samples.get<double>() > 0))
@@ -490,6 +495,8 @@ class PinPrecisionPass final : public Pass {
                                       {"sites", candidates.size()},
                                       {"sites_in_fp8", fp8_names},
                                       {"pinned_sites", pinned},
+                                      {"reserve", model.reserve},
+                                      {"selection_limit", model.limit},
                                       {"measured", measured.has_value()}};
     if (measured) {
       summary["measured_error"] = measured->error;
@@ -526,7 +533,12 @@ PassInfo pin_precision_pass_info() {
                    {"margin", OptionType::kFloat, "0.7",
                     "measured calibration error must stay within margin x budget (room for eval generalisation)"},
                    {"max_evaluations", OptionType::kInt, "64",
-                    "most measured evaluations; later sites stay fp32 ('evaluation limit')"}},
+                    "most measured evaluations; later sites stay fp32 ('evaluation limit')"},
+                   // 2%: dispatch's TF32/BF16 for FP32 nodes add the sites' FP8 error times (r/r_fp8)^2
+                   // for a logloss budget, (0.0016/0.051)^2 ~ 0.1% of it for BF16: all of them fit.
+                   {"reserve", OptionType::kFloat, "0.02",
+                    "share of the budget kept for dispatch's TF32/BF16 kernels on FP32 nodes (0: sites may "
+                    "spend it all, as before)"}},
                   {"fp8-sites", "bf16-sites", "fp32-sites", "pinned-sites", "fp8-flop-share", "predicted-error",
                    "evaluations", "measured-error"}};
 }

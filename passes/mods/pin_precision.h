@@ -18,8 +18,12 @@
 // measurements and sites insert-scales cannot lower are never selected unless
 // pinned fp8 (a pin cannot make an unlowerable site FP8: it stays fp32 with
 // the reason recorded). Everything else is "fp32" — LoKA's CPU path computes
-// in FP32, so bf16 only when pinned. Model-level fields go to
-// document["model"]["precision"]: predicted error, FP8 FLOP share, FP8 sites.
+// in FP32, so bf16 only when pinned. The unpinned selection spends the budget
+// less option `reserve` (default 0.02: 2% of it), which stays for `dispatch`
+// to run FP32 nodes on TF32/BF16 tensor cores (their added error is small:
+// second order for a logloss budget); reserve=0 lets the sites take it all.
+// Model-level fields go to document["model"]["precision"]: predicted error,
+// FP8 FLOP share, FP8 sites, the reserve and the selection limit.
 // Requires: shape-inferred IR annotated by `probe`. Guarantees: every
 // candidate site has exactly one precision, consistent with insert-scales;
 // reports "changed" only when the annotation document changed.

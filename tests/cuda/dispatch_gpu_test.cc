@@ -2,11 +2,12 @@
 // tests/cuda/dispatch_gpu_test.cc — Dispatch on the GPU (skipped without one):
 // the autotuner measures every candidate with sane errors; a warm perf DB
 // makes the dispatch pass >= 10x faster with an identical plan; the runtime
-// runs a dispatched BF16 kernel, and refuses a foreign plan in strict mode.
+// runs dispatched BF16 and TF32 kernels, and refuses a foreign plan in strict mode.
 // ============================================================================
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <random>
 
@@ -127,23 +128,36 @@ ModelBuilder gemm_model(const std::string& device, const std::string& kernel) {
   return builder;
 }
 
-TEST_F(DispatchGpuTest, RuntimeRunsTheDispatchedBf16Kernel) {
-  std::mt19937 rng(11);
+/// The largest difference between the CPU FP32 reference and the CUDA runtime running the plan's
+/// `kernel` on random x [64,64], strictly (a fallback to the default FP32 kernel is an error).
+Result<float> dispatched_difference(const std::string& kernel, unsigned seed) {
+  std::mt19937 rng(seed);
   const Tensor x = random_tensor(rng, {64, 64});
-  auto reference = gemm_model("cost-model", "cublaslt.fp32.algo0").build_engine();
-  ASSERT_TRUE(reference.is_ok()) << reference.status().message();
-  auto expected = run_once(**reference, {x});
-  ASSERT_TRUE(expected.is_ok());
+  LOKA_ASSIGN_OR_RETURN(auto reference, gemm_model("cost-model", "cublaslt.fp32.algo0").build_engine());
+  LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> expected, run_once(*reference, {x}));
   EngineOptions options;
   options.device = Device::kCuda;
   options.max_batch = 64;
-  auto bf16 = gemm_model("cost-model", "cublaslt.bf16.algo0").build_engine(options);
-  ASSERT_TRUE(bf16.is_ok()) << bf16.status().message();
-  auto got = run_once(**bf16, {x});
-  ASSERT_TRUE(got.is_ok()) << got.status().message();
-  const float difference = max_abs_difference((*got)[0], (*expected)[0]);
-  EXPECT_GT(difference, 0.0f);   // BF16 operands: not the FP32 result
-  EXPECT_LT(difference, 0.05f);  // |y| ~ 5, BF16 rounding ~ 2^-9 relative
+  ::setenv("LOKA_STRICT_KERNELS", "1", 1);
+  auto engine = gemm_model("cost-model", kernel).build_engine(options);
+  Result<std::vector<Tensor>> got = engine.is_ok() ? run_once(**engine, {x}) : Result<std::vector<Tensor>>(engine.status());
+  ::unsetenv("LOKA_STRICT_KERNELS");
+  LOKA_RETURN_IF_ERROR(got.status());
+  return max_abs_difference((*got)[0], expected[0]);
+}
+
+TEST_F(DispatchGpuTest, RuntimeRunsTheDispatchedBf16Kernel) {
+  const Result<float> difference = dispatched_difference("cublaslt.bf16.algo0", 11);
+  ASSERT_TRUE(difference.is_ok()) << difference.status().message();
+  EXPECT_GT(*difference, 0.0f);   // BF16 operands: not the FP32 result
+  EXPECT_LT(*difference, 0.05f);  // |y| ~ 5, BF16 rounding ~ 2^-9 relative
+}
+
+TEST_F(DispatchGpuTest, RuntimeRunsTheDispatchedTf32Kernel) {
+  const Result<float> difference = dispatched_difference("cublaslt.tf32.algo0", 17);
+  ASSERT_TRUE(difference.is_ok()) << difference.status().message();
+  // |x|, |w| <= 1, K = 64: Σ|x·w| <= 64, and TF32 moves each product by at most 2^-9 of itself.
+  EXPECT_LT(*difference, 64 * std::ldexp(1.0f, -9));
 }
 
 TEST_F(DispatchGpuTest, AForeignPlanFallsBackOrFailsInStrictMode) {

@@ -6,29 +6,30 @@
 
 #include "kernels/registry/cost_model.h"
 #include "kernels/registry/kernel_registry.h"
+#include "gemm_test_keys.h"
 
 namespace loka::kernels {
 namespace {
 
 GemmKey quantized(DType input = DType::kFloat32) {
-  GemmKey key;
-  key.op = "QuantizedGemm";
-  key.input = input;
-  key.weight = DType::kFloat8E4M3FN;
-  key.activation_scale = ScaleGranularity::kTensor;
-  return key;
+  return testing::quantized_gemm_key(ScaleGranularity::kTensor, input);
 }
 
 const GemmCandidate kFp8{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false};
 const GemmCandidate kBf16{GemmPrecision::kBf16, ScaleGranularity::kNone, 0, false};
 const GemmCandidate kFp32{GemmPrecision::kFp32, ScaleGranularity::kNone, 0, false};
 const GemmCandidate kEmulated{GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false};
+const GemmCandidate kTf32{GemmPrecision::kTf32, ScaleGranularity::kNone, 0, false};
+
+/// Attention QK^T / an interaction: a batched MatMul of two activations.
+GemmKey activation_matmul() { return testing::activation_matmul_key(); }
 
 TEST(CostModel, MonotonicInEveryDimension) {
   GemmKey fp32_key;
   fp32_key.op = "Gemm";
   for (const auto& [candidate, key] : std::vector<std::pair<GemmCandidate, GemmKey>>{
-           {kFp8, quantized()}, {kBf16, quantized()}, {kEmulated, quantized()}, {kFp32, fp32_key}, {kBf16, fp32_key}}) {
+           {kFp8, quantized()}, {kBf16, quantized()}, {kEmulated, quantized()}, {kFp32, fp32_key}, {kBf16, fp32_key},
+           {kTf32, fp32_key}, {kTf32, activation_matmul()}, {kBf16, activation_matmul()}}) {
     double previous_m = 0;
     for (int64_t m = 16; m <= 32768; m += m / 3 + 16) {
       const double t = model_gemm_time(candidate, key, {m, 512, 512, 1}).total_us;
@@ -71,6 +72,41 @@ TEST(CostModel, RanksSmallAndLargeGemmsAsMeasured) {
   GemmKey fp32_key;
   fp32_key.op = "Gemm";
   EXPECT_GT(model_gemm_time(kFp32, fp32_key, shape).total_us, model_gemm_time(kBf16, fp32_key, shape).total_us);
+}
+
+}  // namespace
+}  // namespace loka::kernels
+
+namespace loka::kernels {
+namespace {
+
+TEST(CostModel, Tf32SitsBetweenFp32AndBf16) {
+  GemmKey fp32_key;
+  fp32_key.op = "Gemm";
+  // One kernel, no cast: faster than FP32 SIMT on any sizeable GEMM, and than BF16 where
+  // the cast's bytes and launch matter (memory-bound rec shapes).
+  const GemmShape rec{16384, 256, 512, 1};
+  EXPECT_EQ(model_gemm_time(kTf32, fp32_key, rec).kernels, 1);
+  EXPECT_LT(model_gemm_time(kTf32, fp32_key, rec).total_us, model_gemm_time(kFp32, fp32_key, rec).total_us);
+  EXPECT_LT(model_gemm_time(kTf32, fp32_key, rec).total_us, model_gemm_time(kBf16, fp32_key, rec).total_us);
+  // Compute-bound: BF16's twice-the-rate tensor cores pay for the cast.
+  const GemmShape big{16384, 4096, 4096, 1};
+  EXPECT_LT(model_gemm_time(kBf16, fp32_key, big).total_us, model_gemm_time(kTf32, fp32_key, big).total_us);
+  // TF32 is priced at the assumed 400 TFLOP/s: a compute-bound GEMM takes its FLOPs at that rate.
+  const double flops = 2.0 * 16384 * 4096 * 4096;
+  EXPECT_NEAR(model_gemm_time(kTf32, fp32_key, big).gemm_us, 3.0 + flops / 400e12 * 1e6, 0.05 * flops / 400e12 * 1e6);
+}
+
+TEST(CostModel, ActivationMatMulBf16CastsBothOperands) {
+  const GemmShape shape{64, 64, 512, 4096};
+  const ModelledTime bf16 = model_gemm_time(kBf16, activation_matmul(), shape);
+  EXPECT_EQ(bf16.kernels, 3);  // cast X, cast W, GEMM
+  GemmKey constant = activation_matmul();
+  constant.constant_weight = true;
+  EXPECT_EQ(model_gemm_time(kBf16, constant, shape).kernels, 2);  // W converted when planned
+  EXPECT_GT(bf16.total_us, model_gemm_time(kBf16, constant, shape).total_us);
+  EXPECT_LT(model_gemm_time(kTf32, activation_matmul(), shape).total_us,
+            model_gemm_time(kFp32, activation_matmul(), shape).total_us);
 }
 
 }  // namespace

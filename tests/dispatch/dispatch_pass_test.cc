@@ -1,17 +1,23 @@
 // ============================================================================
 // tests/dispatch/dispatch_pass_test.cc — the `dispatch` pass on small graphs
 // (cost model, no GPU) and on a zoo model through loka-opt: a complete,
-// deterministic plan; budget-granted BF16; pins honoured; reasons recorded.
+// deterministic plan; budget-granted TF32/BF16 (activation x activation
+// MatMuls too); pin-precision's reserve; pins honoured; reasons recorded.
 // ============================================================================
 #include <gtest/gtest.h>
 
 
+#include <set>
+
+#include "gemm_test_keys.h"
 #include "kernels/registry/kernel_plan.h"
 #include "kernels/registry/kernel_registry.h"
 #include "passes/dispatch/dispatch_pass.h"
 #include "passes/ir/shape_inference.h"
 #include "passes/ir/text_format.h"
+#include "passes/mods/pin_precision.h"
 #include "passes/onnx/onnx_import.h"
+#include "passes/pass_manager.h"
 #include "passes/probe/annotations.h"
 #include "test_support.h"
 
@@ -141,13 +147,15 @@ TEST(DispatchPass, RunTwiceGivesIdenticalBytes) {
   EXPECT_EQ(first->metadata, before);
 }
 
-TEST(DispatchPass, SpendsBudgetHeadroomOnFasterBf16) {
+TEST(DispatchPass, SpendsBudgetHeadroomOnTensorCores) {
   auto graph = make_graph();
   annotate_budget(*graph, 0.002);
   const json document = dispatch_with_cost_model(*graph);
   const json& fc1 = document["nodes"]["fc1"];
-  // 16384 x 256 x 512 in FP32 without tensor cores loses to a BF16 cast + GEMM.
-  EXPECT_EQ(fc1["kernels"]["16384"]["precision"], "bf16");
+  // 16384 x 256 x 512 in FP32 without tensor cores loses to TF32, which also beats a BF16
+  // cast + GEMM at this memory-bound shape (one kernel, no cast).
+  EXPECT_EQ(fc1["kernels"]["16384"]["precision"], "tf32");
+  EXPECT_EQ(fc1["kernels"]["16384"]["kernel"], "cublaslt.tf32.algo0");
   EXPECT_GT(fc1["kernel_extra_error"].get<double>(), 0);
   const json& summary = document["model"]["dispatch"];
   EXPECT_TRUE(summary["within_budget"].get<bool>());
@@ -192,6 +200,7 @@ dispatch::MeasureFn fake_gpu() {
       double time = 0, error = 0;
       switch (c.precision) {
         case kernels::GemmPrecision::kFp32: time = 20 + c.algorithm, error = 1e-7; break;
+        case kernels::GemmPrecision::kTf32: time = 12, error = 0.0004; break;
         case kernels::GemmPrecision::kBf16: time = key.weight == DType::kFloat8E4M3FN ? 12 : 8, error = 0.002; break;
         case kernels::GemmPrecision::kFp8E4M3: time = c.fast_accum ? 6 : 10 - c.algorithm, error = c.fast_accum ? 0.08 : 0.05; break;
         case kernels::GemmPrecision::kFp8Emulated: time = 30, error = 0.05; break;
@@ -228,12 +237,187 @@ TEST(DispatchPass, MeasuredFastAccumAndBf16NeedBudget) {
   }
   {
     auto graph = make_graph();
-    annotate_budget(*graph, 0.0099);  // 0.0001 of headroom: neither fits
+    annotate_budget(*graph, 0.0099);  // 0.0001 of headroom: neither FAST_ACCUM nor BF16 fits, TF32 does
     const json document = dispatch_measured(*graph);
     EXPECT_EQ(document["nodes"]["fc3"]["kernel"], "cublaslt.fp8.e4m3.tensor.algo1");  // fastest exact FP8
     EXPECT_EQ(document["nodes"]["fc3"]["kernel_runner_up"], "cublaslt.fp8.e4m3.tensor.algo0");
+    EXPECT_EQ(document["nodes"]["fc1"]["kernel"], "cublaslt.tf32.algo0");
+    EXPECT_NEAR(document["model"]["dispatch"]["extra_error"].get<double>(), 0.004 * 0.0004 / 0.051, 1e-6);
+  }
+  {
+    auto graph = make_graph();
+    annotate_budget(*graph, 0.01);  // no headroom: exact kernels only
+    const json document = dispatch_measured(*graph);
     EXPECT_EQ(document["nodes"]["fc1"]["kernel"], "cublaslt.fp32.algo0");
     EXPECT_EQ(document["model"]["dispatch"]["extra_error"].get<double>(), 0.0);
+  }
+}
+
+/// Annotations as pin-precision leaves them (a rel_l2=0.01 budget with `predicted` spent) for
+/// FP32 nodes with a Probe-measured FP8 site error each; `pins` are pinned fp32.
+void annotate_sites(ir::Graph& graph, double predicted, const std::map<std::string, double>& site_errors,
+                    const std::set<std::string>& pins = {}) {
+  json document = read_annotations(graph).value();
+  document["model"]["precision"] = {{"budget", "rel_l2=0.01"}, {"predicted_error", predicted}};
+  for (const auto& [name, error] : site_errors) {
+    json& node = document["nodes"][name];
+    node = {{"name", name}, {"precision", "fp32"}, {"recipes", {{"e4m3_tensor", {{"error", {{"rel_l2_mean", error}}}}}}}};
+    if (pins.count(name)) node["pinned_by"] = name + "=fp32";
+  }
+  write_annotations(graph, document);
+}
+
+std::set<std::string> precisions_of(const json& node) {
+  std::set<std::string> out;
+  for (const auto& [bucket, entry] : node["kernels"].items()) out.insert(entry["precision"].get<std::string>());
+  return out;
+}
+
+constexpr const char* kComputeBound = R"(graph "big" {
+  opset "" 17
+  input %x : f32[batch,4096]
+  input %w : f32[4096,4096]
+  %y = MatMul(%x, %w) @"big"
+  output %y
+})";
+
+TEST(DispatchPass, Tf32WhenOnlyItFitsBf16WhenBothDo) {
+  // 4096x4096 weights: compute-bound, BF16's rate beats TF32 once both are allowed. Added
+  // errors (site 0.004): TF32 0.004 x 0.0004/0.051 = 3.1e-5, BF16 0.004 x 0.0016/0.051 = 1.3e-4.
+  auto roomy = make_graph(kComputeBound, {"w"});
+  annotate_sites(*roomy, 0.002, {{"big", 0.004}});
+  const json both = dispatch_with_cost_model(*roomy);
+  EXPECT_EQ(precisions_of(both["nodes"]["big"]), std::set<std::string>{"bf16"});
+  auto tight = make_graph(kComputeBound, {"w"});
+  annotate_sites(*tight, 0.00992, {{"big", 0.004}});  // 8e-5 of headroom
+  const json tf32_only = dispatch_with_cost_model(*tight);
+  EXPECT_EQ(precisions_of(tf32_only["nodes"]["big"]), std::set<std::string>{"tf32"});
+  EXPECT_LE(tf32_only["model"]["dispatch"]["predicted_error"].get<double>(), 0.01);
+  EXPECT_GT(tf32_only["nodes"]["big"]["kernel_extra_error"].get<double>(), 0);
+  // Its runner-up is FP32: BF16 was not granted, so it is no runner-up.
+  EXPECT_EQ(tf32_only["nodes"]["big"]["kernel_runner_up"], "cublaslt.fp32.algo0");
+}
+
+TEST(DispatchPass, NegativeTwinPinnedFp32OrNoHeadroomKeepsTheComputeBoundGemmFp32) {
+  auto pinned = make_graph(kComputeBound, {"w"});
+  annotate_sites(*pinned, 0.002, {{"big", 0.004}}, {"big"});
+  EXPECT_EQ(precisions_of(dispatch_with_cost_model(*pinned)["nodes"]["big"]), std::set<std::string>{"fp32"});
+  auto full = make_graph(kComputeBound, {"w"});
+  annotate_sites(*full, 0.01, {{"big", 0.004}});
+  const json document = dispatch_with_cost_model(*full);
+  EXPECT_EQ(precisions_of(document["nodes"]["big"]), std::set<std::string>{"fp32"});
+  EXPECT_EQ(document["model"]["dispatch"]["extra_error"].get<double>(), 0.0);
+}
+
+constexpr const char* kAttention = R"(graph "attention" {
+  opset "" 17
+  input %q : f32[batch,64,512]
+  input %k : f32[batch,512,64]
+  %s = MatMul(%q, %k) @"qk"
+  output %s
+})";
+
+TEST(DispatchPass, ActivationMatMulGetsTf32AndBf16Candidates) {
+  auto graph = make_graph(kAttention, {});
+  annotate_sites(*graph, 0.002, {{"qk", 0.004}});
+  const json document = dispatch_with_cost_model(*graph);
+  const json& qk = document["nodes"]["qk"];
+  for (const auto& [bucket, entry] : qk["kernels"].items()) {
+    EXPECT_EQ(entry["candidates"], 3) << bucket;  // FP32, TF32, BF16 (both operands cast)
+    EXPECT_NE(entry["precision"], "fp32") << bucket;
+  }
+  EXPECT_EQ(qk["kernels"]["4096"]["shape"], "m=64,n=64,k=512,batch=4096");
+  auto timer = dispatch::make_cost_model_timer();
+  auto timings = timer->time(testing::activation_matmul_key(), {64, 64, 512, 8});
+  ASSERT_TRUE(timings.is_ok());
+  std::vector<std::string> names;
+  for (const dispatch::CandidateTiming& t : *timings) names.push_back(t.candidate.name());
+  EXPECT_EQ(names, (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.tf32.algo0", "cublaslt.bf16.algo0"}));
+}
+
+TEST(DispatchPass, NegativeTwinPinnedActivationMatMulStaysFp32) {
+  auto graph = make_graph(kAttention, {});
+  annotate_sites(*graph, 0.002, {{"qk", 0.004}}, {"qk"});
+  const json document = dispatch_with_cost_model(*graph);
+  EXPECT_EQ(precisions_of(document["nodes"]["qk"]), std::set<std::string>{"fp32"});
+  EXPECT_EQ(document["nodes"]["qk"]["kernels"]["4096"]["candidates"], 3);  // offered, not allowed
+}
+
+constexpr const char* kChain = R"(graph "chain" {
+  opset "" 17
+  input %x : f32[batch,1024]
+  input %wa : f32[1024,1024]
+  input %wb : f32[1024,1024]
+  input %wc : f32[1024,1024]
+  %a = Gemm(%x, %wa) @"a"
+  %b = Gemm(%a, %wb) @"b"
+  %c = Gemm(%b, %wc) @"c"
+  output %c
+})";
+
+/// The chain with the Probe's annotations: three equal sites, e4m3_tensor errors as given.
+std::unique_ptr<ir::Graph> probed_chain(double a, double b, double c) {
+  auto graph = make_graph(kChain, {"wa", "wb", "wc"});
+  const auto site = [](double error) {
+    return json{{"verdict", "safe"},
+                {"precision", "fp32"},
+                {"recipes",
+                 {{"e4m3_tensor", {{"error", {{"rel_l2_mean", error}}}, {"verdict", "safe"}}},
+                  {"e4m3_row", {{"error", {{"rel_l2_mean", 0.5}}}, {"verdict", "safe"}}}}},
+                {"stats", {{"activation", {{"scale_e4m3", 0.01}}}}}};
+  };
+  write_annotations(*graph, json{{"version", 1},
+                                 {"model", {{"probe", {{"budget", "rel_l2=0.01"}}}}},
+                                 {"nodes", {{"a", site(a)}, {"b", site(b)}, {"c", site(c)}}}});
+  return graph;
+}
+
+/// Runs `pipeline` (pin-precision and dispatch on the cost model) with a rel_l2=0.01 budget.
+json pin_and_dispatch(ir::Graph& graph, const std::string& pipeline_text, std::vector<std::string> pins = {}) {
+  PassRegistry registry;
+  registry.add(pin_precision_pass_info(), make_pin_precision_pass);
+  registry.add(dispatch_pass_info(), make_dispatch_pass);
+  auto pipeline = parse_pipeline(pipeline_text, registry);
+  EXPECT_TRUE(pipeline) << pipeline.status().message();
+  CompileSettings settings;
+  settings.budget = "rel_l2=0.01";
+  settings.pin_rules = std::move(pins);
+  PassManagerOptions options;
+  options.reproducer_dir = make_temp_dir("loka-dispatch-repro");
+  auto records = PassManager(registry, options).run(graph, *pipeline, settings);
+  EXPECT_TRUE(records.is_ok()) << records.status().message();
+  return read_annotations(graph).value();
+}
+
+// Sites c (0.00435) then a (0.009) fill sqrt(0.009^2 + 0.00435^2) = 0.009996 of the 0.01 budget
+// when pin-precision may spend all of it; b (0.02) never fits. With the default 2% reserve the
+// sites stop at c (a would pass 0.0098), and dispatch runs the FP32 nodes on tensor cores.
+TEST(DispatchPass, PinPrecisionsReserveLeavesRoomForTensorCoreKernels) {
+  auto graph = probed_chain(0.009, 0.02, 0.00435);
+  const json document = pin_and_dispatch(*graph, "pin-precision,dispatch{device=cpu}");
+  const json& precision = document["model"]["precision"];
+  EXPECT_EQ(precision["reserve"].get<double>(), 0.02);
+  EXPECT_NEAR(precision["selection_limit"].get<double>(), 0.0098, 1e-12);
+  EXPECT_EQ(document["model"]["precision"]["sites_in_fp8"], json::array({"c"}));
+  for (const char* node : {"a", "b"}) EXPECT_EQ(precisions_of(document["nodes"][node]).count("fp32"), 0u) << node;
+  EXPECT_GT(document["model"]["dispatch"]["extra_error"].get<double>(), 0);
+  EXPECT_TRUE(document["model"]["dispatch"]["within_budget"].get<bool>());
+}
+
+TEST(DispatchPass, NegativeTwinReserveZeroOrAPinLeavesFp32NodesFp32) {
+  {  // reserve=0: the sites spend the budget as before, dispatch has no headroom for anything.
+    auto graph = probed_chain(0.009, 0.02, 0.00435);
+    const json document = pin_and_dispatch(*graph, "pin-precision{reserve=0},dispatch{device=cpu}");
+    EXPECT_EQ(document["model"]["precision"]["sites_in_fp8"], json::array({"a", "c"}));
+    EXPECT_EQ(precisions_of(document["nodes"]["b"]), std::set<std::string>{"fp32"});
+    EXPECT_EQ(document["model"]["dispatch"]["extra_error"].get<double>(), 0.0);
+  }
+  {  // The reserve, but b pinned fp32 by the user: never an error-adding kernel there.
+    auto graph = probed_chain(0.009, 0.02, 0.00435);
+    const json document = pin_and_dispatch(*graph, "pin-precision,dispatch{device=cpu}", {"^b$=fp32"});
+    EXPECT_EQ(precisions_of(document["nodes"]["b"]), std::set<std::string>{"fp32"});
+    EXPECT_EQ(document["nodes"]["b"]["kernel_extra_error"].get<double>(), 0.0);
+    EXPECT_EQ(precisions_of(document["nodes"]["a"]).count("fp32"), 0u);
   }
 }
 

@@ -6,27 +6,15 @@
 
 #include "kernels/registry/gemm_kernel_key.h"
 #include "kernels/registry/kernel_registry.h"
+#include "gemm_test_keys.h"
 
 namespace loka::kernels {
 namespace {
 
-GemmKey fp32_gemm() {
-  GemmKey key;
-  key.op = "Gemm";
-  key.layout = GemmLayout::kNT;
-  key.bias = true;
-  return key;
-}
+GemmKey fp32_gemm() { return testing::fp32_gemm_key(); }
 
 GemmKey quantized(ScaleGranularity granularity, DType input = DType::kFloat32) {
-  GemmKey key;
-  key.op = "QuantizedGemm";
-  key.input = input;
-  key.weight = DType::kFloat8E4M3FN;
-  key.activation_scale = granularity;
-  key.layout = GemmLayout::kNT;
-  key.epilogue = cuda::GemmEpilogue::kRelu;
-  return key;
+  return testing::quantized_gemm_key(granularity, input);
 }
 
 TEST(GemmKernelKey, KeyTextNamesEveryField) {
@@ -40,6 +28,7 @@ TEST(GemmKernelKey, KeyTextNamesEveryField) {
 TEST(GemmKernelKey, NamesRoundTrip) {
   const std::vector<std::pair<GemmCandidate, std::string>> cases = {
       {{GemmPrecision::kFp32, ScaleGranularity::kNone, 0, false}, "cublaslt.fp32.algo0"},
+      {{GemmPrecision::kTf32, ScaleGranularity::kNone, 1, false}, "cublaslt.tf32.algo1"},
       {{GemmPrecision::kBf16, ScaleGranularity::kNone, 2, false}, "cublaslt.bf16.algo2"},
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 3, false}, "cublaslt.fp8.e4m3.tensor.algo3"},
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kRow, 1, true}, "cublaslt.fp8.e4m3.row.fast_accum.algo1"},
@@ -58,7 +47,8 @@ TEST(GemmKernelKey, NamesRoundTrip) {
 TEST(GemmKernelKey, BadNamesAreErrorsQuotingThem) {
   for (const char* name : {"", "cublaslt", "cublaslt.fp16.algo0", "cublaslt.fp32.algoX", "cublaslt.fp32.algo-1",
                            "cublaslt.fp8.e4m3.block.algo0", "cublaslt.fp8.e4m3.tensor.slow.algo0",
-                           "cutlass.fp8.algo0", "cublaslt.fp32.extra.algo0"}) {
+                           "cutlass.fp8.algo0", "cublaslt.fp32.extra.algo0", "cublaslt.tf32.algo",
+                           "cublaslt.tf32.fast.algo0"}) {
     auto parsed = parse_gemm_candidate(name);
     ASSERT_FALSE(parsed.is_ok()) << name;
     EXPECT_NE(parsed.status().message().find(std::string("'") + name + "'"), std::string::npos) << parsed.status().message();
@@ -78,18 +68,48 @@ TEST(GemmKernelKey, CanImplementFollowsTheHardwareRules) {
   EXPECT_FALSE(can_implement(fp32, q, {512, 256, 512, 1}).is_ok());
   EXPECT_TRUE(can_implement(bf16, q, {512, 256, 24, 1}).is_ok());
   EXPECT_FALSE(can_implement(bf16, quantized(ScaleGranularity::kTensor, DType::kFloat8E4M3FN), {512, 256, 512, 1}).is_ok());
-  GemmKey batched = fp32_gemm();
-  batched.op = "MatMul";
-  batched.layout = GemmLayout::kBatched;
-  EXPECT_FALSE(can_implement(bf16, batched, {64, 64, 64, 8}).is_ok());
-  EXPECT_TRUE(can_implement(fp32, batched, {64, 64, 64, 8}).is_ok());
   GemmKey computed_w = fp32_gemm();
-  computed_w.constant_weight = false;  // activation x activation: nothing to convert when planned
-  EXPECT_FALSE(can_implement(bf16, computed_w, {512, 256, 512, 1}).is_ok());
+  computed_w.constant_weight = false;
   EXPECT_TRUE(can_implement(fp32, computed_w, {512, 256, 512, 1}).is_ok());
   EXPECT_EQ(computed_w.to_string(), "Gemm:f32*f32->f32:none:nt~act:bias+none");
   EXPECT_FALSE(can_implement(fp32, fp32_gemm(), {0, 256, 512, 1}).is_ok());
   GemmCandidate fast = fp32;
+  fast.fast_accum = true;
+  EXPECT_FALSE(can_implement(fast, fp32_gemm(), {512, 256, 512, 1}).is_ok());
+}
+
+using testing::activation_matmul_key;
+
+const GemmCandidate kTf32{GemmPrecision::kTf32, ScaleGranularity::kNone, 0, false};
+const GemmCandidate kBf16{GemmPrecision::kBf16, ScaleGranularity::kNone, 0, false};
+
+TEST(GemmKernelKey, ActivationMatMulsRunTf32AndBf16) {
+  // BF16 casts both operands on the device; TF32 reads FP32 as it is: any layout, any K.
+  for (const GemmLayout layout : {GemmLayout::kBatched, GemmLayout::kNN}) {
+    const GemmKey key = activation_matmul_key(layout);
+    const GemmShape shape{64, 64, 37, layout == GemmLayout::kBatched ? 8 : 1};
+    EXPECT_TRUE(can_implement(kTf32, key, shape).is_ok()) << key.to_string();
+    EXPECT_TRUE(can_implement(kBf16, key, shape).is_ok()) << key.to_string();
+  }
+  // Batched MatMul over a constant [B,K,N] weight: converted once, when planned.
+  GemmKey constant = activation_matmul_key(GemmLayout::kBatched);
+  constant.constant_weight = true;
+  EXPECT_TRUE(can_implement(kBf16, constant, {64, 64, 64, 8}).is_ok());
+  EXPECT_TRUE(can_implement(kTf32, fp32_gemm(), {1, 256, 37, 1}).is_ok());
+}
+
+TEST(GemmKernelKey, NegativeTwinNoTf32OrBf16WithoutFp32Operands) {
+  // TF32 takes FP32 operands only: E4M3 weights run exactly in BF16, and say so.
+  const Status fp8_weights = can_implement(kTf32, quantized(ScaleGranularity::kTensor), {512, 256, 512, 1});
+  ASSERT_FALSE(fp8_weights.is_ok());
+  EXPECT_NE(fp8_weights.message().find("BF16"), std::string::npos) << fp8_weights.message();
+  EXPECT_FALSE(can_implement(kTf32, quantized(ScaleGranularity::kTensor, DType::kFloat8E4M3FN), {512, 256, 512, 1}).is_ok());
+  // A computed E4M3 weight has no constant to convert; an FP8 activation has no BF16 cast.
+  GemmKey computed_fp8 = quantized(ScaleGranularity::kTensor);
+  computed_fp8.constant_weight = false;
+  EXPECT_FALSE(can_implement(kBf16, computed_fp8, {512, 256, 512, 1}).is_ok());
+  EXPECT_FALSE(can_implement(kTf32, activation_matmul_key(GemmLayout::kBatched), {64, 64, 0, 8}).is_ok());
+  GemmCandidate fast = kTf32;
   fast.fast_accum = true;
   EXPECT_FALSE(can_implement(fast, fp32_gemm(), {512, 256, 512, 1}).is_ok());
 }
@@ -101,8 +121,13 @@ TEST(KernelRegistry, ExpandsFamiliesInAFixedOrder) {
     return out;
   };
   EXPECT_EQ(names(gemm_candidates(fp32_gemm(), {512, 256, 512, 1}, {2, true, true})),
-            (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.fp32.algo1", "cublaslt.bf16.algo0",
-                                      "cublaslt.bf16.algo1"}));
+            (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.fp32.algo1", "cublaslt.tf32.algo0",
+                                      "cublaslt.tf32.algo1", "cublaslt.bf16.algo0", "cublaslt.bf16.algo1"}));
+  // Activation x activation: FP32, TF32 and BF16 (both operands cast); none of them when turned off.
+  EXPECT_EQ(names(gemm_candidates(activation_matmul_key(GemmLayout::kBatched), {64, 64, 64, 8}, {1, false, true})),
+            (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.tf32.algo0", "cublaslt.bf16.algo0"}));
+  EXPECT_EQ(names(gemm_candidates(activation_matmul_key(GemmLayout::kBatched), {64, 64, 64, 8}, {1, false, false, false})),
+            (std::vector<std::string>{"cublaslt.fp32.algo0"}));
   EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kRow), {512, 256, 512, 1}, {1, true, true})),
             (std::vector<std::string>{"cublaslt.fp8.e4m3.row.algo0", "cublaslt.bf16.algo0",
                                       "cublaslt.fp8.e4m3.row.fast_accum.algo0", "loka.fp8_emulated_fp32"}));

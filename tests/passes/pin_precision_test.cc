@@ -165,6 +165,35 @@ TEST(PinPrecision, NegativeTwinBudgetTooSmallLeavesEverySiteFp32) {
   EXPECT_EQ(outcome.document["model"]["precision"]["predicted_error"].get<double>(), 0.0);
 }
 
+TEST(PinPrecision, ReserveKeepsTwoPercentOfTheBudgetForDispatch) {
+  // b alone (0.0099) fits the 0.01 budget but not the 0.0098 left after the default 2% reserve,
+  // which dispatch spends on TF32/BF16 kernels for the FP32 nodes.
+  auto graph = annotated_chain(site("safe", 0.5, 0.5), site("safe", 0.0099, 0.5), site("safe", 0.5, 0.5));
+  const Outcome outcome = pin(*graph, "rel_l2=0.01");
+  ASSERT_TRUE(outcome.status) << outcome.status.message();
+  EXPECT_EQ(precision_of(outcome, "b"), "fp32");
+  EXPECT_EQ(outcome.document["nodes"]["b"]["precision_reason"], "over budget");
+  const json& model = outcome.document["model"]["precision"];
+  EXPECT_EQ(model["reserve"].get<double>(), 0.02);
+  EXPECT_NEAR(model["selection_limit"].get<double>(), 0.0098, 1e-15);
+  EXPECT_EQ(model["predicted_error"].get<double>(), 0.0);
+}
+
+TEST(PinPrecision, NegativeTwinReserveZeroLetsTheSitesSpendTheWholeBudget) {
+  auto graph = annotated_chain(site("safe", 0.5, 0.5), site("safe", 0.0099, 0.5), site("safe", 0.5, 0.5));
+  const Outcome outcome = pin(*graph, "rel_l2=0.01", {}, "infer-shapes,pin-precision{reserve=0}");
+  ASSERT_TRUE(outcome.status) << outcome.status.message();
+  EXPECT_EQ(precision_of(outcome, "b"), "fp8_e4m3");
+  EXPECT_EQ(outcome.document["model"]["precision"]["reserve"].get<double>(), 0.0);
+  EXPECT_NEAR(outcome.document["model"]["precision"]["predicted_error"].get<double>(), 0.0099, 1e-15);
+  for (const char* bad : {"1", "-0.1"}) {
+    auto other = annotated_chain(site("safe", 0.5, 0.5), site("safe", 0.0099, 0.5), site("safe", 0.5, 0.5));
+    const Outcome refused = pin(*other, "rel_l2=0.01", {}, std::string("infer-shapes,pin-precision{reserve=") + bad + "}");
+    ASSERT_FALSE(refused.status) << bad;
+    EXPECT_NE(refused.status.message().find("reserve"), std::string::npos) << refused.status.message();
+  }
+}
+
 TEST(PinPrecision, RowRecipeWhenTheTensorRecipeDoesNotFitOrIsUnsafe) {
   auto graph = chain_model();
   annotate(*graph, "rel_l2=0.01",

@@ -7,7 +7,8 @@
 // and loka_kernel_device, the GPU / driver / cuBLASLt the times were measured
 // on. The choice for the planned bucket's M (else the nearest M, with the
 // family's heuristic-best algorithm: an index belongs to one problem) is
-// built with kernels/cuda/gemm_candidate.h. When the plan was measured on
+// built with kernels/cuda/gemm_candidate.h (any family: FP32, TF32, BF16 — for
+// activation x activation MatMuls too — FP8, emulation). When the plan was measured on
 // another device, or the choice cannot be built here (no such algorithm,
 // weights not constant), the node falls back — to the same family's
 // algorithm 0, else to the op's default path — with one warning per node on

@@ -2,7 +2,8 @@
 // runtime/cuda/ops/gemm.cc — Gemm, MatMul and ai.loka.QuantizedGemm on the GPU.
 //
 // FP32 Gemm/MatMul run cuBLASLt FP32 GEMMs (kernels/cuda/gemm.h; no TF32, so
-// results match the CPU to summation order). QuantizedGemm runs the FP8 path
+// results match the CPU to summation order) unless Dispatch chose another
+// candidate for the node (TF32, BF16: dispatched_gemm.h). QuantizedGemm runs the FP8 path
 // when cuBLASLt can (K a multiple of 16): the activation is quantized (or
 // already FP8 from LayerNormQuant), the E4M3 GEMM runs with unit scales into
 // the FP32 output, and the scale epilogue applies the per-tensor or per-row
@@ -135,9 +136,12 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
   const kernels::GemmKey key{"MatMul", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
                              b.size() == 2 ? kernels::GemmLayout::kNN : kernels::GemmLayout::kBatched,
                              init.inputs[1].host.defined(), false, GemmEpilogue::kNone};
-  LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, problem.batch},
-                                                              GemmInputSlots{}));
-  if (dispatched) return std::move(*dispatched);
+  // A shared X (weight on the left) is no registry problem: Dispatch gives such nodes a reason, no kernel.
+  if (!problem.broadcast_x) {
+    LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, problem.batch},
+                                                                GemmInputSlots{}));
+    if (dispatched) return std::move(*dispatched);
+  }
   LOKA_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(problem));
   return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), Fp32GemmOp::Layout{}, init.outputs[0].shape, Shape{}), -1};
 }

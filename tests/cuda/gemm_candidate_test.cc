@@ -1,0 +1,144 @@
+// ============================================================================
+// tests/cuda/gemm_candidate_test.cc — the registry's TF32 and activation x
+// activation BF16 candidates (kernels/cuda/gemm_candidate.h) against an FP32
+// CPU reference (dispatch_gpu_test.cc runs them through the runtime). Skips
+// visibly without a GPU.
+//
+// Tolerances are worst-case bounds, element by element, on Σ|x·w|:
+//   TF32  keeps 10 of FP32's 23 mantissa bits. Whether the tensor cores round
+//         or truncate the dropped bits, each operand moves by at most 2^-10 of
+//         itself, so each product by 2^-9 (plus a negligible 2^-20).
+//   BF16  rounds to nearest with 7 stored bits: 2^-9 per operand, 2^-8 per product.
+// FP32 accumulation in any order adds at most K·2^-24 of Σ|x·w|. The
+// relative L2 of the whole output is also checked against TF32's expected
+// √(2/3)·2^-11 (≈ 4e-4) with room: below 2^-10.
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/cuda/gemm_candidate.h"
+#include "kernels/cuda/gemm_types.h"
+#include "gemm_test_keys.h"
+
+namespace loka::testing {
+namespace {
+
+using kernels::GemmCandidate;
+using kernels::GemmKey;
+using kernels::GemmLayout;
+using kernels::GemmPrecision;
+using kernels::GemmShape;
+
+class GemmCandidateTest : public CudaTest {};
+
+struct Outcome {
+  size_t bad = 0;
+  double rel_l2 = 0;
+};
+
+/// Runs `candidate` on random operands and compares it with the FP32 GEMM computed in double.
+/// The bound per element is `per_product` x Σ|x·w| plus FP32 accumulation (K·2^-24 of it).
+Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key, const GemmShape& shape,
+                              double per_product) {
+  std::mt19937 rng(static_cast<unsigned>(shape.m * 131 + shape.n * 7 + shape.k * 3 + shape.batch));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t w_batches = key.layout == GemmLayout::kBatched ? shape.batch : 1;
+  std::vector<float> x(static_cast<size_t>(shape.batch * shape.m * shape.k));
+  std::vector<float> w(static_cast<size_t>(w_batches * shape.k * shape.n));
+  std::vector<float> bias(static_cast<size_t>(shape.n));
+  for (std::vector<float>* values : {&x, &w, &bias})
+    for (float& v : *values) v = normal(rng);
+
+  const Tensor host_w = Tensor::from_floats({static_cast<int64_t>(w.size())}, w);
+  cuda::GemmCandidatePlanInputs inputs;
+  inputs.host_w = key.constant_weight ? &host_w : nullptr;
+  auto kernel = cuda::GemmKernel::create(candidate, key, shape, inputs);
+  EXPECT_TRUE(kernel.is_ok()) << kernel.status().message();
+  if (!kernel.is_ok()) return {1, 0};
+
+  const size_t y_count = static_cast<size_t>(shape.batch * shape.m * shape.n);
+  DeviceBytes d_x(x), d_w(w), d_bias(bias), d_y(y_count * sizeof(float)), workspace(cuda::kGemmWorkspaceBytes);
+  cuda::GemmCandidateArgs args;
+  args.x = d_x.get();
+  args.w = d_w.get();
+  args.bias = key.bias ? d_bias.as<float>() : nullptr;
+  args.y = d_y.as<float>();
+  const Status status = (*kernel)->run(args, workspace.get(), nullptr);
+  EXPECT_TRUE(status) << status.message();
+  const std::vector<float> y = d_y.download_vector<float>(y_count);
+
+  Outcome outcome;
+  double error = 0, norm = 0;
+  for (int64_t b = 0; b < shape.batch; ++b)
+    for (int64_t i = 0; i < shape.m; ++i)
+      for (int64_t j = 0; j < shape.n; ++j) {
+        double sum = key.bias ? bias[static_cast<size_t>(j)] : 0.0, magnitude = 0;
+        for (int64_t p = 0; p < shape.k; ++p) {
+          const int64_t wb = key.layout == GemmLayout::kBatched ? b : 0;
+          const size_t w_at = static_cast<size_t>(wb * shape.k * shape.n +
+                                                  (key.layout == GemmLayout::kNT ? j * shape.k + p : p * shape.n + j));
+          const double term = double(x[static_cast<size_t>((b * shape.m + i) * shape.k + p)]) * w[w_at];
+          sum += term;
+          magnitude += std::fabs(term);
+        }
+        const double got = y[static_cast<size_t>((b * shape.m + i) * shape.n + j)];
+        const double tolerance = (per_product + static_cast<double>(shape.k) * std::ldexp(1.0, -24)) * magnitude + 1e-6;
+        error += (got - sum) * (got - sum);
+        norm += sum * sum;
+        if (!(std::fabs(got - sum) <= tolerance) && outcome.bad++ < 5)
+          ADD_FAILURE() << candidate.name() << " " << shape.to_string() << ": Y[" << b << "," << i << "," << j
+                        << "] = " << got << ", expected " << sum << " (tolerance " << tolerance << ")";
+      }
+  outcome.rel_l2 = norm > 0 ? std::sqrt(error / norm) : 0;
+  return outcome;
+}
+
+const GemmCandidate kTf32{GemmPrecision::kTf32, kernels::ScaleGranularity::kNone, 0, false};
+const GemmCandidate kBf16{GemmPrecision::kBf16, kernels::ScaleGranularity::kNone, 0, false};
+const double kTf32PerProduct = std::ldexp(1.0, -9);  // two operands, each within 2^-10
+const double kBf16PerProduct = std::ldexp(1.0, -8);  // two operands, each within 2^-9
+
+TEST_F(GemmCandidateTest, Tf32MatchesTheFp32ReferenceOnAwkwardShapes) {
+  // One row, K = 37 (no multiple of anything), N odd, and a sizeable tensor-core GEMM.
+  for (const GemmShape shape : {GemmShape{1, 64, 37, 1}, GemmShape{33, 17, 37, 1}, GemmShape{1, 1, 1, 1},
+                                GemmShape{512, 256, 1024, 1}}) {
+    SCOPED_TRACE(shape.to_string());
+    const Outcome outcome = run_against_reference(kTf32, fp32_gemm_key(), shape, kTf32PerProduct);
+    EXPECT_EQ(outcome.bad, 0u);
+    EXPECT_LT(outcome.rel_l2, std::ldexp(1.0, -10));
+  }
+  GemmKey nn = fp32_gemm_key();
+  nn.layout = GemmLayout::kNN;
+  nn.bias = false;
+  EXPECT_EQ(run_against_reference(kTf32, nn, {1, 48, 37, 1}, kTf32PerProduct).bad, 0u);
+}
+
+TEST_F(GemmCandidateTest, ActivationMatMulRunsTf32AndBf16) {
+  // Batched, both operands computed: TF32 reads them as they are, BF16 casts both per run.
+  for (const GemmShape shape : {GemmShape{1, 16, 37, 3}, GemmShape{64, 64, 128, 8}}) {
+    SCOPED_TRACE(shape.to_string());
+    EXPECT_EQ(run_against_reference(kTf32, activation_matmul_key(), shape, kTf32PerProduct).bad, 0u);
+    const Outcome bf16 = run_against_reference(kBf16, activation_matmul_key(), shape, kBf16PerProduct);
+    EXPECT_EQ(bf16.bad, 0u);
+    EXPECT_LT(bf16.rel_l2, std::ldexp(1.0, -7));
+  }
+  GemmKey nn = activation_matmul_key();  // [M,K] x [K,N], both computed
+  nn.layout = GemmLayout::kNN;
+  EXPECT_EQ(run_against_reference(kBf16, nn, {5, 24, 37, 1}, kBf16PerProduct).bad, 0u);
+}
+
+TEST_F(GemmCandidateTest, NegativeTwinExactFp32IsWithinAccumulationErrorOnly) {
+  // The same harness with FP32: no operand rounding, so only the accumulation bound.
+  const GemmCandidate fp32{GemmPrecision::kFp32, kernels::ScaleGranularity::kNone, 0, false};
+  const Outcome outcome = run_against_reference(fp32, fp32_gemm_key(), {33, 17, 37, 1}, 0.0);
+  EXPECT_EQ(outcome.bad, 0u);
+  EXPECT_LT(outcome.rel_l2, 1e-6);
+}
+
+}  // namespace
+}  // namespace loka::testing
