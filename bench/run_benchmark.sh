@@ -24,7 +24,7 @@
 # reported as not run. It checks every Python part and the report.
 #
 # Overrides (environment): LOKA_BENCH_MODELS, LOKA_BENCH_BATCHES, LOKA_BENCH_TABLE_ROWS, LOKA_BENCH_CALIB_ROWS,
-# LOKA_BENCH_TRAIN_STEPS, LOKA_BENCH_DEADLINE_S, LOKA_BENCH_BUILD_DIR, LOKA_BENCH_SCRATCH,
+# LOKA_BENCH_TRAIN_STEPS, LOKA_BENCH_DEADLINE_S, LOKA_BENCH_GPU_RESERVE_S, LOKA_BENCH_BUILD_DIR, LOKA_BENCH_SCRATCH,
 # LOKA_BENCH_OPT_ARGS (extra loka-opt arguments, e.g. "--budget logloss=0.0005"), PYTHON,
 # LOKA_BENCH_REUSE_ZOO=1 (keep the scratch zoo of an earlier run with the same settings),
 # LOKA_BENCH_TORCH_IMPLS (a subset of bench/torch_impls.py's ALL_IMPLS, comma-separated).
@@ -55,7 +55,7 @@ t_start=$(date +%s)
 case $mode in
   full)
     models=dlrm_dcnv2,wukong,dhen,attention_ranker; batches=512,4096,16384; table_rows=100000
-    train_steps=150; calib_rows=64; evals="--eval-sets 4 --eval-rows 4096"
+    train_steps=150; calib_rows=32; evals="--eval-sets 4 --eval-rows 4096"
     metric=16384; runs=50; deadline=540; size=full; device=cuda ;;
   quick)
     models=dlrm_dcnv2,wukong; batches=512,4096; table_rows=20000
@@ -73,8 +73,9 @@ train_steps=${LOKA_BENCH_TRAIN_STEPS:-$train_steps}
 deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
 # The Probe runs on the CPU, at a cost linear in the calibration rows: loka-opt on full-size
 # DLRM-DCNv2 (20k-row tables) with 3 x 256 rows took 142 CPU-seconds (2-core dev machine,
-# 2026-11-24); Wukong's GEMM FLOPs per sample are about 4x DCNv2's (estimated from its shape).
-# Three sets: the Probe's minimum.
+# 2026-11-24); on full-size Wukong (100k-row tables) 3 x 64 rows took 694 CPU-seconds and 174 s
+# on 8 cores (probe only, H100 host, 2026-11-25): with four models sharing the cores, full mode
+# uses 3 x 32 rows so every loka-opt finishes inside the run. Three sets: the Probe's minimum.
 calib="--calib-sets 3 --calib-rows ${LOKA_BENCH_CALIB_ROWS:-$calib_rows}"
 # Inside the checkout (ignored by git: /build*/), so a second call on the same warm machine
 # rebuilds incrementally and, with LOKA_BENCH_REUSE_ZOO=1, keeps the trained models.
@@ -86,7 +87,7 @@ mkdir -p "$zoo" "$scratch/opt"
 IFS=, read -r -a model_list <<< "$models"
 ncpu=$(nproc)
 REPORT_RESERVE_S=20
-LOKA_GPU_RESERVE_S=35  # loka-run on the eval sets + loka_model_bench (load, plan, graphs, runs, trace)
+LOKA_GPU_RESERVE_S=${LOKA_BENCH_GPU_RESERVE_S:-30}  # loka-run on the eval sets + loka_model_bench (load, plan, graphs, runs, trace): 10 s for Wukong at 512 + 4096 (quick, 2026-11-25)
 
 # ---- stage helpers ------------------------------------------------------------
 left() { echo $(( deadline - ($(date +%s) - t_start) - REPORT_RESERVE_S )); }
@@ -115,10 +116,14 @@ stage() {  # stage NAME BUDGET_S COMMAND...: runs under a time limit, logs, reco
   return $rc
 }
 
-# Command prefixes pinning to the lower/upper half of the cores (when there are enough to split).
+# Command prefixes pinning PyTorch to the lowest quarter of the cores and loka-opt to the rest
+# (when there are enough to split). PyTorch's timed loops need one core and the GPU; its
+# compile workers a few. loka-opt's Probe runs whole models on the CPU once per site and
+# recipe, in parallel over sites: on full-size Wukong (100k-row tables) it took 694 CPU-seconds
+# with 3 x 64 calibration rows (H100 host, 2026-11-25), so it gets the cores.
 pin_low=(); pin_high=()
 if (( ncpu >= 8 )) && command -v taskset > /dev/null; then
-  pin_low=(taskset -c "0-$(( ncpu / 2 - 1 ))"); pin_high=(taskset -c "$(( ncpu / 2 ))-$(( ncpu - 1 ))")
+  pin_low=(taskset -c "0-$(( ncpu / 4 - 1 ))"); pin_high=(taskset -c "$(( ncpu / 4 ))-$(( ncpu - 1 ))")
 fi
 
 # ---- the device -----------------------------------------------------------------

@@ -9,6 +9,10 @@
 #include <thread>
 #include <unordered_map>
 
+#ifdef __linux__
+#include <sched.h>
+#endif
+
 #include "kernels/cpu/fp8_quantize.h"
 #include "loka/engine.h"
 #include "loka/session.h"
@@ -297,6 +301,16 @@ Status check_finite_inputs(const DataSet& data, const std::vector<Tensor>& input
   return Status::ok();
 }
 
+/// Cores this process may run on: its CPU affinity (taskset, cgroups' cpusets), which
+/// std::thread::hardware_concurrency ignores; at least 1.
+size_t usable_cores() {
+#ifdef __linux__
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 // ------------------------------------------------------------------ pass ----
 
 class ProbePass final : public Pass {
@@ -338,7 +352,7 @@ class ProbePass final : public Pass {
     const int64_t requested_threads = context.int_option("threads");
     const size_t thread_count = std::max<size_t>(
         1, std::min<size_t>(sites.size(), requested_threads > 0 ? static_cast<size_t>(requested_threads)
-                                                                : std::max(1u, std::thread::hardware_concurrency())));
+                                                                : usable_cores()));
     std::vector<Worker> workers(thread_count);
     for (size_t w = 1; w < thread_count; ++w) {
       workers[w].session = engine->new_session();
@@ -591,7 +605,7 @@ PassInfo probe_pass_info() {
                    {"noise_sigmas", OptionType::kFloat, "1",
                     "logloss budgets: standard deviations of eval-set noise allowed for (more: fewer FP8 sites, "
                     "less risk)"},
-                   {"threads", OptionType::kInt, "0", "worker threads measuring sites (0: one per core)"}},
+                   {"threads", OptionType::kInt, "0", "worker threads measuring sites (0: one per core the process may use)"}},
                   {"sites", "safe-sites", "batches"}};
 }
 
