@@ -116,14 +116,12 @@ stage() {  # stage NAME BUDGET_S COMMAND...: runs under a time limit, logs, reco
   return $rc
 }
 
-# Command prefixes pinning PyTorch to the lowest quarter of the cores and loka-opt to the rest
-# (when there are enough to split). PyTorch's timed loops need one core and the GPU; its
-# compile workers a few. loka-opt's Probe runs whole models on the CPU once per site and
-# recipe, in parallel over sites: on full-size Wukong (100k-row tables) it took 694 CPU-seconds
-# with 3 x 64 calibration rows (H100 host, 2026-11-25), so it gets the cores.
+# Command prefixes pinning PyTorch to the lower half of the cores and loka-opt to the upper
+# half (when there are enough to split). A quarter for PyTorch (tried 2026-11-25) starved
+# torch.compile: most PyTorch rows ran out of their time budget.
 pin_low=(); pin_high=()
 if (( ncpu >= 8 )) && command -v taskset > /dev/null; then
-  pin_low=(taskset -c "0-$(( ncpu / 4 - 1 ))"); pin_high=(taskset -c "$(( ncpu / 4 ))-$(( ncpu - 1 ))")
+  pin_low=(taskset -c "0-$(( ncpu / 2 - 1 ))"); pin_high=(taskset -c "$(( ncpu / 2 ))-$(( ncpu - 1 ))")
 fi
 
 # ---- the device -----------------------------------------------------------------
