@@ -43,7 +43,7 @@ class PassManager {
   Result<std::vector<PassRunRecord>> run(ir::Graph& graph, const Pipeline& pipeline, const CompileSettings& settings);
 
  private:
-  Status save_reproducer(const std::string& input_ir, const Pipeline& pipeline, const Status& failure) const;
+  Status save_reproducer(const ir::Graph& input, const Pipeline& pipeline, const Status& failure) const;
 
   const PassRegistry& registry_;
   PassManagerOptions options_;
