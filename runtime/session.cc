@@ -116,11 +116,13 @@ Result<std::vector<Tensor>> execute_on_cpu(const Engine& engine, Observer* obser
     step_inputs.clear();
     for (int id : step.inputs) step_inputs.push_back(id == kNoValue ? Tensor() : value_of(id));
     const NodeInfo info{index, step.name, step.op_type, step.domain};
-    if (observer) observer->before_node(info, step_inputs);
     step_outputs.assign(step.outputs.size(), Tensor());
-    if (Status status = step.kernel->run(step_inputs, step_outputs, context); !status)
-      return status.with_context("node '" + step.name + "' (" + step.op_type + "): ");
-    if (observer) observer->after_node(info, step_outputs);
+    if (!observer || !observer->replay_node(info, step_outputs)) {
+      if (observer) observer->before_node(info, step_inputs);
+      if (Status status = step.kernel->run(step_inputs, step_outputs, context); !status)
+        return status.with_context("node '" + step.name + "' (" + step.op_type + "): ");
+      if (observer) observer->after_node(info, step_outputs);
+    }
     for (size_t j = 0; j < step.outputs.size(); ++j) {
       const int id = step.outputs[j];
       if (id == kNoValue) continue;

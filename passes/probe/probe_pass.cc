@@ -3,7 +3,9 @@
 // ============================================================================
 #include "passes/probe/probe_pass.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -186,15 +188,22 @@ struct SiteState {
   float e5m2_scale_b = 1.0f;
   Tensor weight_quantized[kRecipeCount];  ///< per recipe, computed once (weights are constant)
   Tensor reference_output;      ///< this batch's FP32 output of the node
+  size_t step = SIZE_MAX;       ///< the node's position in the execution order (seen in the reference run)
   ErrorEstimate end_to_end[kRecipeCount];
   ErrorEstimate local[kRecipeCount];
 };
+
+/// Every node's outputs in this batch's reference run, by position in the execution order. A
+/// quantized run of a site replays the nodes before the site from here (they would compute the
+/// same values from the same inputs), so it costs only the part of the model from the site on.
+/// Written by the main Session's reference run, read by every worker; cleared after the batch.
+using ReferenceOutputs = std::vector<std::vector<Tensor>>;
 
 class ProbeObserver final : public Observer {
  public:
   enum class Mode { kCalibrate, kReference, kQuantize };
 
-  explicit ProbeObserver(std::vector<SiteState>& sites) : sites_(sites) {
+  ProbeObserver(std::vector<SiteState>& sites, ReferenceOutputs& reference) : sites_(sites), reference_(reference) {
     for (size_t i = 0; i < sites.size(); ++i) index_[sites[i].site.node] = i;
   }
   void set_mode(Mode mode, size_t site = 0, Recipe recipe = Recipe::kE4M3Tensor) {
@@ -255,14 +264,27 @@ class ProbeObserver final : public Observer {
     }
   }
 
+  bool replay_node(const NodeInfo& node, std::span<Tensor> outputs) override {
+    if (mode_ != Mode::kQuantize || node.index >= sites_[target_].step || node.index >= reference_.size()) return false;
+    const std::vector<Tensor>& cached = reference_[node.index];
+    if (cached.size() != outputs.size()) return false;
+    std::copy(cached.begin(), cached.end(), outputs.begin());
+    return true;
+  }
+
   void after_node(const NodeInfo& node, std::span<Tensor> outputs) override {
+    if (mode_ == Mode::kReference) {  // shares storage; the pool will not reuse it while held
+      if (reference_.size() <= node.index) reference_.resize(node.index + 1);
+      reference_[node.index].assign(outputs.begin(), outputs.end());
+    }
     if (mode_ == Mode::kCalibrate || outputs.empty()) return;
     auto it = index_.find(std::string(node.name));
     if (it == index_.end()) return;
     SiteState& state = sites_[it->second];
+    if (mode_ == Mode::kReference) state.step = node.index;
     if (outputs[0].dtype() != DType::kFloat32) return;
     if (mode_ == Mode::kReference) {
-      state.reference_output = outputs[0];  // shares storage; the pool will not reuse it while held
+      state.reference_output = outputs[0];
     } else if (it->second == target_ && state.reference_output.defined()) {
       state.local[static_cast<size_t>(recipe_)].add(
           compare(state.reference_output.values<float>(), outputs[0].values<float>()));
@@ -271,6 +293,7 @@ class ProbeObserver final : public Observer {
 
  private:
   std::vector<SiteState>& sites_;
+  ReferenceOutputs& reference_;
   std::unordered_map<std::string, size_t> index_;
   Mode mode_ = Mode::kCalibrate;
   size_t target_ = 0;
@@ -340,7 +363,8 @@ class ProbePass final : public Pass {
     LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), {}, {},
                                                           "probe model"));
     auto session = engine->new_session();
-    ProbeObserver observer(sites);
+    ReferenceOutputs reference_outputs;
+    ProbeObserver observer(sites, reference_outputs);
     session->set_observer(&observer);
     std::vector<std::string> input_names;
     for (const TensorInfo& info : engine->inputs()) input_names.push_back(info.name);
@@ -356,7 +380,7 @@ class ProbePass final : public Pass {
     std::vector<Worker> workers(thread_count);
     for (size_t w = 1; w < thread_count; ++w) {
       workers[w].session = engine->new_session();
-      workers[w].observer = std::make_unique<ProbeObserver>(sites);
+      workers[w].observer = std::make_unique<ProbeObserver>(sites, reference_outputs);
       workers[w].session->set_observer(workers[w].observer.get());
     }
 
@@ -429,6 +453,7 @@ class ProbePass final : public Pass {
       for (std::thread& thread : threads) thread.join();
       for (const Status& status : worker_status) LOKA_RETURN_IF_ERROR(status);
       for (SiteState& state : sites) state.reference_output = Tensor();
+      reference_outputs.clear();  // after the workers joined: the last references drop on this thread
       batches_used = b + 1;
       const size_t unsettled_sites = count_unsettled(sites, budget);
       if (settings.show_progress)

@@ -9,13 +9,16 @@
 //   2. error measurement, batch by batch: one FP32 reference run, then for
 //      every site and recipe one run with only that site's inputs FP8-quantized
 //      (emulated bit-exactly), giving the site's local error and its end-to-end
-//      effect on the model outputs. Each figure is a mean with a Student-t 95%
+//      effect on the model outputs. A site's run replays the nodes before the
+//      site from the reference run (Observer::replay_node: same inputs, same
+//      values), so it costs the model from the site on, not the whole model.
+//      Each figure is a mean with a Student-t 95%
 //      interval over batches; the phase stops once every site's verdict is
 //      decided (interval wholly below or above the site's share of the budget)
 //      after `min_batches`, or at `batches`.
 // Guarantees: rewrites nothing; writes the annotation document (see
 // annotations.h) into the model's metadata. Memory is bounded by histograms
-// and one batch of site outputs, never by stored activations.
+// and one batch's activations (the reference run's, kept for the replays).
 // Does not: choose precisions (pin-precision does) or time kernels (dispatch).
 // ============================================================================
 #pragma once

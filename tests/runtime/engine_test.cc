@@ -121,3 +121,47 @@ TEST(Session, SteadyStateRunsReusePooledBuffers) {
 
 }  // namespace
 }  // namespace loka
+
+namespace loka {
+namespace {
+
+/// Replays node 0 (Neg) with a given tensor and counts the hooks it sees.
+class Replayer final : public Observer {
+ public:
+  explicit Replayer(Tensor replacement) : replacement_(std::move(replacement)) {}
+  bool replay_node(const NodeInfo& node, std::span<Tensor> outputs) override {
+    if (node.index != 0) return false;
+    outputs[0] = replacement_;
+    return true;
+  }
+  void before_node(const NodeInfo& node, std::span<Tensor>) override { hooked.push_back(node.index); }
+  void after_node(const NodeInfo& node, std::span<Tensor>) override { hooked.push_back(node.index); }
+  std::vector<size_t> hooked;
+
+ private:
+  Tensor replacement_;
+};
+
+TEST(Session, AReplayedNodeIsNotRunAndLaterNodesReadItsReplayedOutputs) {
+  ModelBuilder builder(17);
+  builder.input("x", DType::kFloat32, {-1, 2})
+      .node("Neg", {"x"}, {"n"})
+      .node("Relu", {"n"}, {"y"})
+      .output("y", DType::kFloat32, {-1, 2});
+  auto engine = builder.build_engine();
+  ASSERT_TRUE(engine) << engine.status().message();
+  auto session = (*engine)->new_session();
+  const std::vector<float> replayed{-3.0f, 5.0f}, x{1.0f, 2.0f};
+  Replayer replayer(Tensor::from_floats({1, 2}, replayed));
+  session->set_observer(&replayer);
+  const std::vector<Tensor> inputs{Tensor::from_floats({1, 2}, x)};
+  auto outputs = session->run(inputs);
+  ASSERT_TRUE(outputs) << outputs.status().message();
+  // Relu of the replayed [-3, 5], not of Neg(x) = [-1, -2].
+  EXPECT_EQ((*outputs)[0].data<float>()[0], 0.0f);
+  EXPECT_EQ((*outputs)[0].data<float>()[1], 5.0f);
+  EXPECT_EQ(replayer.hooked, (std::vector<size_t>{1, 1}));  // Relu's before and after only
+}
+
+}  // namespace
+}  // namespace loka

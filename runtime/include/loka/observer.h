@@ -33,6 +33,11 @@ class Observer {
   /// After the node ran. Entries of `outputs` may be replaced; the replacement
   /// is what later nodes and the caller see.
   virtual void after_node(const NodeInfo& /*node*/, std::span<Tensor> /*outputs*/) {}
+  /// Asked first, for every node: return true, with every entry of `outputs` filled, to skip
+  /// running the node (and its before_node/after_node hooks) and use those outputs instead.
+  /// The Probe replays the unchanged prefix of a model this way: the nodes before the site it
+  /// quantizes compute what the reference run already computed from the same inputs.
+  virtual bool replay_node(const NodeInfo& /*node*/, std::span<Tensor> /*outputs*/) { return false; }
 };
 
 }  // namespace loka
