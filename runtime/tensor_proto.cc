@@ -164,12 +164,17 @@ void tensor_to_proto(const Tensor& tensor, const std::string& name, onnx::Tensor
 Result<std::pair<std::string, Tensor>> read_tensor_file(const std::filesystem::path& path) {
   auto bytes = read_file(path);
   if (!bytes) return one_line(bytes.status());
+  return parse_tensor_bytes(*bytes, path.string(), path.parent_path());
+}
+
+Result<std::pair<std::string, Tensor>> parse_tensor_bytes(std::span<const std::byte> bytes, const std::string& source,
+                                                          const std::filesystem::path& external_data_dir) {
   onnx::TensorProto proto;
-  if (bytes->size() > static_cast<size_t>(INT32_MAX) ||
-      !proto.ParseFromArray(bytes->data(), static_cast<int>(bytes->size())))
-    return one_line(Status::error(path.string() + ": not a valid serialized TensorProto"));
-  auto tensor = tensor_from_proto(proto, path.parent_path());
-  if (!tensor) return one_line(tensor.status().with_context(path.string() + ": "));  // the name may hold any byte
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return one_line(Status::error(source + ": not a valid serialized TensorProto"));
+  auto tensor = tensor_from_proto(proto, external_data_dir);
+  if (!tensor) return one_line(tensor.status().with_context(source + ": "));  // the name may hold any byte
   return std::make_pair(proto.name(), std::move(tensor).value());
 }
 

@@ -9,8 +9,11 @@
 // ============================================================================
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
+#include <span>
 #include <string>
+#include <utility>
 
 #include "loka/status.h"
 #include "loka/tensor.h"
@@ -31,6 +34,10 @@ void tensor_to_proto(const Tensor& tensor, const std::string& name, onnx::Tensor
 
 /// Reads a serialized TensorProto file (an `input_<i>.pb`), naming the file in errors.
 Result<std::pair<std::string, Tensor>> read_tensor_file(const std::filesystem::path& path);
+/// As read_tensor_file, from bytes already in memory; `source` names them in errors and
+/// external data is read relative to `external_data_dir` (empty: refused).
+Result<std::pair<std::string, Tensor>> parse_tensor_bytes(std::span<const std::byte> bytes, const std::string& source,
+                                                          const std::filesystem::path& external_data_dir = {});
 /// Writes a serialized TensorProto file.
 Status write_tensor_file(const std::filesystem::path& path, const std::string& name, const Tensor& tensor);
 

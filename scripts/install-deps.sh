@@ -3,6 +3,8 @@
 #   Debian: compiler, CMake, Ninja, libonnx, protobuf, Boost.Graph, fmt, nlohmann-json, GoogleTest, zlib,
 #           the ONNX backend test data, Python; Graphviz (loka-inspect --html draws the graph with `dot`)
 #           and headless Chromium (the test that opens that report in a real browser).
+#           clang and its libFuzzer and sanitizer runtimes (scripts/fuzz.sh, which CI runs; the runtimes
+#           are only a Recommends of clang, which --no-install-recommends would skip).
 #   PyPI:   onnx (FP8 conformance data, model checks) and onnxruntime (interop tests), numpy.
 # The CUDA toolkit is not installed here: CUDA code is built when nvcc is already on the PATH.
 set -euo pipefail
@@ -10,7 +12,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config
           libonnx-dev libprotobuf-dev protobuf-compiler libboost-graph-dev libfmt-dev nlohmann-json3-dev
           libgtest-dev zlib1g-dev libonnx-testdata python3 python3-pip
-          graphviz chromium-headless-shell)
+          clang libclang-rt-14-dev graphviz chromium-headless-shell)
 
 missing=()
 for package in "${packages[@]}"; do

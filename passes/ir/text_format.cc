@@ -286,6 +286,10 @@ class Parser {
   Result<Tensor> tensor_values(const TensorType& type) {
     if (!type.is_static()) return error("a constant tensor needs a static shape");
     LOKA_ASSIGN_OR_RETURN(const int64_t count, checked_element_count(type.static_shape()));
+    // Every value takes at least one character, so a shape the rest of the text cannot fill is
+    // refused before allocating it (a typo'd dim would otherwise ask for terabytes).
+    if (static_cast<uint64_t>(count) > text_.size() - pos_)
+      return error("a constant of " + std::to_string(count) + " values is longer than the rest of the text");
     Tensor tensor = Tensor::zeros(type.dtype, type.static_shape());
     if (!punct('[')) return error("expected '[' opening tensor values");
     auto* bytes = static_cast<uint8_t*>(tensor.raw());
