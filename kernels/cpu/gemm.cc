@@ -34,15 +34,13 @@ constexpr int64_t kCols = 16;  ///< output columns per micro-tile (two AVX2 / fo
 #define LOKA_GEMM_TARGETS
 #endif
 
-/// A full kRows x kCols tile of C (rows i0.., the strip's columns; `c` points at its first column): its accumulators live in registers for the whole
-/// k loop (constant trip counts, so the compiler unrolls and vectorizes them), and each step
-/// reads kCols floats of the panel and kRows of A for 2 * kRows * kCols FLOPs.
-/// Built twice, for AVX2 and for baseline x86-64, picked once at load: 8-wide vectors instead
-/// of 4. Never FMA: a fused multiply-add rounds once where the reference rounds twice, and
-/// results must not depend on the machine.
+/// A full kRows x kCols tile of C (rows i0.., the strip's columns; `c` points at its first
+/// column): its accumulators live in registers for the whole k loop (constant trip counts, so
+/// the compiler unrolls and vectorizes them), and each step reads kCols floats of the panel and
+/// kRows of A for 2 * kRows * kCols FLOPs.
 template <bool kTransA>
-LOKA_GEMM_TARGETS void gemm_tile(int64_t i0, int64_t k, float alpha, const float* a, int64_t lda, const float* strip,
-                                 float beta, float* c, int64_t ldc) {
+[[gnu::always_inline]] inline void tile_kernel(int64_t i0, int64_t k, float alpha, const float* a, int64_t lda,
+                                               const float* strip, float beta, float* c, int64_t ldc) {
   float acc0[kCols] = {}, acc1[kCols] = {}, acc2[kCols] = {}, acc3[kCols] = {};
   const auto a_at = [&](int64_t i, int64_t p) { return kTransA ? a[p * lda + i] : a[i * lda + p]; };
   for (int64_t p = 0; p < k; ++p) {
@@ -61,6 +59,17 @@ LOKA_GEMM_TARGETS void gemm_tile(int64_t i0, int64_t k, float alpha, const float
     for (int64_t j = 0; j < kCols; ++j)
       c_row[j] = beta == 0.0f ? alpha * rows[r][j] : alpha * rows[r][j] + beta * c_row[j];
   }
+}
+
+/// tile_kernel for either layout of A, built twice, for AVX2 and for baseline x86-64, and picked
+/// once at load: 8-wide vectors instead of 4. Never FMA: a fused multiply-add rounds once where
+/// the reference rounds twice, and results must not depend on the machine. (Not a template
+/// itself: clang cannot take the address of a multiversioned template.)
+LOKA_GEMM_TARGETS void gemm_tile(bool trans_a, int64_t i0, int64_t k, float alpha, const float* a, int64_t lda,
+                                 const float* strip, float beta, float* c, int64_t ldc) {
+  // The layout of A picked once per tile, outside the k loop (inlined into each clone).
+  if (trans_a) tile_kernel<true>(i0, k, alpha, a, lda, strip, beta, c, ldc);
+  else tile_kernel<false>(i0, k, alpha, a, lda, strip, beta, c, ldc);
 }
 
 /// Any rectangle of C (the edges the tiles leave), one output row at a time.
@@ -102,7 +111,7 @@ void gemm_f32(const GemmShape& shape, bool trans_a, bool trans_b, float alpha, c
   for (int64_t j0 = 0; full_rows > 0 && j0 < full_cols; j0 += kCols) {
     for (int64_t p = 0; p < k; ++p) std::copy_n(panel + p * panel_ld + j0, kCols, strip.data() + p * kCols);
     for (int64_t i0 = 0; i0 < full_rows; i0 += kRows)
-      (trans_a ? gemm_tile<true> : gemm_tile<false>)(i0, k, alpha, a, lda, strip.data(), beta, c + j0, ldc);
+      gemm_tile(trans_a, i0, k, alpha, a, lda, strip.data(), beta, c + j0, ldc);
   }
   gemm_edge(full_rows, m, 0, n, k, trans_a, alpha, a, lda, panel, panel_ld, beta, c, ldc);
   gemm_edge(0, full_rows, full_cols, n, k, trans_a, alpha, a, lda, panel, panel_ld, beta, c, ldc);
