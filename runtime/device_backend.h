@@ -31,6 +31,8 @@ class DeviceSession {
   virtual ~DeviceSession() = default;
   /// Host inputs in, host outputs out (synchronises with the stream).
   virtual Result<std::vector<Tensor>> run(std::span<const Tensor> inputs) = 0;
+  /// As run, returning (and copying to the host) only the outputs at `wanted`, in that order.
+  virtual Result<std::vector<Tensor>> run_selected(std::span<const Tensor> inputs, std::span<const size_t> wanted) = 0;
   /// Device inputs in, device views out, enqueued without synchronising.
   virtual Result<std::vector<DeviceView>> run_on_device(std::span<const DeviceView> inputs) = 0;
   virtual void* stream() const = 0;

@@ -157,4 +157,20 @@ Result<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
   return one_line(execute_on_cpu(engine_, observer_, pool_.get(), inputs));
 }
 
+Result<std::vector<Tensor>> Session::run_selected(std::span<const Tensor> inputs, std::span<const size_t> wanted) {
+  if (engine_.device_model() != nullptr) {
+    if (!device_) return one_line(device_status_);
+    return one_line(device_->run_selected(inputs, wanted));
+  }
+  LOKA_ASSIGN_OR_RETURN(std::vector<Tensor> all, one_line(execute_on_cpu(engine_, observer_, pool_.get(), inputs)));
+  std::vector<Tensor> selected;
+  selected.reserve(wanted.size());
+  for (size_t o : wanted) {
+    if (o >= all.size())
+      return Status::error("output " + std::to_string(o) + " does not exist (the model has " + std::to_string(all.size()) + ")");
+    selected.push_back(std::move(all[o]));
+  }
+  return selected;
+}
+
 }  // namespace loka

@@ -64,8 +64,8 @@ cli::ArgumentParser make_parser() {
       .option("--pipeline", "STR", "passes to run, e.g. 'infer-shapes,probe{batches=16}'").default_value(default_pipeline())
       .option("--pin", "REGEX=PREC", "pin nodes matching REGEX to bf16|fp32|fp8").repeated()
       .option("--device", "DEV", "target device; 'cuda' also checks that the output plans and runs on the GPU and "
-                                 "matches the CPU reference on a calibration batch (the Probe itself always runs on "
-                                 "the CPU runtime, whose FP8 emulation is bit-exact)")
+                                 "matches the CPU reference on a calibration batch (where the Probe measures is its own "
+                                 "option: probe{device=auto} uses this machine's GPU when it has one, the CPU otherwise)")
       .choices({"cpu", "cuda"})
       .default_value("cpu")
       .option("--format", "FMT", "output: 'loka' (ai.loka ops, FP8 initializers, annotations) or 'qdq' (standard ONNX "

@@ -7,9 +7,8 @@
 // moves 4 values per access (float4 / 32-bit codes) when both bases allow,
 // grid-stride, with the count % 4 tail in the same launch.
 // ============================================================================
-#include <cuda_fp8.h>
-
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/fp8_convert.h"
 
 namespace loka::cuda {
@@ -18,14 +17,11 @@ namespace {
 /// FP8 code of x · inverse_scale (multiply by the host's reciprocal, as before: the codes
 /// the Probe measured).
 __device__ __forceinline__ uint8_t quantize_one(float x, float inverse_scale, bool e4m3) {
-  const float scaled = x * inverse_scale;
-  return e4m3 ? __nv_cvt_float_to_fp8(scaled, __NV_SATFINITE, __NV_E4M3)
-              : __nv_cvt_float_to_fp8(scaled, __NV_SATFINITE, __NV_E5M2);
+  return fp8_encode(x * inverse_scale, e4m3);
 }
 
 __device__ __forceinline__ float dequantize_one(uint8_t code, float scale, bool e4m3) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(code, e4m3 ? __NV_E4M3 : __NV_E5M2);
-  return __half2float(__half(h)) * scale;
+  return fp8_decode(code, e4m3) * scale;
 }
 
 /// kVec = 4: a float4 in, 4 codes out as one 32-bit store (values 16-byte, codes 4-byte aligned).

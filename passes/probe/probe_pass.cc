@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -18,10 +19,12 @@
 #include "kernels/cpu/fp8_quantize.h"
 #include "loka/engine.h"
 #include "loka/session.h"
+#include "passes/dispatch/gpu_timer.h"
 #include "passes/onnx/onnx_export.h"
 #include "passes/probe/annotations.h"
 #include "passes/probe/budget.h"
 #include "passes/probe/metrics.h"
+#include "passes/probe/probe_model.h"
 #include "passes/probe/sites.h"
 #include "passes/probe/statistics.h"
 #include "runtime/test_data.h"
@@ -302,9 +305,10 @@ class ProbeObserver final : public Observer {
 
 // ----------------------------------------------------------------- data -----
 
-std::vector<float> flatten_outputs(const std::vector<Tensor>& outputs) {
+/// The float outputs (the first `count` of them) as one vector, for comparison.
+std::vector<float> flatten_outputs(std::span<const Tensor> outputs, size_t count = SIZE_MAX) {
   std::vector<float> all;
-  for (const Tensor& t : outputs)
+  for (const Tensor& t : outputs.first(std::min(count, outputs.size())))
     if (dtype_is_float(t.dtype())) {
       const std::vector<float> values = t.to_floats();
       all.insert(all.end(), values.begin(), values.end());
@@ -324,6 +328,84 @@ Status check_finite_inputs(const DataSet& data, const std::vector<Tensor>& input
   return Status::ok();
 }
 
+/// One calibration batch's FP32 reference, what every quantized run of it is compared with.
+struct BatchReference {
+  std::vector<float> flat;      ///< every float model output, flattened
+  Tensor first_output;          ///< the probability output the logloss reads
+  std::vector<float> labels;    ///< empty without labels.pb
+  double logloss = 0;
+  double judged_samples = 0;
+  size_t sites = 0;
+  double noise_sigmas = 1;
+};
+
+/// Adds one quantized run's end-to-end error (and logloss shift) to a site's estimate.
+void record_end_to_end(ErrorEstimate& estimate, const BatchReference& reference, std::span<const Tensor> outputs,
+                       size_t model_outputs) {
+  estimate.add(compare(reference.flat, flatten_outputs(outputs, model_outputs)));
+  if (!reference.labels.empty() && reference.logloss > 0)
+    estimate.add(probe::logloss_shift(reference.first_output, outputs[0], reference.labels), reference.logloss,
+                 reference.judged_samples, reference.sites, reference.noise_sigmas);
+}
+
+/// The operands each recipe of a site quantizes, as the CPU path's observer does
+/// (ProbeObserver::before_node), for the GPU model's switches.
+probe::SiteSwitches switches_for(const SiteState& state) {
+  using probe::OperandSwitch;
+  const Site& site = state.site;
+  const FakeQuantRecipe none{};
+  const auto tensor = [](float scale, bool e5m2 = false) { return FakeQuantRecipe{FakeQuantForm::kTensor, e5m2, scale}; };
+  const FakeQuantRecipe rows{FakeQuantForm::kRows, false, 1.0f};
+  const FakeQuantRecipe columns{FakeQuantForm::kColumns, false, 1.0f};
+  probe::SiteSwitches switches{site.node, {}};
+  switch (site.kind) {
+    case SiteKind::kWeightGemm: {
+      const FakeQuantRecipe weight = site.weight_transposed ? rows : columns;  // per output channel
+      switches.operands.push_back({site.activation_input,
+                                   {tensor(state.static_scale_a), site.activation_transposed ? tensor(state.static_scale_a) : rows, none}});
+      switches.operands.push_back({site.weight_input, {weight, weight, none}});
+      break;
+    }
+    case SiteKind::kActivationMatMul:
+      switches.operands.push_back({site.activation_input,
+                                   {tensor(state.static_scale_a), rows, tensor(state.e5m2_scale_a, true)}});
+      switches.operands.push_back({site.weight_input,
+                                   {tensor(state.static_scale_b), columns, tensor(state.e5m2_scale_b, true)}});
+      break;
+    case SiteKind::kEmbedding:
+      switches.operands.push_back(
+          {OperandSwitch::kOutput,
+           {tensor(cpu::fp8_scale_for_amax(state.activation.amax(), Fp8Format::kE4M3FN)), rows, none}});
+      break;
+  }
+  return switches;
+}
+
+/// Where and how the error runs execute, from the options device (auto|cpu|cuda: auto is
+/// cuda when this build and machine have a GPU) and method (auto|hooks|switches: auto is
+/// switches on the GPU, hooks on the CPU).
+struct ProbeMethod {
+  Device device = Device::kCpu;
+  bool switches = false;
+};
+
+Result<ProbeMethod> probe_method(const std::string& device, const std::string& method) {
+  if (device != "auto" && device != "cpu" && device != "cuda")
+    return Status::error("option device='" + device + "': expected auto, cpu or cuda");
+  if (method != "auto" && method != "hooks" && method != "switches")
+    return Status::error("option method='" + method + "': expected auto, hooks or switches");
+  ProbeMethod chosen;
+  if (device != "cpu") {
+    const std::string unavailable = dispatch::gpu_unavailable_reason();
+    if (device == "cuda" && !unavailable.empty()) return Status::error("device=cuda: " + unavailable);
+    if (unavailable.empty()) chosen.device = Device::kCuda;
+  }
+  if (chosen.device == Device::kCuda && method == "hooks")
+    return Status::error("method=hooks runs on the CPU only (a GPU run has no per-node host hooks): use device=cpu");
+  chosen.switches = chosen.device == Device::kCuda || method == "switches";
+  return chosen;
+}
+
 /// Cores this process may run on: its CPU affinity (taskset, cgroups' cpusets), which
 /// std::thread::hardware_concurrency ignores; at least 1.
 size_t usable_cores() {
@@ -333,6 +415,80 @@ size_t usable_cores() {
 #endif
   return std::max(1u, std::thread::hardware_concurrency());
 }
+
+// ------------------------------------------------------ switched model ----
+
+/// The Probe's error runs through the switched model (probe_model.h): one Engine (on the GPU
+/// with a single batch bucket, or on the CPU, where it must agree bit for bit with the hooks),
+/// a reference run with Mode all zeros, then a run per site and recipe with that site's Mode
+/// entry set; only the model outputs and the site's tap come back to the host.
+class SwitchedModelProbe {
+ public:
+  static Result<SwitchedModelProbe> create(const ir::Graph& graph, const std::vector<SiteState>& sites, int64_t rows,
+                                           Device device) {
+    std::vector<probe::SiteSwitches> switches;
+    for (const SiteState& state : sites) switches.push_back(switches_for(state));
+    LOKA_ASSIGN_OR_RETURN(probe::ProbeModel model, probe::build_probe_model(graph, switches));
+    EngineOptions options;
+    options.device = device;
+    if (device == Device::kCuda) {
+      options.max_batch = rows;
+      options.batch_buckets = {rows};
+    }
+    LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(model.bytes.data(), model.bytes.size())),
+                                                          options, {}, "switched probe model"));
+    return SwitchedModelProbe(std::move(model), std::move(engine));
+  }
+
+  /// Measures every site and recipe on one batch, filling `reference` and each site's estimates.
+  Status measure(const std::vector<Tensor>& batch_inputs, std::vector<SiteState>& sites, BatchReference& reference) {
+    std::vector<Tensor> inputs = batch_inputs;
+    inputs.push_back(Tensor::zeros(DType::kInt32, {static_cast<int64_t>(sites.size())}));
+    int32_t* mode = inputs.back().data<int32_t>();
+    LOKA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, session_->run_selected(inputs, reference_outputs_));
+    reference.flat = flatten_outputs(outputs, model_.model_outputs);
+    reference.first_output = outputs[0];
+    reference.logloss = reference.labels.empty() ? 0.0 : logloss(reference.first_output, reference.labels);
+    std::vector<Tensor> reference_taps(sites.size());
+    for (size_t s = 0; s < sites.size(); ++s)
+      if (model_.site_output[s] >= 0) reference_taps[s] = outputs[reference_slot_.at(static_cast<size_t>(model_.site_output[s]))];
+    std::vector<size_t> wanted(model_.model_outputs);
+    for (size_t o = 0; o < wanted.size(); ++o) wanted[o] = o;
+    for (size_t s = 0; s < sites.size(); ++s) {
+      const long tap = model_.site_output[s];
+      std::vector<size_t> selected = wanted;
+      if (tap >= 0) selected.push_back(static_cast<size_t>(tap));
+      for (Recipe recipe : recipes_for(sites[s].site.kind)) {
+        mode[s] = static_cast<int32_t>(recipe) + 1;
+        auto quantized = session_->run_selected(inputs, selected);
+        mode[s] = 0;
+        if (!quantized) return quantized.status().with_context("site '" + sites[s].site.node + "': ");
+        const size_t r = static_cast<size_t>(recipe);
+        record_end_to_end(sites[s].end_to_end[r], reference, *quantized, model_.model_outputs);
+        if (tap >= 0 && reference_taps[s].defined())
+          sites[s].local[r].add(compare(reference_taps[s].values<float>(), quantized->back().values<float>()));
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  SwitchedModelProbe(probe::ProbeModel model, std::shared_ptr<const Engine> engine)
+      : model_(std::move(model)), engine_(std::move(engine)), session_(engine_->new_session()) {
+    // The reference run brings back the model outputs and every tap, each once.
+    for (size_t o = 0; o < model_.model_outputs; ++o) reference_outputs_.push_back(o);
+    for (long tap : model_.site_output)
+      if (tap >= 0 && std::find(reference_outputs_.begin(), reference_outputs_.end(), static_cast<size_t>(tap)) ==
+                          reference_outputs_.end())
+        reference_outputs_.push_back(static_cast<size_t>(tap));
+    for (size_t i = 0; i < reference_outputs_.size(); ++i) reference_slot_[reference_outputs_[i]] = i;
+  }
+  probe::ProbeModel model_;
+  std::vector<size_t> reference_outputs_;           ///< output positions the reference run reads
+  std::unordered_map<size_t, size_t> reference_slot_;  ///< output position -> index in those
+  std::shared_ptr<const Engine> engine_;
+  std::unique_ptr<Session> session_;
+};
 
 // ------------------------------------------------------------------ pass ----
 
@@ -405,7 +561,11 @@ class ProbePass final : public Pass {
       state.e5m2_scale_b = cpu::fp8_scale_for_amax(state.second.amax(), Fp8Format::kE5M2);
     }
 
-    // Phase 2: error measurement with early stopping.
+    // Phase 2: error measurement with early stopping, on the GPU model (one run per site and
+    // recipe, the CUDA graph replayed with a new Mode) or on the CPU workers (hooks, prefix replay).
+    LOKA_ASSIGN_OR_RETURN(const ProbeMethod method,
+                          probe_method(context.string_option("device"), context.string_option("method")));
+    std::optional<SwitchedModelProbe> switched;
     bool have_labels = false;
     probe::Budget budget = requested.resolve(false);
     size_t batches_used = 0;
@@ -422,38 +582,48 @@ class ProbePass final : public Pass {
         if (budget.metric == probe::BudgetMetric::kLogloss && !have_labels)
           return Status::error("--budget " + budget.to_string() + " needs labels.pb in the calibration data");
       }
-      const std::vector<float> labels = data.labels ? data.labels->to_floats() : std::vector<float>{};
-      observer.set_mode(ProbeObserver::Mode::kReference);
-      auto reference = session->run(batch.second);
-      if (!reference) return reference.status().with_context("calibration batch " + data.location.string() + ": ");
-      const std::vector<float> reference_flat = flatten_outputs(*reference);
-      const double reference_logloss = have_labels ? logloss((*reference)[0], labels) : 0.0;
-      // One run per site and recipe, spread over worker Sessions (the Engine is
-      // shared and immutable; each site's accumulators belong to one worker).
-      const auto measure_sites = [&](size_t worker, Session& worker_session, ProbeObserver& worker_observer) -> Status {
-        for (size_t s = worker; s < sites.size(); s += workers.size()) {
-          for (Recipe recipe : recipes_for(sites[s].site.kind)) {
-            worker_observer.set_mode(ProbeObserver::Mode::kQuantize, s, recipe);
-            auto quantized = worker_session.run(batch.second);
-            if (!quantized) return quantized.status().with_context("site '" + sites[s].site.node + "': ");
-            ErrorEstimate& estimate = sites[s].end_to_end[static_cast<size_t>(recipe)];
-            estimate.add(compare(reference_flat, flatten_outputs(*quantized)));
-            if (have_labels && reference_logloss > 0)
-              estimate.add(probe::logloss_shift((*reference)[0], (*quantized)[0], labels), reference_logloss,
-                           static_cast<double>(judged_samples), sites.size(), noise_sigmas);
-          }
+      BatchReference reference;
+      reference.labels = data.labels ? data.labels->to_floats() : std::vector<float>{};
+      reference.judged_samples = static_cast<double>(judged_samples);
+      reference.sites = sites.size();
+      reference.noise_sigmas = noise_sigmas;
+      if (method.switches) {
+        if (!switched) {
+          const int64_t rows = batch.second.empty() || batch.second[0].rank() == 0 ? 1 : batch.second[0].dim(0);
+          LOKA_ASSIGN_OR_RETURN(switched, SwitchedModelProbe::create(graph, sites, rows, method.device));
         }
-        return Status::ok();
-      };
-      std::vector<Status> worker_status(workers.size());
-      std::vector<std::thread> threads;
-      for (size_t w = 1; w < workers.size(); ++w)
-        threads.emplace_back([&, w] { worker_status[w] = measure_sites(w, *workers[w].session, *workers[w].observer); });
-      worker_status[0] = measure_sites(0, *session, observer);
-      for (std::thread& thread : threads) thread.join();
-      for (const Status& status : worker_status) LOKA_RETURN_IF_ERROR(status);
-      for (SiteState& state : sites) state.reference_output = Tensor();
-      reference_outputs.clear();  // after the workers joined: the last references drop on this thread
+        LOKA_RETURN_IF_ERROR(switched->measure(batch.second, sites, reference)
+                                 .with_context("calibration batch " + data.location.string() + ": "));
+      } else {
+        observer.set_mode(ProbeObserver::Mode::kReference);
+        auto outputs = session->run(batch.second);
+        if (!outputs) return outputs.status().with_context("calibration batch " + data.location.string() + ": ");
+        reference.flat = flatten_outputs(*outputs);
+        reference.first_output = (*outputs)[0];
+        reference.logloss = have_labels ? logloss(reference.first_output, reference.labels) : 0.0;
+        // One run per site and recipe, spread over worker Sessions (the Engine is
+        // shared and immutable; each site's accumulators belong to one worker).
+        const auto measure_sites = [&](size_t worker, Session& worker_session, ProbeObserver& worker_observer) -> Status {
+          for (size_t s = worker; s < sites.size(); s += workers.size()) {
+            for (Recipe recipe : recipes_for(sites[s].site.kind)) {
+              worker_observer.set_mode(ProbeObserver::Mode::kQuantize, s, recipe);
+              auto quantized = worker_session.run(batch.second);
+              if (!quantized) return quantized.status().with_context("site '" + sites[s].site.node + "': ");
+              record_end_to_end(sites[s].end_to_end[static_cast<size_t>(recipe)], reference, *quantized, SIZE_MAX);
+            }
+          }
+          return Status::ok();
+        };
+        std::vector<Status> worker_status(workers.size());
+        std::vector<std::thread> threads;
+        for (size_t w = 1; w < workers.size(); ++w)
+          threads.emplace_back([&, w] { worker_status[w] = measure_sites(w, *workers[w].session, *workers[w].observer); });
+        worker_status[0] = measure_sites(0, *session, observer);
+        for (std::thread& thread : threads) thread.join();
+        for (const Status& status : worker_status) LOKA_RETURN_IF_ERROR(status);
+        for (SiteState& state : sites) state.reference_output = Tensor();
+        reference_outputs.clear();  // after the workers joined: the last references drop on this thread
+      }
       batches_used = b + 1;
       const size_t unsettled_sites = count_unsettled(sites, budget);
       if (settings.show_progress)
@@ -478,6 +648,8 @@ class ProbePass final : public Pass {
                                   {"early_stopped", stopped_early},
                                   {"batches_saved", max_batches - batches_used},
                                   {"seconds", seconds},
+                                  {"device", method.device == Device::kCuda ? "cuda" : "cpu"},
+                                  {"method", method.switches ? "switches" : "hooks"},
                                   {"calibration", settings.calibration_data.string()}};
     if (have_labels) {
       document["model"]["probe"]["logloss_judged_samples"] = judged_samples;
@@ -630,7 +802,14 @@ PassInfo probe_pass_info() {
                    {"noise_sigmas", OptionType::kFloat, "1",
                     "logloss budgets: standard deviations of eval-set noise allowed for (more: fewer FP8 sites, "
                     "less risk)"},
-                   {"threads", OptionType::kInt, "0", "worker threads measuring sites (0: one per core the process may use)"}},
+                   {"threads", OptionType::kInt, "0", "CPU worker threads measuring sites (0: one per core the process may use)"},
+                   {"device", OptionType::kString, "auto",
+                    "where the error runs execute: cuda (one model with switches on the operands, a run per site and "
+                    "recipe), cpu (the CPU runtime), auto (cuda when this build and machine have a GPU)"},
+                   {"method", OptionType::kString, "auto",
+                    "hooks (observer hooks, replaying each site's prefix; CPU only) or switches (ai.loka.ProbeFakeQuant on "
+                    "the operands, a Mode input per run; the only way on the GPU, bit-identical to hooks on the CPU); "
+                    "auto: switches on the GPU, hooks on the CPU"}},
                   {"sites", "safe-sites", "batches"}};
 }
 

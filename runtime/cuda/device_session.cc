@@ -279,6 +279,17 @@ Status CudaDeviceSession::check_error_flags(const Bucket& bucket) const {
 }
 
 Result<std::vector<Tensor>> CudaDeviceSession::run(std::span<const Tensor> inputs) {
+  std::vector<size_t> all(engine_.plan().output_ids().size());
+  for (size_t o = 0; o < all.size(); ++o) all[o] = o;
+  return run_selected(inputs, all);
+}
+
+Result<std::vector<Tensor>> CudaDeviceSession::run_selected(std::span<const Tensor> inputs,
+                                                            std::span<const size_t> wanted) {
+  for (size_t o : wanted)
+    if (o >= engine_.plan().output_ids().size())
+      return Status::error("output " + std::to_string(o) + " does not exist (the model has " +
+                           std::to_string(engine_.plan().output_ids().size()) + ")");
   std::vector<InputDescription> described;
   std::vector<const Shape*> shapes;
   for (const Tensor& input : inputs) {
@@ -304,7 +315,7 @@ Result<std::vector<Tensor>> CudaDeviceSession::run(std::span<const Tensor> input
   LOKA_RETURN_IF_ERROR(launch(*bucket));
 
   std::vector<Tensor> outputs;
-  for (size_t o = 0; o < plan.output_ids().size(); ++o) {
+  for (size_t o : wanted) {
     const DeviceTensor& slot = bucket->values[static_cast<size_t>(plan.output_ids()[o])];
     Tensor output = Tensor::zeros(slot.dtype, run_shape(slot.shape, bucket->batch, batch));
     LOKA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + bucket->output_offsets[o], slot.data, output.byte_size(),
@@ -315,8 +326,8 @@ Result<std::vector<Tensor>> CudaDeviceSession::run(std::span<const Tensor> input
                                             bucket->error_flags.bytes(), cudaMemcpyDeviceToHost, stream_));
   LOKA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   LOKA_RETURN_IF_ERROR(check_error_flags(*bucket));
-  for (size_t o = 0; o < outputs.size(); ++o)
-    std::memcpy(outputs[o].raw(), staging + bucket->output_offsets[o], outputs[o].byte_size());
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::memcpy(outputs[i].raw(), staging + bucket->output_offsets[wanted[i]], outputs[i].byte_size());
   return outputs;
 }
 

@@ -32,6 +32,7 @@ class CudaDeviceSession final : public DeviceSession {
   ~CudaDeviceSession() override;
 
   Result<std::vector<Tensor>> run(std::span<const Tensor> inputs) override;
+  Result<std::vector<Tensor>> run_selected(std::span<const Tensor> inputs, std::span<const size_t> wanted) override;
   Result<std::vector<DeviceView>> run_on_device(std::span<const DeviceView> inputs) override;
   void* stream() const override { return stream_; }
   size_t device_bytes() const override;

@@ -14,6 +14,7 @@ void register_all_ops(OpRegistry& registry) {
   register_data_movement_ops(registry);
   register_quantization_ops(registry);
   register_loka_ops(registry);
+  register_probe_ops(registry);
 }
 
 }  // namespace loka

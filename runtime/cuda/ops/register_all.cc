@@ -11,6 +11,7 @@ void register_data_movement_device_ops(DeviceOpRegistry& registry);
 void register_reduction_device_ops(DeviceOpRegistry& registry);
 void register_gemm_device_ops(DeviceOpRegistry& registry);
 void register_normalization_device_ops(DeviceOpRegistry& registry);
+void register_probe_device_ops(DeviceOpRegistry& registry);
 
 void register_device_ops(DeviceOpRegistry& registry) {
   register_view_ops(registry);
@@ -19,6 +20,7 @@ void register_device_ops(DeviceOpRegistry& registry) {
   register_reduction_device_ops(registry);
   register_gemm_device_ops(registry);
   register_normalization_device_ops(registry);
+  register_probe_device_ops(registry);
 }
 
 }  // namespace loka::cuda

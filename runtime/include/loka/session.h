@@ -41,6 +41,10 @@ class Session {
   /// Runs the model. `inputs` follow Engine::inputs() order. Returns the outputs in
   /// Engine::outputs() order; they stay valid after later runs.
   Result<std::vector<Tensor>> run(std::span<const Tensor> inputs);
+  /// Runs the model and returns only the outputs at positions `wanted` of Engine::outputs(),
+  /// in that order (each position once at most). A CUDA Session copies only those to the
+  /// host: the Probe reads one tapped value per run out of a model with many.
+  Result<std::vector<Tensor>> run_selected(std::span<const Tensor> inputs, std::span<const size_t> wanted);
   /// Runs with inputs given by name (any order; all required inputs present).
   Result<std::vector<Tensor>> run(const std::vector<std::pair<std::string, Tensor>>& named_inputs);
 
