@@ -55,7 +55,7 @@ t_start=$(date +%s)
 case $mode in
   full)
     models=dlrm_dcnv2,wukong,dhen,attention_ranker; batches=512,4096,16384; table_rows=100000
-    train_steps=150; calib_rows=32; evals="--eval-sets 4 --eval-rows 4096"
+    train_steps=150; calib_rows=256; evals="--eval-sets 4 --eval-rows 4096"
     metric=16384; runs=50; deadline=540; size=full; device=cuda ;;
   quick)
     models=dlrm_dcnv2,wukong; batches=512,4096; table_rows=20000
@@ -71,11 +71,11 @@ batches=${LOKA_BENCH_BATCHES:-$batches}
 table_rows=${LOKA_BENCH_TABLE_ROWS:-$table_rows}
 train_steps=${LOKA_BENCH_TRAIN_STEPS:-$train_steps}
 deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
-# The Probe runs on the CPU, at a cost linear in the calibration rows: loka-opt on full-size
-# DLRM-DCNv2 (20k-row tables) with 3 x 256 rows took 142 CPU-seconds (2-core dev machine,
-# 2026-11-24); on full-size Wukong (100k-row tables) 3 x 64 rows took 694 CPU-seconds and 174 s
-# on 8 cores (probe only, H100 host, 2026-11-25): with four models sharing the cores, full mode
-# uses 3 x 32 rows so every loka-opt finishes inside the run. Three sets: the Probe's minimum.
+# The Probe measures on the GPU (probe{device=auto}: one switched model, a CUDA graph replay per
+# site and recipe): with 3 x 256 rows it took 20 s on full-size Wukong and 16 s on the attention
+# ranker (H100, 2026-11-25), where the CPU path took 192 s and 316 s with 3 x 32 rows. What stays on
+# the CPU (amax calibration, migrate-outliers) grows with the rows; dispatch's cold autotune is now
+# the larger part of loka-opt. Three sets: the Probe's minimum.
 calib="--calib-sets 3 --calib-rows ${LOKA_BENCH_CALIB_ROWS:-$calib_rows}"
 # Inside the checkout (ignored by git: /build*/), so a second call on the same warm machine
 # rebuilds incrementally and, with LOKA_BENCH_REUSE_ZOO=1, keeps the trained models.
