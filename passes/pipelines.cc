@@ -18,7 +18,8 @@
 //   insert-scales         needs the chosen precisions; creates the ai.loka ops.
 //   fuse-layernorm-quant  needs QuantizedGemm consumers to exist.
 //   fuse-gemm-epilogue    needs QuantizedGemm nodes; after fuse-layernorm-quant,
-//                         which only rewires GEMM inputs 0 and 4.
+//                         which only rewires GEMM inputs 0 and 4 (this pass sets
+//                         3, 5, 6 and the activation).
 //   fuse-embedding-bags   after insert-scales, so FP8 tables arrive as
 //                         QuantizedGather (the fused op takes both kinds).
 //   dispatch              after every rewrite that changes a GEMM's key (precision,
