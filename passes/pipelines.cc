@@ -3,9 +3,10 @@
 //
 // Default pipeline and why each constraint holds:
 //   canonicalize          first: folds constants and shape chains, removes
-//                         Identity/Dropout, fuses MatMul+Add and decomposed
-//                         LayerNorms, stores weights [N,K] (transB=1) — every
-//                         later pass matches these canonical forms.
+//                         Identity/Dropout, fuses MatMul+Add, decomposed
+//                         LayerNorms and GELUs, stores weights [N,K]
+//                         (transB=1) — every later pass matches these
+//                         canonical forms.
 //   infer-shapes          after any rewrite, before passes that read types
 //                         (sites, FLOPs, layouts).
 //   center-norm-weights   before the Probe: it changes the weights the Probe
@@ -17,7 +18,8 @@
 //   insert-scales         needs the chosen precisions; creates the ai.loka ops.
 //   fuse-layernorm-quant  needs QuantizedGemm consumers to exist.
 //   fuse-gemm-epilogue    needs QuantizedGemm nodes; after fuse-layernorm-quant,
-//                         which only rewires GEMM inputs 0 and 4.
+//                         which only rewires GEMM inputs 0 and 4 (this pass sets
+//                         3, 5, 6 and the activation).
 //   fuse-embedding-bags   after insert-scales, so FP8 tables arrive as
 //                         QuantizedGather (the fused op takes both kinds).
 //   dispatch              after every rewrite that changes a GEMM's key (precision,
@@ -30,6 +32,7 @@
 #include "passes/canonicalize/eliminate_dead_code.h"
 #include "passes/canonicalize/fold_constants.h"
 #include "passes/canonicalize/fold_shape_chains.h"
+#include "passes/canonicalize/fuse_decomposed_gelu.h"
 #include "passes/canonicalize/fuse_decomposed_layernorm.h"
 #include "passes/canonicalize/fuse_matmul_add.h"
 #include "passes/canonicalize/normalize_gemm.h"
@@ -59,6 +62,7 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(fuse_matmul_add_pass_info(), make_fuse_matmul_add_pass);
   registry.add(normalize_gemm_pass_info(), make_normalize_gemm_pass);
   registry.add(fuse_decomposed_layernorm_pass_info(), make_fuse_decomposed_layernorm_pass);
+  registry.add(fuse_decomposed_gelu_pass_info(), make_fuse_decomposed_gelu_pass);
   registry.add(eliminate_dead_code_pass_info(), make_eliminate_dead_code_pass);
   registry.add(upgrade_opset_pass_info(), make_upgrade_opset_pass);
   registry.add(infer_shapes_pass_info(), make_infer_shapes_pass);

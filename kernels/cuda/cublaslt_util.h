@@ -30,6 +30,7 @@ std::string cublaslt_error(cublasStatus_t status, const char* what);
 cublasLtHandle_t cublaslt_thread_handle();
 
 /// Sets the epilogue (and nothing else) on `operation` for `epilogue` with or without a bias.
+/// kGelu is an error: cuBLASLt's GELU is the tanh approximation, not LoKA's exact one.
 Status set_cublaslt_epilogue(cublasLtMatmulDesc_t operation, GemmEpilogue epilogue, bool has_bias);
 
 /// Up to `max_count` algorithms for the described matmul, best estimate first, each usable with

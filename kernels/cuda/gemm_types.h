@@ -9,8 +9,10 @@
 
 namespace loka::cuda {
 
-/// The activation fused after bias (cuBLASLt's RELU_BIAS / GELU_BIAS; GELU is
-/// cuBLASLt's tanh approximation there, LoKA's own epilogues use erf).
+/// The activation applied after bias: exact (erf) GELU everywhere. cuBLASLt's
+/// GELU epilogue is the tanh approximation, so the cuBLASLt GEMMs (gemm.h) fuse
+/// only RELU_BIAS and apply GELU in a pass of their own; LoKA's FP8 scale
+/// epilogue (dequant_epilogue.h) fuses both.
 enum class GemmEpilogue { kNone, kRelu, kGelu };
 
 /// How a GEMM is planned. Algorithms come from cuBLASLt's heuristic, best

@@ -8,6 +8,7 @@
 #include "passes/canonicalize/eliminate_dead_code.h"
 #include "passes/canonicalize/fold_constants.h"
 #include "passes/canonicalize/fold_shape_chains.h"
+#include "passes/canonicalize/fuse_decomposed_gelu.h"
 #include "passes/canonicalize/fuse_decomposed_layernorm.h"
 #include "passes/canonicalize/fuse_matmul_add.h"
 #include "passes/canonicalize/normalize_gemm.h"
@@ -42,6 +43,7 @@ class CanonicalizePass final : public Pass {
     passes.push_back(sub_pass(fuse_matmul_add_pass_info(), make_fuse_matmul_add_pass()));
     passes.push_back(sub_pass(normalize_gemm_pass_info(), make_normalize_gemm_pass()));
     passes.push_back(sub_pass(fuse_decomposed_layernorm_pass_info(), make_fuse_decomposed_layernorm_pass()));
+    passes.push_back(sub_pass(fuse_decomposed_gelu_pass_info(), make_fuse_decomposed_gelu_pass()));
     passes.push_back(sub_pass(eliminate_dead_code_pass_info(), make_eliminate_dead_code_pass()));
 
     const int64_t max_iterations = context.int_option("max-iterations");
@@ -74,7 +76,8 @@ class CanonicalizePass final : public Pass {
 
 PassInfo canonicalize_pass_info() {
   return PassInfo{"canonicalize",
-                  "fold constants and shape chains, remove identities, fuse MatMul+Add and decomposed LayerNorms, "
+                  "fold constants and shape chains, remove identities, fuse MatMul+Add and decomposed LayerNorms and "
+                  "GELUs, "
                   "normalise Gemms, remove dead code; to a fixpoint",
                   {{"max-iterations", OptionType::kInt, "8", "bound on the rounds run to reach a fixpoint"},
                    {"max-folded-elements", OptionType::kInt, std::to_string(kDefaultMaxFoldedElements),

@@ -5,17 +5,19 @@
 // Runs, in rounds until a round changes nothing (or `max-iterations` rounds
 // ran): infer-shapes, fold-constants, fold-shape-chains, remove-identities,
 // fuse-matmul-add, normalize-gemm, fuse-decomposed-layernorm,
-// eliminate-dead-code. Each rewrite exposes the next (a folded Shape makes a
-// Gather constant, a removed Identity lets a MatMul meet its Add, a fused
-// LayerNorm leaves its shape chain dead), hence the fixpoint. The IR is
+// fuse-decomposed-gelu, eliminate-dead-code. Each rewrite exposes the next
+// (a folded Shape makes a Gather constant, a removed Identity lets a MatMul
+// meet its Add, a fused LayerNorm leaves its shape chain dead), hence the
+// fixpoint. The IR is
 // verified after every round; a broken invariant is an error naming the
 // round. Statistics are the sub-passes' own, prefixed "<pass>.".
 //
 // Requires: an imported, verified graph. Guarantees: at a fixpoint (running
 // it again reports "unchanged") unless the bound was hit, which is counted
 // as "iteration-bound-reached"; outputs equal the input model's up to FP32
-// rounding (folded Gemm scales, fused LayerNorm). Does not: quantize or
-// change precision, or upgrade the opset except where a fusion needs it.
+// rounding (folded Gemm scales, fused LayerNorm and GELU). Does not:
+// quantize or change precision, or upgrade the opset except where a fusion
+// needs it.
 // ============================================================================
 #pragma once
 

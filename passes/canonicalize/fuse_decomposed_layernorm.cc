@@ -28,21 +28,6 @@ struct Match {
   const Tensor* beta = nullptr;
 };
 
-/// The only reader of `value` when it has exactly one (and is no graph output), if it is `op`.
-ir::Node* sole_reader(const ir::Value* value, const char* op) {
-  if (!canonicalize::has_exactly_uses(value, 1)) return nullptr;
-  ir::Node* reader = value->uses()[0].node;
-  return reader->is(op) ? reader : nullptr;
-}
-
-/// The operand of binary `node` that is not `value` (null when both are `value`).
-ir::Value* other_operand(const ir::Node* node, const ir::Value* value) {
-  if (node->inputs().size() != 2) return nullptr;
-  if (node->input(0) == value && node->input(1) != value) return node->input(1);
-  if (node->input(1) == value && node->input(0) != value) return node->input(0);
-  return nullptr;
-}
-
 /// The axes a keepdims ReduceMean reduces, normalised against `rank`, sorted; nullopt if not a
 /// plain reduction of known axes (or keepdims=0).
 std::optional<std::vector<int64_t>> reduced_axes(const ir::Node& reduce, int rank) {
@@ -133,7 +118,7 @@ std::optional<Match> match(ir::Node* mean) {
   m.axis = -k;
 
   // Sub(x, mean) = d, read by the square and the normaliser only.
-  ir::Node* sub = sole_reader(mean->output(0), "Sub");
+  ir::Node* sub = canonicalize::sole_reader_of(mean->output(0), "Sub");
   if (!sub || sub->input(0) != m.x || sub->input(1) != mean->output(0)) return std::nullopt;
   ir::Value* d = sub->output(0);
   if (d->is_graph_output()) return std::nullopt;
@@ -150,14 +135,14 @@ std::optional<Match> match(ir::Node* mean) {
   }
   if (!square || !normalizer || d->uses().size() != (square->is("Mul") ? 3u : 2u)) return std::nullopt;
 
-  ir::Node* variance = sole_reader(square->output(0), "ReduceMean");
+  ir::Node* variance = canonicalize::sole_reader_of(square->output(0), "ReduceMean");
   if (!variance || reduced_axes(*variance, rank) != axes) return std::nullopt;
-  ir::Node* add_eps = sole_reader(variance->output(0), "Add");
+  ir::Node* add_eps = canonicalize::sole_reader_of(variance->output(0), "Add");
   if (!add_eps) return std::nullopt;
-  auto eps = small_scalar(other_operand(add_eps, variance->output(0)));
+  auto eps = small_scalar(canonicalize::other_operand(add_eps, variance->output(0)));
   if (!eps || *eps < 0) return std::nullopt;
   m.epsilon = static_cast<float>(*eps);
-  ir::Node* root_node = sole_reader(add_eps->output(0), "Sqrt");
+  ir::Node* root_node = canonicalize::sole_reader_of(add_eps->output(0), "Sqrt");
   if (!root_node) return std::nullopt;
   m.nodes = {mean, sub, square, variance, add_eps, root_node};
 
@@ -167,8 +152,8 @@ std::optional<Match> match(ir::Node* mean) {
     if (normalizer->input(0) != d || normalizer->input(1) != std_dev || !canonicalize::has_exactly_uses(std_dev, 1))
       return std::nullopt;
   } else if (normalizer->is("Mul")) {
-    ir::Node* reciprocal = sole_reader(std_dev, "Reciprocal");
-    if (!reciprocal || other_operand(normalizer, d) != reciprocal->output(0) ||
+    ir::Node* reciprocal = canonicalize::sole_reader_of(std_dev, "Reciprocal");
+    if (!reciprocal || canonicalize::other_operand(normalizer, d) != reciprocal->output(0) ||
         !canonicalize::has_exactly_uses(reciprocal->output(0), 1))
       return std::nullopt;
     m.nodes.push_back(reciprocal);
@@ -179,14 +164,14 @@ std::optional<Match> match(ir::Node* mean) {
   m.root = normalizer->output(0);
 
   // Optional affine tail: Mul(gamma) then Add(beta); a misfit stays outside.
-  if (ir::Node* mul = sole_reader(m.root, "Mul")) {
-    if ((m.gamma = affine_operand(other_operand(mul, m.root), m.normalized, rank))) {
+  if (ir::Node* mul = canonicalize::sole_reader_of(m.root, "Mul")) {
+    if ((m.gamma = affine_operand(canonicalize::other_operand(mul, m.root), m.normalized, rank))) {
       m.nodes.push_back(mul);
       m.root = mul->output(0);
     }
   }
-  if (ir::Node* add = sole_reader(m.root, "Add")) {
-    if ((m.beta = affine_operand(other_operand(add, m.root), m.normalized, rank))) {
+  if (ir::Node* add = canonicalize::sole_reader_of(m.root, "Add")) {
+    if ((m.beta = affine_operand(canonicalize::other_operand(add, m.root), m.normalized, rank))) {
       m.nodes.push_back(add);
       m.root = add->output(0);
     }
@@ -219,17 +204,9 @@ class FuseDecomposedLayerNormPass final : public Pass {
   Result<bool> run(ir::Graph& graph, PassContext& context) override {
     std::vector<Match> matches = find_matches(graph);
     if (matches.empty()) return false;
-    auto opset = graph.opsets.find("");
-    if (opset == graph.opsets.end() || opset->second < kLayerNormOpset) {
-      if (!check_opset_upgrade(graph, kLayerNormOpset)) {
-        context.add_statistic("skipped-opset-not-upgradable", static_cast<double>(matches.size()));
-        return false;
-      }
-      LOKA_ASSIGN_OR_RETURN(const size_t converted, upgrade_opset(graph, kLayerNormOpset));
-      context.add_statistic("opset-raised-to-17");
-      context.add_statistic("nodes-converted-by-upgrade", static_cast<double>(converted));
-      matches = find_matches(graph);  // the upgrade may have rewritten nodes
-    }
+    LOKA_ASSIGN_OR_RETURN(const FusionOpset opset, require_opset_for_fusion(graph, kLayerNormOpset, matches.size(), context));
+    if (opset == FusionOpset::kNotUpgradable) return false;
+    if (opset == FusionOpset::kRaised) matches = find_matches(graph);  // the upgrade may have rewritten nodes
     for (Match& m : matches) {
       const std::string name = m.mean->name();
       ir::Value* scale = affine_input(graph, m.gamma, m.normalized, name + "_scale", 1.0f);

@@ -50,6 +50,19 @@ bool has_exactly_uses(const ir::Value* value, size_t count) {
   return value != nullptr && !value->is_graph_output() && value->uses().size() == count;
 }
 
+ir::Node* sole_reader_of(const ir::Value* value, const char* op) {
+  if (!has_exactly_uses(value, 1)) return nullptr;
+  ir::Node* reader = value->uses()[0].node;
+  return reader->is(op) ? reader : nullptr;
+}
+
+ir::Value* other_operand(const ir::Node* node, const ir::Value* value) {
+  if (node->inputs().size() != 2) return nullptr;
+  if (node->input(0) == value && node->input(1) != value) return node->input(1);
+  if (node->input(1) == value && node->input(0) != value) return node->input(0);
+  return nullptr;
+}
+
 namespace {
 
 /// Moves the readers and graph-output slot of `value` to a fresh temporary value.

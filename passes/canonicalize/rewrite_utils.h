@@ -37,6 +37,14 @@ std::optional<std::vector<int64_t>> attribute_or_input_ints(const ir::Node& node
 /// True when `value` is read by exactly `count` input slots and is not a graph output.
 bool has_exactly_uses(const ir::Value* value, size_t count);
 
+/// The only reader of `value` when it has exactly one (and is no graph output), if it is an
+/// `op` node of the default domain; null otherwise. Pattern matchers walk chains with it.
+ir::Node* sole_reader_of(const ir::Value* value, const char* op);
+
+/// The operand of binary `node` that is not `value`; null when `node` is not binary, does not
+/// read `value`, or reads it twice.
+ir::Value* other_operand(const ir::Node* node, const ir::Value* value);
+
 /// Replaces every output of `node` by an initializer holding the matching tensor (same name,
 /// same readers), then erases the node. Outputs nobody reads are dropped. Fails (changing
 /// nothing) when an output is a graph output or the tensor count differs.

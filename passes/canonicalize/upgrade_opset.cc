@@ -218,6 +218,19 @@ Result<size_t> upgrade_opset(ir::Graph& graph, int64_t target) {
   return convert(graph, from, target);
 }
 
+Result<FusionOpset> require_opset_for_fusion(ir::Graph& graph, int64_t opset, size_t matches, PassContext& context) {
+  auto current = graph.opsets.find("");
+  if (current != graph.opsets.end() && current->second >= opset) return FusionOpset::kAlready;
+  if (!check_opset_upgrade(graph, opset)) {
+    context.add_statistic("skipped-opset-not-upgradable", static_cast<double>(matches));
+    return FusionOpset::kNotUpgradable;
+  }
+  LOKA_ASSIGN_OR_RETURN(const size_t converted, upgrade_opset(graph, opset));
+  context.add_statistic("opset-raised-to-" + std::to_string(opset));
+  context.add_statistic("nodes-converted-by-upgrade", static_cast<double>(converted));
+  return FusionOpset::kRaised;
+}
+
 namespace {
 
 class UpgradeOpsetPass final : public Pass {

@@ -42,6 +42,16 @@ Result<size_t> upgrade_opset(ir::Graph& graph, int64_t target);
 /// Whether upgrade_opset(graph, target) would succeed (the graph itself is not changed).
 Status check_opset_upgrade(const ir::Graph& graph, int64_t target);
 
+/// What require_opset_for_fusion found or did.
+enum class FusionOpset { kAlready, kRaised, kNotUpgradable };
+
+/// For a fusion that found `matches` sites of an op introduced at ai.onnx `opset`: raises the
+/// graph to it when older (all or nothing), counting "opset-raised-to-<opset>" and
+/// "nodes-converted-by-upgrade"; when the graph cannot be upgraded it is left unchanged and
+/// the matches are counted as "skipped-opset-not-upgradable". After kRaised the caller matches
+/// again (the upgrade may have rewritten nodes).
+Result<FusionOpset> require_opset_for_fusion(ir::Graph& graph, int64_t opset, size_t matches, PassContext& context);
+
 PassInfo upgrade_opset_pass_info();
 std::unique_ptr<Pass> make_upgrade_opset_pass();
 

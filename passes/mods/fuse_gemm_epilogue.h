@@ -1,33 +1,48 @@
 // ============================================================================
-// passes/mods/fuse_gemm_epilogue.h — `fuse-gemm-epilogue`: the elementwise
-// multiply and residual add after an FP8 GEMM become part of the GEMM.
+// passes/mods/fuse_gemm_epilogue.h — `fuse-gemm-epilogue`: the bias add,
+// activation, elementwise multiply and residual add after an FP8 GEMM become
+// part of the GEMM.
 //
-// What: a QuantizedGemm whose only reader multiplies it elementwise by a
-// tensor of its own shape (the DCN cross layer's x₀ ⊙ (x W + b)), adds a
-// tensor of its own shape (a residual: x + Linear(x)), or both in that order
-// (the whole cross layer x₀ ⊙ (x W + b) + x), takes those tensors as its
-// Multiplier (input 5) and Residual (input 6) and writes the chain's result.
+// What: a QuantizedGemm whose output flows through a chain of single-reader
+// ops, each optional but in this order (the op's own order):
+//   1. Add of a constant bias row ([N], [1], [], [1,..,1,N]) when the GEMM has
+//      no B: the MatMul sites on 3-D activations (attention projections, FFN
+//      layers), which canonicalize leaves as MatMul + Add and insert-scales
+//      lowers without a bias — it becomes B (input 3), stored [N];
+//   2. Relu, or Gelu with approximate="none", when the GEMM's activation is
+//      "none" — it becomes the `activation` attribute;
+//   3. Mul by a tensor of the output's own shape (the DCN cross layer's
+//      x₀ ⊙ (x W + b)) — Multiplier (input 5);
+//   4. Add of a tensor of the output's own shape (a residual) — Residual
+//      (input 6);
+// takes those operands and writes the chain's result.
 //
-//        x ──▶ QuantizedGemm(x, W, Ws, B, xs) ──y──▶ Mul(y, x0) ──z──▶ Add(z, x) ──▶ out
+//        x ──▶ QuantizedGemm(x, W, Ws, _, xs) ─▶ Add(·, b) ─▶ Gelu ─▶ Mul(·, x0) ─▶ Add(·, r) ──▶ out
 //      becomes
-//        x ──▶ QuantizedGemm(x, W, Ws, B, xs, x0, x) ──▶ out
+//        x ──▶ QuantizedGemm(x, W, Ws, b, xs, x0, r) {activation = "gelu"} ──▶ out
 //
 // Why: on the GPU, QuantizedGemm already makes one pass over its output (the
-// scale epilogue sm_90's cuBLASLt cannot fuse); the multiply and the add ride
-// on that pass instead of two more kernels that read and write the output
-// again. On the CPU the op performs the same float operations in the same
-// order as the Mul and Add nodes, so the rewrite is bit-exact.
+// scale epilogue sm_90's cuBLASLt cannot fuse); bias, activation, multiply and
+// add ride on that pass instead of up to four more kernels that read and write
+// the output again (for the attention ranker's FFN: Add + Gelu over [B·T, 4d]).
+// On the CPU the op performs the same float operations in the same order as
+// the nodes (Σ + B, then the ONNX Relu/Gelu formula, then Mul and Add), so the
+// rewrite is bit-exact.
 //
 // Requires: the QuantizedGemm without inputs 5 and 6; each intermediate value
-// read once and not a graph output; the other operand of Mul/Add float32 with
-// exactly the output's shape, every dim known or named the same (no
-// broadcasting: the op has none); Mul/Add in the ONNX domain. The chain's last
-// value may be a graph output (the GEMM then writes it, under its name).
-// Guarantees: the GEMM keeps its name; its annotation entry lists the Mul and
-// Add names in "from"; the chain's last value keeps its name and readers.
-// Does not: fuse a Mul after an Add (the op's order is multiply, then add),
-// fuse into FP32 Gemm nodes (sites the Probe kept in FP32 have no ai.loka op),
-// or fuse other elementwise ops (a Sub, a broadcast bias).
+// read once and not a graph output; the bias a float32 initializer, known N;
+// the other operand of Mul/Add float32 with exactly the output's shape, every
+// dim known or named the same (no broadcasting: the op has none); all ops in
+// the ONNX domain. The chain's last value may be a graph output (the GEMM then
+// writes it, under its name).
+// Guarantees: the GEMM keeps its name; its annotation entry lists the fused
+// nodes' names in "from"; the chain's last value keeps its name and readers; a
+// bias constant no longer read is dropped.
+// Does not: fuse out of order (a Mul after the residual Add, a bias after the
+// activation, a second bias onto an existing B: (Σ + B₁) + B₂ would round
+// differently), the tanh GELU, other activations, or FP32 Gemm/MatMul nodes
+// (sites the Probe kept in FP32 have no ai.loka op; their bias Add and
+// activation stay separate nodes).
 // ============================================================================
 #pragma once
 

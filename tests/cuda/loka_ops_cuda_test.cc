@@ -167,6 +167,7 @@ TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
            {256, 48, "row", "none", false},
            {216, 6, "tensor", "none", true},   // N not a multiple of 16: no FP8 tensor-core path
            {6, 216, "row", "relu", true},      // K not a multiple of 16
+           {6, 216, "tensor", "gelu", true},   // ... exact GELU after the FP32 fallback GEMM
            {6, 216, "tensor", "none", false},
            {13, 7, "fp8", "relu", true},
            {64, 32, "tensor", "none", true, true},  // the DCN cross layer's epilogue

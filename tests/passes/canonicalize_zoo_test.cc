@@ -1,9 +1,10 @@
 // ============================================================================
 // tests/passes/canonicalize_zoo_test.cc — `canonicalize` on every zoo model
 // and export: outputs on the eval data stay within 1e-5 of the original
-// model's, a second run reports "unchanged" (fixpoint), and the TorchScript
-// opset-13 exports lose their decomposed LayerNorms and shape chains. The
-// per-model statistics are printed (and recorded as test properties).
+// model's, a second run reports "unchanged" (fixpoint), the TorchScript
+// opset-13 exports lose their decomposed LayerNorms and shape chains, and every
+// model its erf GELU chains. The per-model statistics are printed (and
+// recorded as test properties).
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -74,6 +75,11 @@ TEST_P(ZooCanonicalize, SameOutputsFixpointAndFusions) {
   EXPECT_EQ(count_ops(graph, "LayerNormalization"), count_ops(*original, "LayerNormalization") + decomposed);
   EXPECT_EQ(count_ops(graph, "Sqrt") + count_ops(graph, "Pow") + count_ops(graph, "ReduceMean"), 0u);
   if (decomposed > 0) EXPECT_GE(graph.opsets.at(""), 17);
+  // Erf GELU chains (one Erf each) all became Gelu (opset 20).
+  const size_t erf_gelus = count_ops(*original, "Erf");
+  EXPECT_EQ(count_ops(graph, "Gelu"), count_ops(*original, "Gelu") + erf_gelus);
+  EXPECT_EQ(count_ops(graph, "Erf"), 0u);
+  if (erf_gelus > 0) EXPECT_GE(graph.opsets.at(""), 20);
   EXPECT_EQ(count_ops(graph, "Constant") + count_ops(graph, "Identity"), 0u);
   EXPECT_LE(count_ops(graph, "Shape"), count_ops(*original, "Shape"));
 

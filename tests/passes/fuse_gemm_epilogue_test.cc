@@ -1,7 +1,8 @@
 // ============================================================================
 // tests/passes/fuse_gemm_epilogue_test.cc — `fuse-gemm-epilogue`: golden IR
-// (CHECK lines) with a negative twin per rule, annotations, bit-identical
-// outputs on the CPU runtime, and the DCN-v2 zoo model's cross layer.
+// (CHECK lines) with a negative twin per rule (bias rows, ReLU/GELU, DCN
+// cross, residual), annotations, bit-identical outputs on the CPU runtime,
+// the DCN-v2 zoo model's cross layer and the attention ranker's FFN.
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -95,6 +96,98 @@ CHECK-NEXT: %out = Relu(%s)
   expect_bit_identical(result);
 }
 
+/// A QuantizedGemm without a bias on a 3-D activation (a MatMul site as insert-scales lowers it),
+/// y = x·Wᵀ : [batch,3,2], followed by `tail`; `bias_type` is the constant %bias's type.
+std::string matmul_site_then(const std::string& tail, const std::string& bias_type = "f32[2]",
+                             const std::string& outputs = "  output %out\n", const std::string& opset = "20") {
+  int64_t bias_count = 1;  // the product of the dims in "f32[d0,d1,...]"
+  for (size_t at = bias_type.find('[') + 1; at < bias_type.size() && bias_type[at] != ']';) {
+    size_t end = 0;
+    bias_count *= std::stoll(bias_type.substr(at), &end);
+    at += end + 1;
+  }
+  std::string values = "[";
+  for (int64_t i = 0; i < bias_count; ++i) values += (i ? ", " : "") + std::to_string(0.25 - 0.5 * static_cast<double>(i));
+  values += "]";
+  return R"(graph "t" {
+  opset "" )" + opset + R"(
+  opset "ai.loka" 1
+  input %x : f32[batch,3,2]
+  input %r : f32[batch,3,2]
+  init %w : f8e4m3fn[2,2] = [0x38, 0x40, 0xb8, 0x30]
+  init %ws : f32[2] = [1, 0.5]
+  init %bias : )" + bias_type + " = " + values + R"(
+  init %xs : f32[] = [0.5]
+  %y = ai.loka::QuantizedGemm(%x, %w, %ws, _, %xs) {act_recipe = "tensor", activation = "none"} : f32[batch,3,2] @"gemm"
+)" + tail + outputs + "}";
+}
+
+TEST(FuseGemmEpilogue, MatMulSiteBiasGeluAndResidualBecomeOneGemm) {
+  const Fusion result = fuse(matmul_site_then("  %yb = Add(%y, %bias) : f32[batch,3,2] @\"bias\"\n"
+                                              "  %g = Gelu(%yb) : f32[batch,3,2] @\"gelu\"\n"
+                                              "  %out = Add(%r, %g) : f32[batch,3,2] @\"residual\"\n"));
+  EXPECT_TRUE(result.changed);
+  EXPECT_EQ(result.statistics.at("biases-fused"), 1.0);
+  EXPECT_EQ(result.statistics.at("gelus-fused"), 1.0);
+  EXPECT_EQ(result.statistics.at("residuals-fused"), 1.0);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK-NOT: Add(
+CHECK-NOT: Gelu(
+CHECK: %out = ai.loka::QuantizedGemm(%x, %w, %ws, %bias, %xs, _, %r) {act_recipe = "tensor", activation = "gelu"} : f32[batch,3,2] @"gemm"
+CHECK-NEXT: output %out
+)"),
+            "")
+      << result.printed;
+  EXPECT_EQ(result.annotations["nodes"]["gemm"]["from"], nlohmann::json::array({"gemm", "bias", "gelu", "residual"}));
+  expect_bit_identical(result);
+}
+
+TEST(FuseGemmEpilogue, BiasRowsOfEveryBroadcastFormBecomeB) {
+  for (const std::string bias_type : {"f32[2]", "f32[1,2]", "f32[1,1,2]", "f32[]", "f32[1]"}) {
+    SCOPED_TRACE(bias_type);
+    // Either operand order.
+    const Fusion result = fuse(matmul_site_then("  %out = Add(%bias, %y) : f32[batch,3,2] @\"bias\"\n", bias_type));
+    EXPECT_EQ(result.statistics.at("biases-fused"), 1.0);
+    const std::string stored = bias_type == "f32[2]" ? "%bias" : "%bias.row";
+    EXPECT_EQ(testing::check_lines(result.printed, "CHECK: %out = ai.loka::QuantizedGemm(%x, %w, %ws, " + stored +
+                                                       ", %xs) {act_recipe = \"tensor\", activation = \"none\"}"),
+              "")
+        << result.printed;
+    if (stored != "%bias") EXPECT_EQ(testing::check_lines(result.printed, "CHECK: init %bias.row : f32[2]\nCHECK-NOT: init %bias :"), "");
+    expect_bit_identical(result);
+  }
+}
+
+TEST(FuseGemmEpilogue, ReluAndGeluBecomeTheActivation) {
+  const Fusion relu = fuse(gemm_then("  %out = Relu(%y) : f32[batch,2] @\"relu\"\n"));
+  EXPECT_EQ(relu.statistics.at("relus-fused"), 1.0);
+  EXPECT_EQ(testing::check_lines(relu.printed, "CHECK: %out = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) {activation = \"relu\"}"), "")
+      << relu.printed;
+  expect_bit_identical(relu);
+  const Fusion gelu = fuse(matmul_site_then("  %yb = Add(%y, %bias) : f32[batch,3,2] @\"bias\"\n"
+                                            "  %out = Gelu(%yb) {approximate = \"none\"} : f32[batch,3,2] @\"gelu\"\n"));
+  EXPECT_EQ(gelu.statistics.at("gelus-fused"), 1.0);
+  EXPECT_EQ(testing::check_lines(gelu.printed, "CHECK: %out = ai.loka::QuantizedGemm(%x, %w, %ws, %bias, %xs) {act_recipe = \"tensor\", activation = \"gelu\"}"), "")
+      << gelu.printed;
+  expect_bit_identical(gelu);
+}
+
+TEST(FuseGemmEpilogue, TheBiasFusesWhenItsSumHasAnotherReader) {
+  // The GEMM's own output has one reader, so the bias fuses; the sum is read twice, so the Gelu stays.
+  const Fusion result = fuse(matmul_site_then("  %yb = Add(%y, %bias) : f32[batch,3,2] @\"bias\"\n"
+                                              "  %out = Gelu(%yb) : f32[batch,3,2] @\"gelu\"\n",
+                                              "f32[2]", "  output %out\n  output %yb\n"));
+  EXPECT_EQ(result.statistics.at("biases-fused"), 1.0);
+  EXPECT_EQ(result.statistics.count("gelus-fused"), 0u);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK: %yb = ai.loka::QuantizedGemm(%x, %w, %ws, %bias, %xs) {act_recipe = "tensor", activation = "none"}
+CHECK-NEXT: %out = Gelu(%yb)
+)"),
+            "")
+      << result.printed;
+  expect_bit_identical(result);
+}
+
 // ---------------------------------------------------------- negative twins --
 
 TEST(FuseGemmEpilogue, NoFusionWhenTheGemmOutputHasTwoReaders) {
@@ -122,6 +215,59 @@ CHECK-NEXT: %out = Mul(%s, %x0)
   expect_unchanged(gemm_then("  %out = Mul(%y, %y) : f32[batch,2] @\"square\"\n"));
 }
 
+TEST(FuseGemmEpilogue, NoBiasFusionOfANonConstantPerRowOrSecondBias) {
+  // Not a constant: a graph input of N values.
+  expect_unchanged(R"(graph "t" {
+  opset "" 20
+  opset "ai.loka" 1
+  input %x : f32[batch,3,2]
+  input %bias : f32[2]
+  init %w : f8e4m3fn[2,2] = [0x38, 0x40, 0xb8, 0x30]
+  init %ws : f32[2] = [1, 0.5]
+  init %xs : f32[] = [0.5]
+  %y = ai.loka::QuantizedGemm(%x, %w, %ws, _, %xs) : f32[batch,3,2] @"gemm"
+  %out = Add(%y, %bias) : f32[batch,3,2] @"bias"
+  output %out
+})");
+  // Per row (varies over T) or per element: not a bias.
+  expect_unchanged(matmul_site_then("  %out = Add(%y, %bias) : f32[batch,3,2] @\"bias\"\n", "f32[3,1]"));
+  expect_unchanged(matmul_site_then("  %out = Add(%y, %bias) : f32[batch,3,2] @\"bias\"\n", "f32[3,2]"));
+  // The GEMM already has B: a second bias would round differently, and it is no full-shape residual.
+  expect_unchanged(gemm_then("  %out = Add(%y, %b) : f32[batch,2] @\"second_bias\"\n"));
+}
+
+TEST(FuseGemmEpilogue, NoActivationFusionOfTanhGeluASecondActivationOrAReadProduct) {
+  expect_unchanged(gemm_then("  %out = Gelu(%y) {approximate = \"tanh\"} : f32[batch,2] @\"gelu_tanh\"\n", "  output %out\n"));
+  expect_unchanged(gemm_then("  %out = Sigmoid(%y) : f32[batch,2] @\"sigmoid\"\n"));
+  expect_unchanged(gemm_then("  %out = Relu(%y) : f32[batch,2] @\"relu\"\n", "  output %out\n  output %y\n"));
+  // The GEMM already applies an activation: a second one stays a node.
+  expect_unchanged(R"(graph "t" {
+  opset "" 17
+  opset "ai.loka" 1
+  input %x : f32[batch,2]
+  init %w : f8e4m3fn[2,2] = [0x38, 0x40, 0xb8, 0x30]
+  init %ws : f32[2] = [1, 0.5]
+  init %xs : f32[] = [0.5]
+  %y = ai.loka::QuantizedGemm(%x, %w, %ws, _, %xs) {activation = "relu"} : f32[batch,2] @"gemm"
+  %out = Relu(%y) : f32[batch,2] @"relu"
+  output %out
+})");
+}
+
+TEST(FuseGemmEpilogue, NoBiasFusionAfterTheActivation) {
+  // Relu then a constant Add: the op adds B before act, so only the Relu fuses.
+  const Fusion result = fuse(matmul_site_then("  %a = Relu(%y) : f32[batch,3,2] @\"relu\"\n"
+                                              "  %out = Add(%a, %bias) : f32[batch,3,2] @\"late_bias\"\n"));
+  EXPECT_EQ(result.statistics.count("biases-fused"), 0u);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK: %a = ai.loka::QuantizedGemm(%x, %w, %ws, _, %xs) {act_recipe = "tensor", activation = "relu"}
+CHECK-NEXT: %out = Add(%a, %bias)
+)"),
+            "")
+      << result.printed;
+  expect_bit_identical(result);
+}
+
 // --------------------------------------------------------------- the zoo --
 
 TEST(FuseGemmEpilogue, DcnV2CrossLayersFuseAndTheModelComputesTheSame) {
@@ -141,6 +287,37 @@ TEST(FuseGemmEpilogue, DcnV2CrossLayersFuseAndTheModelComputesTheSame) {
   EXPECT_EQ(fusion->at(0).statistics.at("cross-layers-fused"), 3.0);
   auto difference = testing::max_output_difference_on_data(**graph, *fused,
                                                            testing::source_dir() / "models" / "zoo" / "dlrm_dcnv2" / "eval", 2);
+  ASSERT_TRUE(difference) << difference.status().message();
+  EXPECT_EQ(*difference, 0.0f);
+}
+
+TEST(FuseGemmEpilogue, AttentionRankerBiasesGelusAndResidualsFuseAndTheModelComputesTheSame) {
+  auto graph = testing::load_zoo_model("attention_ranker");
+  ASSERT_TRUE(graph) << graph.status().message();
+  // Every weight MatMul of the two blocks in FP8 (pinned): QKV, attention output, both FFN layers.
+  const auto zoo = testing::source_dir() / "models" / "zoo" / "attention_ranker";
+  CompileSettings settings;
+  settings.calibration_data = (zoo / "calib").string();
+  settings.pin_rules = {"/blocks\\.[01]/(attn/(qkv|out)|ffn/ffn\\.[02])/MatMul=fp8"};
+  auto records = testing::run_pipeline(
+      **graph, "canonicalize,infer-shapes,probe{batches=3,min_batches=3,amax_batches=3},pin-precision,insert-scales,infer-shapes",
+      settings);
+  ASSERT_TRUE(records) << records.status().message();
+  auto fused = (*graph)->clone();
+  auto fusion = testing::run_pipeline(*fused, "fuse-gemm-epilogue,infer-shapes");
+  ASSERT_TRUE(fusion) << fusion.status().message();
+  const auto& statistics = fusion->at(0).statistics;
+  EXPECT_EQ(statistics.at("biases-fused"), 8.0);     // every MatMul site's bias
+  EXPECT_EQ(statistics.at("gelus-fused"), 2.0);      // FFN.0 of each block
+  EXPECT_EQ(statistics.at("residuals-fused"), 4.0);  // attention output and FFN.2 of each block
+  size_t adds = 0, gelus = 0;
+  for (const ir::Node* node : fused->nodes()) {
+    adds += node->is("Add");
+    gelus += node->is("Gelu");
+  }
+  EXPECT_EQ(adds, 1u);  // the dense features' scale-and-shift embedding (an elementwise Mul + Add), no GEMM's
+  EXPECT_EQ(gelus, 0u);
+  auto difference = testing::max_output_difference_on_data(**graph, *fused, zoo / "eval", 2);
   ASSERT_TRUE(difference) << difference.status().message();
   EXPECT_EQ(*difference, 0.0f);
 }
