@@ -55,7 +55,7 @@ t_start=$(date +%s)
 case $mode in
   full)
     models=dlrm_dcnv2,wukong,dhen,attention_ranker; batches=512,4096,16384; table_rows=100000
-    train_steps=150; calib_rows=256; evals="--eval-sets 4 --eval-rows 4096"
+    train_steps=150; calib_rows=1024; evals="--eval-sets 4 --eval-rows 4096"
     metric=16384; runs=50; deadline=540; size=full; device=cuda ;;
   quick)
     models=dlrm_dcnv2,wukong; batches=512,4096; table_rows=20000
@@ -75,7 +75,9 @@ deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
 # site and recipe): with 3 x 256 rows it took 20 s on full-size Wukong and 16 s on the attention
 # ranker (H100, 2026-11-25), where the CPU path took 192 s and 316 s with 3 x 32 rows. What stays on
 # the CPU (amax calibration, migrate-outliers) grows with the rows; dispatch's cold autotune is now
-# the larger part of loka-opt. Three sets: the Probe's minimum.
+# the larger part of loka-opt. pin-precision measures each selection on the GPU through the same
+# switched model, against every calibration set: 1024 rows a set keep the per-set noise of the
+# logloss drift below the 0.02% budget. Three sets: the Probe's minimum.
 calib="--calib-sets 3 --calib-rows ${LOKA_BENCH_CALIB_ROWS:-$calib_rows}"
 # Inside the checkout (ignored by git: /build*/), so a second call on the same warm machine
 # rebuilds incrementally and, with LOKA_BENCH_REUSE_ZOO=1, keeps the trained models.

@@ -1,6 +1,6 @@
 // ============================================================================
-// passes/mods/measure_candidate.cc — calibration-data measurement of a lowered
-// graph's model error (see the header for the metrics).
+// passes/mods/measure_candidate.cc — calibration-data measurement of a selection
+// of FP8 sites through the switched model (see the header for the metrics).
 // ============================================================================
 #include "passes/mods/measure_candidate.h"
 
@@ -10,76 +10,68 @@
 #include <span>
 #include <string>
 
-#include "loka/engine.h"
-#include "loka/session.h"
-#include "passes/onnx/onnx_export.h"
 #include "passes/probe/metrics.h"
 #include "runtime/test_data.h"
 
 namespace loka {
 
-template <typename Visit>
-Status CandidateMeter::run_all(const ir::Graph& graph, const char* what, Visit&& visit) const {
-  LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(graph));
-  LOKA_ASSIGN_OR_RETURN(auto engine,
-                        Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), {}, {}, what));
-  std::vector<std::string> names;
-  for (const TensorInfo& info : engine->inputs()) names.push_back(info.name);
-  if (names != input_names_) return Status::error(std::string(what) + ": its inputs differ from the reference model's");
-  auto session = engine->new_session();
-  for (const Batch& batch : batches_) {
-    auto outputs = session->run(std::span<const Tensor>(batch.inputs));
-    if (!outputs) return outputs.status().with_context(std::string(what) + ": ");
-    LOKA_RETURN_IF_ERROR(visit(batch, *outputs));
-  }
-  return Status::ok();
-}
-
-Result<CandidateMeter> CandidateMeter::create(const ir::Graph& reference, const std::filesystem::path& calibration,
-                                              probe::BudgetMetric metric) {
+Result<CandidateMeter> CandidateMeter::create(const ir::Graph& reference, const std::vector<probe::SiteSwitches>& sites,
+                                              const std::filesystem::path& calibration, probe::BudgetMetric metric,
+                                              Device device) {
   CandidateMeter meter;
   meter.metric_ = metric;
+  meter.sites_ = sites.size();
   LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(calibration));
   if (reader.size() == 0) return Status::error("no data sets in " + calibration.string());
-  // The input order the runtime reports (it may omit initializer-backed inputs).
-  {
-    LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(reference));
-    LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), {},
-                                                          {}, "reference model"));
-    for (const TensorInfo& info : engine->inputs()) meter.input_names_.push_back(info.name);
-  }
+  LOKA_ASSIGN_OR_RETURN(const probe::ProbeModel model, probe::build_probe_model(reference, sites));
+  std::vector<std::string> input_names;
+  for (const ir::Value* input : reference.inputs())
+    if (!input->is_initializer()) input_names.push_back(input->name());
+  for (size_t o = 0; o < model.model_outputs; ++o) meter.model_outputs_.push_back(o);
+  int64_t rows = 1;
   for (size_t b = 0; b < reader.size(); ++b) {
     LOKA_ASSIGN_OR_RETURN(const DataSet data, reader.read(b));
     Batch batch;
-    LOKA_ASSIGN_OR_RETURN(batch.inputs, order_inputs(data, meter.input_names_));
+    LOKA_ASSIGN_OR_RETURN(batch.inputs, order_inputs(data, input_names));
+    if (!batch.inputs.empty() && batch.inputs[0].rank() > 0) rows = std::max(rows, batch.inputs[0].dim(0));
+    batch.inputs.push_back(Tensor::zeros(DType::kInt32, {static_cast<int64_t>(sites.size())}));
     if (metric == probe::BudgetMetric::kLogloss) {
       if (!data.labels) return Status::error("calibration data " + data.location.string() + ": no labels.pb");
       batch.labels = data.labels->to_floats();
     }
     meter.batches_.push_back(std::move(batch));
   }
-  // The reference outputs, by index, filled by one run of the FP32 graph.
-  size_t index = 0;
+  EngineOptions options;
+  options.device = device;
+  if (device == Device::kCuda) {
+    options.max_batch = rows;
+    options.batch_buckets = {rows};
+  }
+  LOKA_ASSIGN_OR_RETURN(meter.engine_, Engine::load_bytes(std::as_bytes(std::span(model.bytes.data(), model.bytes.size())),
+                                                          options, {}, "switched model (pin-precision)"));
+  meter.session_ = meter.engine_->new_session();
   double total = 0;
-  LOKA_RETURN_IF_ERROR(meter.run_all(reference, "reference model", [&](const Batch&, std::vector<Tensor>& outputs) {
-    Batch& batch = meter.batches_[index++];
+  for (Batch& batch : meter.batches_) {
+    LOKA_ASSIGN_OR_RETURN(batch.reference, meter.session_->run_selected(batch.inputs, meter.model_outputs_));
     if (metric == probe::BudgetMetric::kLogloss) {
-      if (outputs.empty()) return Status::error("reference model: no outputs");
-      batch.reference_logloss = probe::logloss_terms(outputs[0], batch.labels);
+      if (batch.reference.empty()) return Status::error("reference model: no outputs");
+      batch.reference_logloss = probe::logloss_terms(batch.reference[0], batch.labels);
       for (double term : batch.reference_logloss) total += term;
     }
-    batch.reference = std::move(outputs);
-    return Status::ok();
-  }));
+  }
   meter.reference_logloss_ = total;
   if (metric == probe::BudgetMetric::kLogloss && !(meter.reference_logloss_ > 0))
     return Status::error("calibration data " + calibration.string() + ": the FP32 logloss is 0, drift is undefined");
   return meter;
 }
 
-Result<double> CandidateMeter::measure(const ir::Graph& candidate) const {
+Result<double> CandidateMeter::measure(std::span<const int32_t> mode) {
+  if (mode.size() != sites_)
+    return Status::error("a selection of " + std::to_string(mode.size()) + " sites for a meter of " + std::to_string(sites_));
   double difference = 0, reference = 0, max_abs = 0, drift = 0, worst_set = 0;
-  LOKA_RETURN_IF_ERROR(run_all(candidate, "candidate model", [&](const Batch& batch, std::vector<Tensor>& outputs) {
+  for (Batch& batch : batches_) {
+    std::copy(mode.begin(), mode.end(), batch.inputs.back().data<int32_t>());
+    LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> outputs, session_->run_selected(batch.inputs, model_outputs_));
     if (outputs.size() != batch.reference.size())
       return Status::error("candidate model: " + std::to_string(outputs.size()) + " outputs, the reference has " +
                            std::to_string(batch.reference.size()));
@@ -94,7 +86,7 @@ Result<double> CandidateMeter::measure(const ir::Graph& candidate) const {
       }
       drift += set_drift;
       if (set_reference > 0) worst_set = std::max(worst_set, std::fabs(set_drift) / set_reference);
-      return Status::ok();
+      continue;
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
       if (!dtype_is_float(batch.reference[o].dtype())) continue;
@@ -111,8 +103,7 @@ Result<double> CandidateMeter::measure(const ir::Graph& candidate) const {
         max_abs = std::max(max_abs, std::fabs(d));
       }
     }
-    return Status::ok();
-  }));
+  }
   switch (metric_) {
     case probe::BudgetMetric::kLogloss: {
       // The pooled drift, and the drift of every data set on its own.

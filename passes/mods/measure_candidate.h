@@ -1,62 +1,70 @@
 // ============================================================================
-// passes/mods/measure_candidate.h — the actual model error of a lowered graph
-// on the calibration data, against the FP32 graph's outputs.
+// passes/mods/measure_candidate.h — the actual model error of a selection of
+// FP8 sites on the calibration data, against the FP32 model's outputs.
 //
 // pin-precision predicts a set of FP8 sites' combined error from per-site
-// figures; the prediction is conservative by 5-15x on the zoo. This meter
-// replaces the prediction by a measurement: it reads the calibration data
-// sets once, runs the FP32 graph once for the reference outputs, and then
-// runs each candidate graph over every data set on the CPU runtime.
+// figures; the prediction misses how the sites' errors combine (coherent
+// shifts add up faster than independent noise: full-size Wukong, predicted
+// 0.016%, measured +0.035% on eval, 2026-11-25). This meter replaces the
+// prediction by a measurement. It runs the Probe's switched model
+// (passes/probe/probe_model.h: the same operands quantized the same way the
+// Probe measured them one at a time), on the GPU when there is one: a
+// selection is one Mode vector, so an evaluation is one run per calibration
+// set, with nothing re-lowered or re-loaded.
 // Metrics (pooled over all calibration samples):
 //   rel_l2:  ||q - r||_2 / ||r||_2 over every float output;
 //   max_abs: max |q - r| over every float output;
-//   logloss: sum_i |logloss_i(q) - logloss_i(r)| / sum_i logloss_i(r) of the
-//            first output against labels.pb (probe/metrics.h). Per-sample
-//            differences do not cancel, so this bounds the drift of the mean
-//            |logloss(q) - logloss(r)| / logloss(r) on any sample set; the
-//            signed pooled drift alone lets a greedy search pick sets whose
-//            errors cancel on the calibration samples only (on the zoo that
-//            measured 0.002% on calibration and 0.03% on eval).
-// Does not: quantize anything (callers lower the graph first).
+//   logloss: max(|pooled drift|, the worst set's |drift|), relative to the
+//            FP32 logloss, of the first output against labels.pb: a selection
+//            must hold on every calibration set, not only on their sum, where
+//            errors can cancel (on the zoo, 0.002% pooled and 0.03% on eval).
 // ============================================================================
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <vector>
 
+#include "loka/engine.h"
+#include "loka/session.h"
 #include "loka/status.h"
 #include "loka/tensor.h"
 #include "passes/ir/graph.h"
 #include "passes/probe/budget.h"
+#include "passes/probe/probe_model.h"
 
 namespace loka {
 
-/// Measures lowered graphs against one FP32 reference on calibration data.
+/// Measures selections of FP8 sites against one FP32 reference on calibration data.
 class CandidateMeter {
  public:
-  /// Reads every data set under `calibration` and runs `reference` on them.
+  /// Builds the switched model of `reference` with `sites` (Mode order), loads it on `device`,
+  /// reads every data set under `calibration` and runs the FP32 reference (Mode all zeros).
   /// Errors name the data set or input at fault; a logloss metric needs labels.
-  static Result<CandidateMeter> create(const ir::Graph& reference, const std::filesystem::path& calibration,
-                                       probe::BudgetMetric metric);
-  /// The metric of `candidate` (same inputs and outputs as the reference).
-  Result<double> measure(const ir::Graph& candidate) const;
+  static Result<CandidateMeter> create(const ir::Graph& reference, const std::vector<probe::SiteSwitches>& sites,
+                                       const std::filesystem::path& calibration, probe::BudgetMetric metric,
+                                       Device device);
+  /// The metric with site s running recipe mode[s] - 1 (0: FP32), every data set.
+  Result<double> measure(std::span<const int32_t> mode);
   /// Data sets measured on.
   size_t data_sets() const { return batches_.size(); }
+  size_t sites() const { return sites_; }
 
  private:
   struct Batch {
-    std::vector<Tensor> inputs;
-    std::vector<Tensor> reference;  ///< FP32 outputs
+    std::vector<Tensor> inputs;     ///< the model's inputs, then Mode
+    std::vector<Tensor> reference;  ///< FP32 model outputs
     std::vector<float> labels;      ///< empty unless the metric is logloss
     std::vector<double> reference_logloss;  ///< per sample, of the FP32 outputs
   };
-  /// Runs `graph` over every batch; `visit(batch, outputs)` sees each result.
-  template <typename Visit>
-  Status run_all(const ir::Graph& graph, const char* what, Visit&& visit) const;
 
   probe::BudgetMetric metric_ = probe::BudgetMetric::kRelL2;
-  std::vector<std::string> input_names_;
+  size_t sites_ = 0;
+  std::vector<size_t> model_outputs_;  ///< output positions of the original model
+  std::shared_ptr<const Engine> engine_;
+  std::unique_ptr<Session> session_;
   std::vector<Batch> batches_;
   double reference_logloss_ = 0;  ///< summed over every labelled sample
 };

@@ -13,6 +13,7 @@
 #include <optional>
 #include <regex>
 
+#include "passes/dispatch/gpu_timer.h"
 #include "passes/mods/insert_scales.h"
 #include "passes/mods/measure_candidate.h"
 #include "passes/probe/annotations.h"
@@ -229,10 +230,17 @@ class PinPrecisionPass final : public Pass {
     if (measure) {
       Measurement m{context.float_option("margin"), static_cast<size_t>(std::max<int64_t>(0, context.int_option("max_evaluations")))};
       if (!(m.margin > 0)) return Status::error("option margin must be positive");
+      std::vector<probe::SiteSwitches> switches;
+      for (const probe::Site& site : sites) {
+        // A site the Probe did not measure has no scales; it cannot be selected, so no switches.
+        auto scales = probe::scales_from_annotation(site, nodes.contains(site.node) ? nodes[site.node] : json());
+        switches.push_back(scales ? probe::switches_for(site, *scales) : probe::SiteSwitches{site.node, {}});
+      }
       LOKA_ASSIGN_OR_RETURN(CandidateMeter meter,
-                            CandidateMeter::create(graph, context.settings().calibration_data, budget.metric));
+                            CandidateMeter::create(graph, switches, context.settings().calibration_data, budget.metric,
+                                                   gpu_available() ? Device::kCuda : Device::kCpu));
       m.data_sets = meter.data_sets();
-      LOKA_RETURN_IF_ERROR(select_measured(graph, context.settings(), document, meter, candidates, sites, model, total, m));
+      LOKA_RETURN_IF_ERROR(select_measured(meter, candidates, sites, model, total, m));
       measured = m;
     } else {
       select_greedy(candidates, sites, model, total);
@@ -244,17 +252,20 @@ class PinPrecisionPass final : public Pass {
   /// What the measured selection found (document["model"]["precision"]).
   struct Measurement {
     double margin = 0.7;
-    size_t max_evaluations = 64;
+    size_t max_evaluations = 256;
     size_t evaluations = 0;
     size_t data_sets = 0;
     double error = 0;  ///< of the selected set on the calibration data
   };
 
-  /// Option `measure`: auto (on exactly when --calib is given), true or false.
+  static bool gpu_available() { return dispatch::gpu_unavailable_reason().empty(); }
+
+  /// Option `measure`: auto (on when --calib is given and this machine has a GPU, where an
+  /// evaluation costs milliseconds), true or false.
   static Result<bool> measure_requested(const PassContext& context) {
     const std::string& value = context.string_option("measure");
     const bool have_data = !context.settings().calibration_data.empty();
-    if (value == "auto") return have_data;
+    if (value == "auto") return have_data && gpu_available();
     if (value == "false" || value == "0") return false;
     if (value != "true" && value != "1") return Status::error("option measure='" + value + "': expected auto, true or false");
     if (!have_data) return Status::error("option measure=true needs calibration data (--calib)");
@@ -348,8 +359,7 @@ class PinPrecisionPass final : public Pass {
   /// Measured greedy: in order of FLOPs per unit of predicted error, each open
   /// site joins the selection when the lowered model with it still measures
   /// within margin x budget on the calibration data.
-  static Status select_measured(const ir::Graph& graph, const CompileSettings& settings, const json& document,
-                                const CandidateMeter& meter, std::vector<Candidate>& candidates,
+  static Status select_measured(CandidateMeter& meter, std::vector<Candidate>& candidates,
                                 const std::vector<probe::Site>& sites, const ErrorModel& model, SiteError& total,
                                 Measurement& m) {
     const double limit = m.margin * model.limit;
@@ -373,7 +383,7 @@ class PinPrecisionPass final : public Pass {
     });
     const auto evaluate = [&]() -> Result<double> {
       ++m.evaluations;
-      return measure_selection(graph, settings, document, meter, candidates, sites);
+      return measure_selection(meter, candidates);
     };
     // Pinned FP8 sites are in the selection from the start: measure them once.
     if (std::any_of(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.recipe.has_value(); })) {
@@ -415,22 +425,14 @@ class PinPrecisionPass final : public Pass {
     return Status::ok();
   }
 
-  /// The calibration-data error of the model with the sites in `candidates`
-  /// that carry a recipe in FP8: a clone annotated as write_decisions does,
-  /// lowered by insert-scales, run by `meter`.
-  static Result<double> measure_selection(const ir::Graph& graph, const CompileSettings& settings,
-                                          const json& document, const CandidateMeter& meter,
-                                          const std::vector<Candidate>& candidates,
-                                          const std::vector<probe::Site>& sites) {
-    std::unique_ptr<ir::Graph> clone = graph.clone();
-    json trial = document;
-    for (size_t i = 0; i < candidates.size(); ++i) mark_node(trial["nodes"][candidates[i].name], candidates[i], sites[i]);
-    write_annotations(*clone, trial);
-    std::map<std::string, std::string> options;
-    for (const PassOption& option : insert_scales_pass_info().options) options[option.name] = option.default_value;
-    PassContext lowering(settings, std::move(options));
-    LOKA_RETURN_IF_ERROR(make_insert_scales_pass()->run(*clone, lowering).status());
-    return meter.measure(*clone);
+  /// The calibration-data error of the model with the sites in `candidates` that carry a
+  /// recipe in FP8: one Mode vector for the meter's switched model (recipe r is Mode r + 1,
+  /// kRecipes being the Probe's first recipes in its order).
+  static Result<double> measure_selection(CandidateMeter& meter, const std::vector<Candidate>& candidates) {
+    std::vector<int32_t> mode(candidates.size(), 0);
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (candidates[i].recipe) mode[i] = static_cast<int32_t>(*candidates[i].recipe) + 1;
+    return meter.measure(mode);
   }
 
   /// Writes one site's decision into its annotation; returns its precision.
@@ -524,15 +526,16 @@ class PinPrecisionPass final : public Pass {
 PassInfo pin_precision_pass_info() {
   return PassInfo{"pin-precision",
                   "choose each FP8 candidate site's precision and recipe under --budget, honouring --pin rules",
-                  // Default off: on the zoo's 4x256 calibration sets the per-set logloss noise exceeds a
-                  // 0.02% budget, so measured selection admits fewer GEMMs than the prediction (0% vs
-                  // 7-20% of GEMM FLOPs, 2026-11-22); it needs larger calibration sets to pay.
-                  {{"measure", OptionType::kString, "false",
-                    "verify each added site by running the lowered model on the calibration data: auto (when --calib "
-                    "is given), true or false (predict only)"},
+                  // auto measures only with a GPU: on the CPU an evaluation is a whole model run per
+                  // calibration set (seconds on full-size models), on the GPU a CUDA graph replay. The
+                  // prediction alone let full-size Wukong drift +0.035% on eval under a 0.02% budget.
+                  {{"measure", OptionType::kString, "auto",
+                    "verify each added site by running the Probe's switched model with the selection on the "
+                    "calibration data: auto (when --calib is given and there is a GPU), true (on the CPU without "
+                    "one) or false (predict only)"},
                    {"margin", OptionType::kFloat, "0.7",
                     "measured calibration error must stay within margin x budget (room for eval generalisation)"},
-                   {"max_evaluations", OptionType::kInt, "64",
+                   {"max_evaluations", OptionType::kInt, "256",
                     "most measured evaluations; later sites stay fp32 ('evaluation limit')"},
                    // 2%: dispatch's TF32/BF16 for FP32 nodes add the sites' FP8 error times (r/r_fp8)^2
                    // for a logloss budget, (0.0016/0.051)^2 ~ 0.1% of it for BF16: all of them fit.

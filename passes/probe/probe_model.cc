@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/fp8_quantize.h"
 #include "passes/onnx/onnx_export.h"
 
 namespace loka::probe {
@@ -43,6 +44,49 @@ long tap(ir::Graph& graph, ir::Value* value) {
 }
 
 }  // namespace
+
+SiteSwitches switches_for(const Site& site, const SiteScales& scales) {
+  const FakeQuantRecipe none{};
+  const auto tensor = [](float scale, bool e5m2 = false) { return FakeQuantRecipe{FakeQuantForm::kTensor, e5m2, scale}; };
+  const FakeQuantRecipe rows{FakeQuantForm::kRows, false, 1.0f};
+  const FakeQuantRecipe columns{FakeQuantForm::kColumns, false, 1.0f};
+  SiteSwitches switches{site.node, {}};
+  switch (site.kind) {
+    case SiteKind::kWeightGemm: {
+      const FakeQuantRecipe weight = site.weight_transposed ? rows : columns;  // per output channel
+      switches.operands.push_back(
+          {site.activation_input, {tensor(scales.a), site.activation_transposed ? tensor(scales.a) : rows, none}});
+      switches.operands.push_back({site.weight_input, {weight, weight, none}});
+      break;
+    }
+    case SiteKind::kActivationMatMul:
+      switches.operands.push_back({site.activation_input, {tensor(scales.a), rows, tensor(scales.e5m2_a, true)}});
+      switches.operands.push_back({site.weight_input, {tensor(scales.b), columns, tensor(scales.e5m2_b, true)}});
+      break;
+    case SiteKind::kEmbedding:  // the table's scale, applied to the gathered rows
+      switches.operands.push_back({OperandSwitch::kOutput, {tensor(scales.a), rows, none}});
+      break;
+  }
+  return switches;
+}
+
+Result<SiteScales> scales_from_annotation(const Site& site, const nlohmann::json& annotation) {
+  const auto read = [&](const char* operand, float& e4m3, float& e5m2) -> Status {
+    const nlohmann::json* stats = annotation.contains("stats") ? &annotation["stats"] : nullptr;
+    if (stats == nullptr || !stats->contains(operand) || !(*stats)[operand].contains("scale_e4m3") ||
+        !(*stats)[operand].contains("amax"))
+      return Status::error("site '" + site.node + "': its annotation has no stats." + operand +
+                           " (scale_e4m3, amax): run the probe first");
+    e4m3 = (*stats)[operand]["scale_e4m3"].get<float>();
+    e5m2 = cpu::fp8_scale_for_amax((*stats)[operand]["amax"].get<float>(), cpu::Fp8Format::kE5M2);
+    return Status::ok();
+  };
+  SiteScales scales;
+  LOKA_RETURN_IF_ERROR(read("activation", scales.a, scales.e5m2_a));
+  if (site.kind != SiteKind::kEmbedding)
+    LOKA_RETURN_IF_ERROR(read(site.kind == SiteKind::kActivationMatMul ? "activation_b" : "weight", scales.b, scales.e5m2_b));
+  return scales;
+}
 
 Result<ProbeModel> build_probe_model(const ir::Graph& original, const std::vector<SiteSwitches>& sites) {
   std::unique_ptr<ir::Graph> graph = original.clone();

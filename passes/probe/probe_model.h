@@ -15,8 +15,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "loka/status.h"
 #include "passes/ir/graph.h"
+#include "passes/probe/sites.h"
 #include "runtime/ops/probe_fake_quant_spec.h"
 
 namespace loka::probe {
@@ -41,6 +44,19 @@ struct ProbeModel {
   size_t mode_input = 0;            ///< position of Mode among the inputs
   std::vector<long> site_output;    ///< per site: its tap's output position, -1 when not float
 };
+
+/// The static scales a site's recipes use: E4M3 per tensor of the first operand (or the
+/// table, for embeddings) and of the second, and their E5M2 counterparts.
+struct SiteScales {
+  float a = 1.0f, b = 1.0f, e5m2_a = 1.0f, e5m2_b = 1.0f;
+};
+
+/// The operands each recipe of `site` quantizes, exactly as the Probe measures them
+/// (recipes in the Probe's order: e4m3_tensor, e4m3_row, e5m2_tensor).
+SiteSwitches switches_for(const Site& site, const SiteScales& scales);
+
+/// The scales the Probe recorded in `site`'s annotation (stats.*.scale_e4m3 and amax).
+Result<SiteScales> scales_from_annotation(const Site& site, const nlohmann::json& annotation);
 
 /// A copy of `graph` with the switches and taps planted (sites in Mode order).
 Result<ProbeModel> build_probe_model(const ir::Graph& graph, const std::vector<SiteSwitches>& sites);

@@ -349,36 +349,11 @@ void record_end_to_end(ErrorEstimate& estimate, const BatchReference& reference,
 }
 
 /// The operands each recipe of a site quantizes, as the CPU path's observer does
-/// (ProbeObserver::before_node), for the GPU model's switches.
+/// (ProbeObserver::before_node), for the switched model.
 probe::SiteSwitches switches_for(const SiteState& state) {
-  using probe::OperandSwitch;
-  const Site& site = state.site;
-  const FakeQuantRecipe none{};
-  const auto tensor = [](float scale, bool e5m2 = false) { return FakeQuantRecipe{FakeQuantForm::kTensor, e5m2, scale}; };
-  const FakeQuantRecipe rows{FakeQuantForm::kRows, false, 1.0f};
-  const FakeQuantRecipe columns{FakeQuantForm::kColumns, false, 1.0f};
-  probe::SiteSwitches switches{site.node, {}};
-  switch (site.kind) {
-    case SiteKind::kWeightGemm: {
-      const FakeQuantRecipe weight = site.weight_transposed ? rows : columns;  // per output channel
-      switches.operands.push_back({site.activation_input,
-                                   {tensor(state.static_scale_a), site.activation_transposed ? tensor(state.static_scale_a) : rows, none}});
-      switches.operands.push_back({site.weight_input, {weight, weight, none}});
-      break;
-    }
-    case SiteKind::kActivationMatMul:
-      switches.operands.push_back({site.activation_input,
-                                   {tensor(state.static_scale_a), rows, tensor(state.e5m2_scale_a, true)}});
-      switches.operands.push_back({site.weight_input,
-                                   {tensor(state.static_scale_b), columns, tensor(state.e5m2_scale_b, true)}});
-      break;
-    case SiteKind::kEmbedding:
-      switches.operands.push_back(
-          {OperandSwitch::kOutput,
-           {tensor(cpu::fp8_scale_for_amax(state.activation.amax(), Fp8Format::kE4M3FN)), rows, none}});
-      break;
-  }
-  return switches;
+  const float table_scale = cpu::fp8_scale_for_amax(state.activation.amax(), Fp8Format::kE4M3FN);
+  return probe::switches_for(state.site, {state.site.kind == SiteKind::kEmbedding ? table_scale : state.static_scale_a,
+                                          state.static_scale_b, state.e5m2_scale_a, state.e5m2_scale_b});
 }
 
 /// Where and how the error runs execute, from the options device (auto|cpu|cuda: auto is
