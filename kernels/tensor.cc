@@ -81,14 +81,16 @@ Tensor Tensor::wrap(DType dtype, Shape shape, void* data, std::shared_ptr<void> 
 Tensor Tensor::from_floats(Shape shape, std::span<const float> values) {
   Tensor tensor = zeros(DType::kFloat32, std::move(shape));
   assert(values.size() == static_cast<size_t>(tensor.element_count()));
-  std::memcpy(tensor.raw(), values.data(), values.size_bytes());
+  // An empty span may hold a null pointer, which memcpy must not be given even for 0 bytes.
+  if (!values.empty()) std::memcpy(tensor.raw(), values.data(), values.size_bytes());
   return tensor;
 }
 
 Tensor Tensor::from_int64s(Shape shape, std::span<const int64_t> values) {
   Tensor tensor = zeros(DType::kInt64, std::move(shape));
   assert(values.size() == static_cast<size_t>(tensor.element_count()));
-  std::memcpy(tensor.raw(), values.data(), values.size_bytes());
+  // An empty span may hold a null pointer, which memcpy must not be given even for 0 bytes.
+  if (!values.empty()) std::memcpy(tensor.raw(), values.data(), values.size_bytes());
   return tensor;
 }
 

@@ -145,8 +145,18 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(const onnx::ModelPro
   for (size_t id = 0; id < plan->values_.size(); ++id)
     if (plan->values_[id].is_constant) producer_of[id] = -1;
   std::vector<std::string> node_names(static_cast<size_t>(node_count));
+  // Given names must be unique (as onnxruntime requires): kernel choices, observers and
+  // annotations find nodes by name. Unnamed nodes are called "<op>_<index>".
+  std::unordered_map<std::string, int> named_nodes;
   for (int n = 0; n < node_count; ++n) {
     const auto& node = graph.node(n);
+    if (!node.name().empty()) {
+      auto [it, inserted] = named_nodes.try_emplace(node.name(), n);
+      if (!inserted)
+        return fail("two nodes are named '" + node.name() + "' (node " + std::to_string(it->second) + ", " +
+                    graph.node(it->second).op_type() + ", and node " + std::to_string(n) + ", " + node.op_type() +
+                    "); node names must be unique");
+    }
     node_names[n] = node.name().empty() ? node.op_type() + "_" + std::to_string(n) : node.name();
     for (const auto& output : node.output()) {
       if (output.empty()) continue;

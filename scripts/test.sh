@@ -2,7 +2,9 @@
 # Quick start, step 2 (and CI): install dependencies, build, and run every test.
 # GPU tests skip with a printed reason on machines without a CUDA device.
 # Then fuzzes the input parsers for LOKA_FUZZ_SECONDS per harness (scripts/fuzz.sh, its
-# own build folder); LOKA_SKIP_FUZZ=1 skips that step.
+# own build folder; LOKA_SKIP_FUZZ=1 skips that step), and runs the tests under ASan+UBSan
+# and the threaded ones under TSan (scripts/sanitize.sh, two build folders of its own;
+# LOKA_SKIP_SANITIZE=1 skips that step).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/install-deps.sh"
@@ -15,4 +17,12 @@ else
   # 60 s per harness: on 2 cores the step (fresh configure + build 1.8 min, five harnesses two
   # at a time 3 min, seeding) took 4.9 min (2026-11-25), well inside CI's budget.
   "$top/scripts/fuzz.sh" "${LOKA_FUZZ_SECONDS:-60}"
+fi
+if [ "${LOKA_SKIP_SANITIZE:-0}" = 1 ]; then
+  echo "sanitize: skipped (LOKA_SKIP_SANITIZE=1)"
+else
+  # Cold (no ccache), 2026-11-25: ASan+UBSan build 525 CPU-s and tests 282 CPU-s, TSan build
+  # 227 CPU-s and runs 52 CPU-s: 1 086 CPU-s, 18 min on the shared 2-core dev machine (about
+  # one core free), about 10 min on two free cores.
+  "$top/scripts/sanitize.sh"
 fi

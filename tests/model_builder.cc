@@ -108,4 +108,26 @@ Result<std::vector<Tensor>> run_once(const Engine& engine, const std::vector<Ten
   return session->run(inputs);
 }
 
+ModelBuilder chain_model(int nodes, const Shape& shape) {
+  ModelBuilder builder(17);
+  builder.input("x", DType::kFloat32, shape);
+  onnx::GraphProto* graph = builder.proto().mutable_graph();
+  graph->mutable_node()->Reserve(nodes);
+  // Names built with += rather than "v" + to_string(n): GCC 12 warns falsely (-Wrestrict) on the latter.
+  const auto named = [](const char* prefix, int n) {
+    std::string name = prefix;
+    name += std::to_string(n);
+    return name;
+  };
+  for (int n = 0; n < nodes; ++n) {
+    onnx::NodeProto* node = graph->add_node();
+    node->set_op_type(n % 3 == 2 ? "Neg" : "Relu");
+    node->set_name(named("n", n));
+    node->add_input(n == 0 ? std::string("x") : named("v", n - 1));
+    node->add_output(named("v", n));
+  }
+  builder.output(named("v", nodes - 1), DType::kFloat32, shape);
+  return builder;
+}
+
 }  // namespace loka::testing

@@ -52,4 +52,8 @@ class ModelBuilder {
 /// Runs `engine` on `inputs` in a fresh Session.
 Result<std::vector<Tensor>> run_once(const Engine& engine, const std::vector<Tensor>& inputs);
 
+/// A chain of `nodes` unary nodes x -> n0 -> n1 -> ... -> y (opset 17; node n is Neg when
+/// n % 3 == 2, else Relu; value n is "v<n>"; x and y float32 of `shape`): very deep graphs.
+ModelBuilder chain_model(int nodes, const Shape& shape);
+
 }  // namespace loka::testing

@@ -28,7 +28,17 @@ namespace {
 constexpr int64_t kRows = 4;   ///< output rows per micro-tile
 constexpr int64_t kCols = 16;  ///< output columns per micro-tile (two AVX2 / four SSE vectors)
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// Not under ThreadSanitizer: it instruments the clones' ifunc resolver, which the dynamic
+// loader calls before the TSan runtime is up (every program crashed at load, gcc 12).
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LOKA_GEMM_NO_CLONES 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define LOKA_GEMM_NO_CLONES 1
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(LOKA_GEMM_NO_CLONES)
 #define LOKA_GEMM_TARGETS __attribute__((target_clones("avx2", "default")))
 #else
 #define LOKA_GEMM_TARGETS

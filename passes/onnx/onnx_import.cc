@@ -91,9 +91,21 @@ Result<std::unique_ptr<ir::Graph>> import_model(const onnx::ModelProto& model,
       by_name[output] = graph->add_value(output, it == declared_types.end() ? ir::TensorType{} : it->second);
     }
   }
+  // Given node names must be unique (as in the runtime and onnxruntime): annotations are keyed
+  // by the input model's node names.
+  std::map<std::string, int> named_nodes;
   for (int n = 0; n < proto.node_size(); ++n) {
     const auto& node = proto.node(n);
-    // Unnamed nodes get "<op>_<index>"; a repeated name gets a suffix (Graph keeps names unique).
+    if (node.name().empty()) continue;
+    auto [it, inserted] = named_nodes.try_emplace(node.name(), n);
+    if (!inserted)
+      return fail("two nodes are named '" + node.name() + "' (node " + std::to_string(it->second) + ", " +
+                  proto.node(it->second).op_type() + ", and node " + std::to_string(n) + ", " + node.op_type() +
+                  "); node names must be unique");
+  }
+  for (int n = 0; n < proto.node_size(); ++n) {
+    const auto& node = proto.node(n);
+    // Unnamed nodes get "<op>_<index>"; should that clash with a given name, Graph adds a suffix.
     const std::string node_name = node.name().empty() ? node.op_type() + "_" + std::to_string(n) : node.name();
     const std::string where = "node '" + node_name + "' (" + node.op_type() + "): ";
     if (function_domains.count(node.domain() + "::" + node.op_type()))
