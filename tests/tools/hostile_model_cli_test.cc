@@ -64,11 +64,12 @@ class HostileModelCli : public ::testing::Test {
     cases_.push_back({name, std::move(needles)});
   }
 
-  /// The three tools' command lines for model `path`.
+  /// The three tools' command lines for model `path` (loka-opt's reproducer of a failed
+  /// pipeline goes to TMPDIR: this test's folder).
   std::vector<std::string> commands(const fs::path& path) const {
     return {tool("loka-run") + " " + path.string() + " --inputs " + (root_ / "data").string(),
-            tool("loka-opt") + " " + path.string() + " -o " + (root_ / "out.onnx").string() +
-                " --pipeline infer-shapes,canonicalize",
+            "TMPDIR=" + root_.string() + " " + tool("loka-opt") + " " + path.string() + " -o " +
+                (root_ / "out.onnx").string() + " --pipeline infer-shapes,canonicalize",
             tool("loka-inspect") + " " + path.string()};
   }
 
