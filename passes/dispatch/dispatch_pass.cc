@@ -383,15 +383,10 @@ class DispatchPass final : public Pass {
     dispatch::DispatchOptions options;
     LOKA_ASSIGN_OR_RETURN(options.buckets, dispatch::parse_buckets(context.string_option("buckets")));
     options.reference_bucket = context.int_option("reference_bucket");
-    const std::string device = context.string_option("device");
-    if (device != "auto" && device != "cpu" && device != "cuda")
-      return Status::error("option device='" + device + "': expected auto, cpu or cuda");
     // auto: the kernels are for this machine's GPU when it has one (loka-opt's --device says
-    // where the Probe runs, not which GPU the engine targets).
-    const bool want_gpu = device != "cpu";
-    const std::string unavailable = want_gpu ? dispatch::gpu_unavailable_reason() : "";
-    if (device == "cuda" && !unavailable.empty()) return Status::error("device=cuda: " + unavailable);
-    if (!want_gpu || !unavailable.empty()) {
+    // where the model is checked, not which GPU the engine targets).
+    LOKA_ASSIGN_OR_RETURN(const bool use_gpu, dispatch::resolve_device_option(context.string_option("device")));
+    if (!use_gpu) {
       auto timer = dispatch::make_cost_model_timer();
       return dispatch::dispatch_gemms(graph, context, *timer, options);
     }

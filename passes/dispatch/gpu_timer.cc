@@ -47,4 +47,13 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb&, PerfDbUse&, const Gpu
 
 #endif
 
+Result<bool> resolve_device_option(const std::string& device) {
+  if (device != "auto" && device != "cpu" && device != "cuda")
+    return Status::error("option device='" + device + "': expected auto, cpu or cuda");
+  if (device == "cpu") return false;
+  const std::string unavailable = gpu_unavailable_reason();
+  if (device == "cuda" && !unavailable.empty()) return Status::error("device=cuda: " + unavailable);
+  return unavailable.empty();
+}
+
 }  // namespace loka::dispatch

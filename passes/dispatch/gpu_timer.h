@@ -20,6 +20,10 @@ struct GpuTimerOptions {
 /// Empty when a GPU can tune here; otherwise why not (no CUDA in this build, no device).
 std::string gpu_unavailable_reason();
 
+/// A pass's `device` option (auto|cpu|cuda) resolved on this machine: true to use the GPU.
+/// auto is the GPU when there is one; cuda without one, or another value, is an error.
+Result<bool> resolve_device_option(const std::string& device);
+
 /// This device's fingerprint (an error without a GPU).
 Result<DeviceFingerprint> gpu_fingerprint();
 

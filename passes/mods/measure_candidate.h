@@ -50,7 +50,6 @@ class CandidateMeter {
   Result<double> measure(std::span<const int32_t> mode);
   /// Data sets measured on.
   size_t data_sets() const { return batches_.size(); }
-  size_t sites() const { return sites_; }
 
  private:
   struct Batch {

@@ -365,16 +365,11 @@ struct ProbeMethod {
 };
 
 Result<ProbeMethod> probe_method(const std::string& device, const std::string& method) {
-  if (device != "auto" && device != "cpu" && device != "cuda")
-    return Status::error("option device='" + device + "': expected auto, cpu or cuda");
+  LOKA_ASSIGN_OR_RETURN(const bool use_gpu, dispatch::resolve_device_option(device));
   if (method != "auto" && method != "hooks" && method != "switches")
     return Status::error("option method='" + method + "': expected auto, hooks or switches");
   ProbeMethod chosen;
-  if (device != "cpu") {
-    const std::string unavailable = dispatch::gpu_unavailable_reason();
-    if (device == "cuda" && !unavailable.empty()) return Status::error("device=cuda: " + unavailable);
-    if (unavailable.empty()) chosen.device = Device::kCuda;
-  }
+  if (use_gpu) chosen.device = Device::kCuda;
   if (chosen.device == Device::kCuda && method == "hooks")
     return Status::error("method=hooks runs on the CPU only (a GPU run has no per-node host hooks): use device=cpu");
   chosen.switches = chosen.device == Device::kCuda || method == "switches";
