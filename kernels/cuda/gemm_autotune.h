@@ -38,7 +38,7 @@ Result<TuningDevice> tuning_device();
 
 struct AutotuneOptions {
   int max_algorithms = 8;  ///< heuristic algorithms per cuBLASLt family
-  bool fast_accum = true;  ///< also time FP8 FAST_ACCUM variants
+  bool fast_accum = false;  ///< also time FP8 FAST_ACCUM variants (biased sums: see docs/dispatch.md)
   bool bf16 = true;        ///< also time BF16 candidates
   bool tf32 = true;        ///< also time TF32 candidates (FP32 keys)
   int warmup = 3;

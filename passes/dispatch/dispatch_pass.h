@@ -51,6 +51,9 @@ namespace dispatch {
 struct DispatchOptions {
   std::vector<int64_t> buckets = {512, 4096, 16384};
   int64_t reference_bucket = 4096;  ///< the bucket whose choice is the node's "kernel"
+  /// Spend the budget's headroom on error-adding kernels (TF32/BF16 on FP32 nodes, FAST_ACCUM
+  /// beyond the FP8 recipe's own error); false keeps to choices that add no error.
+  bool upgrades = true;
 };
 
 /// Parses "512:4096:16384" (',' accepted too; positive, strictly ascending).

@@ -41,16 +41,16 @@ class CostModelTimer final : public GemmTimer {
 
 class PerfDbTimer final : public GemmTimer {
  public:
-  PerfDbTimer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use)
-      : db_(db), device_(std::move(device)), measure_(std::move(measure)), use_(use) {}
+  PerfDbTimer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use,
+              const kernels::CandidateOptions& offered)
+      : db_(db), device_(std::move(device)), measure_(std::move(measure)), use_(use), offered_(offered) {}
   std::string source() const override { return "measured"; }
   std::string device() const override { return device_.to_string(); }
   Result<std::vector<CandidateTiming>> time(const GemmKey& key, const GemmShape& shape) override {
     const std::string problem = problem_key(key, shape);
-    // The registry's full expansion, in order; the database holds the viable ones.
-    const kernels::CandidateOptions all{kMaxAlgorithms, true, true};
+    // The registry's expansion for the offered options, in order; the database holds the viable ones.
     std::vector<CandidateTiming> out;
-    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, all))
+    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, offered_))
       if (auto record = db_.find(device_, problem, c.name())) out.push_back({c, record->median_us, record->rel_error});
     if (!out.empty()) {
       ++use_.hits;
@@ -65,18 +65,18 @@ class PerfDbTimer final : public GemmTimer {
     // Re-read through the database: the plan is the same whether measured now or read later
     // (the file keeps doubles exactly; the order is the registry's).
     std::vector<CandidateTiming> stored;
-    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, all))
+    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, offered_))
       if (auto record = db_.find(device_, problem, c.name())) stored.push_back({c, record->median_us, record->rel_error});
     return stored;
   }
 
-  static constexpr int kMaxAlgorithms = 64;  ///< above any heuristic count a measurement records
 
  private:
   PerfDb& db_;
   DeviceFingerprint device_;
   MeasureFn measure_;
   PerfDbUse& use_;
+  kernels::CandidateOptions offered_;
 };
 
 }  // namespace
@@ -95,8 +95,14 @@ double expected_rel_error(const GemmCandidate& c, const GemmKey& key) {
 
 std::unique_ptr<GemmTimer> make_cost_model_timer() { return std::make_unique<CostModelTimer>(); }
 
-std::unique_ptr<GemmTimer> make_perf_db_timer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use) {
-  return std::make_unique<PerfDbTimer>(db, std::move(device), std::move(measure), use);
+kernels::CandidateOptions all_candidates() {
+  constexpr int kMaxAlgorithms = 64;  // above any heuristic count a measurement records
+  return kernels::CandidateOptions{kMaxAlgorithms, true, true, true};
+}
+
+std::unique_ptr<GemmTimer> make_perf_db_timer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use,
+                                              const kernels::CandidateOptions& offered) {
+  return std::make_unique<PerfDbTimer>(db, std::move(device), std::move(measure), use, offered);
 }
 
 std::string problem_key(const GemmKey& key, const GemmShape& shape) { return key.to_string() + "|" + shape.to_string(); }

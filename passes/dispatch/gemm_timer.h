@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/registry/gemm_kernel_key.h"
+#include "kernels/registry/kernel_registry.h"
 #include "loka/status.h"
 #include "passes/dispatch/perf_db.h"
 
@@ -46,6 +47,9 @@ double expected_rel_error(const kernels::GemmCandidate& candidate, const kernels
 
 std::unique_ptr<GemmTimer> make_cost_model_timer();
 
+/// Every candidate a measurement may record: the most heuristic algorithms and every variant.
+kernels::CandidateOptions all_candidates();
+
 /// Measures one problem: every viable candidate with its median time and error.
 using MeasureFn = std::function<Result<std::vector<CandidateTiming>>(const kernels::GemmKey&, const kernels::GemmShape&)>;
 
@@ -57,7 +61,11 @@ struct PerfDbUse {
 };
 
 /// Answers from `db` (entries of `device` only), measuring what is missing and adding it to `db`.
-std::unique_ptr<GemmTimer> make_perf_db_timer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use);
+/// Only the candidates `offered` expands to are answered: a database filled with FAST_ACCUM
+/// variants, or more heuristic algorithms, must not bring them back into a run that turned
+/// them off. The default offers every candidate a measurement can record.
+std::unique_ptr<GemmTimer> make_perf_db_timer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use,
+                                              const kernels::CandidateOptions& offered = all_candidates());
 
 /// The problem's perf DB key: "<GemmKey>|<GemmShape>".
 std::string problem_key(const kernels::GemmKey& key, const kernels::GemmShape& shape);

@@ -32,7 +32,11 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, co
     for (const cuda::GemmMeasurement& m : measured) out.push_back({m.candidate, m.median_us, m.rel_error});
     return out;
   };
-  return make_perf_db_timer(db, std::move(device), std::move(measure), use);
+  // What a warm database answers follows the same options as what a cold one measures.
+  kernels::CandidateOptions offered = all_candidates();
+  offered.algorithms = options.max_algorithms;
+  offered.fast_accum = options.fast_accum;
+  return make_perf_db_timer(db, std::move(device), std::move(measure), use, offered);
 }
 
 #else

@@ -13,7 +13,7 @@ namespace loka::dispatch {
 
 struct GpuTimerOptions {
   int max_algorithms = 8;
-  bool fast_accum = true;
+  bool fast_accum = false;
   int repeats = 15;
 };
 

@@ -127,7 +127,7 @@ TEST(DispatchPass, WritesACompletePlanForEveryGemmAndBucket) {
   ASSERT_EQ(plan->nodes.size(), 3u);
   EXPECT_EQ(plan->nodes["fc1"].size(), 3u);
   EXPECT_EQ(plan->nodes["fc1"][1].m, 4096);
-  EXPECT_EQ(plan->nodes["fc1"][1].candidate, document["nodes"]["fc1"]["kernel"]);
+  EXPECT_EQ(plan->nodes["fc1"][1].candidate, document["nodes"]["fc1"]["kernel"].get<std::string>());
   // The ai.loka node carries the choice as an attribute too; standard ops do not (onnx's checker).
   EXPECT_TRUE(graph->find_node("fc3")->attributes().has("kernel"));
   EXPECT_FALSE(graph->find_node("fc1")->attributes().has("kernel"));

@@ -5,12 +5,14 @@
 // ============================================================================
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "kernels/registry/kernel_registry.h"
 #include "passes/dispatch/gemm_timer.h"
 #include "passes/dispatch/perf_db.h"
+#include "gemm_test_keys.h"
 #include "test_support.h"
 
 namespace loka::dispatch {
@@ -139,6 +141,39 @@ TEST(PerfDbTimer, MeasuresOncePerDeviceAndReusesTheDatabase) {
     EXPECT_EQ(use.foreign, 1u);
     EXPECT_EQ(db->size(), 2 * first.size());  // both devices' entries kept
   }
+}
+
+TEST(PerfDbTimer, AnswersOnlyTheCandidatesItsOptionsOffer) {
+  // A database filled with every variant (FAST_ACCUM, 8 algorithms) must not hand them to a
+  // run that turned them off: on full-size Wukong, FAST_ACCUM kernels from a warm database gave
+  // a model optimized with fast_accum=false 6x the eval drift it has without them.
+  const kernels::GemmKey key = testing::quantized_gemm_key(kernels::ScaleGranularity::kTensor);
+  const kernels::GemmShape shape{4096, 256, 512, 1};
+  PerfDb db;
+  PerfDbUse use;
+  const MeasureFn everything = [](const kernels::GemmKey& k, const kernels::GemmShape& s) -> Result<std::vector<CandidateTiming>> {
+    std::vector<CandidateTiming> out;
+    for (const kernels::GemmCandidate& c : kernels::gemm_candidates(k, s, {8, true, true}))
+      out.push_back({c, 1.0 + c.algorithm, 1e-3});
+    return out;
+  };
+  auto filled = make_perf_db_timer(db, kH100, everything, use)->time(key, shape);
+  ASSERT_TRUE(filled.is_ok()) << filled.status().message();
+  ASSERT_TRUE(std::any_of(filled->begin(), filled->end(), [](const CandidateTiming& t) { return t.candidate.fast_accum; }));
+
+  const kernels::CandidateOptions narrow{2, false, true};
+  auto answered = make_perf_db_timer(db, kH100, everything, use, narrow)->time(key, shape);
+  ASSERT_TRUE(answered.is_ok()) << answered.status().message();
+  EXPECT_EQ(use.hits, 1u);
+  std::vector<std::string> expected;
+  for (const kernels::GemmCandidate& c : kernels::gemm_candidates(key, shape, narrow)) expected.push_back(c.name());
+  std::vector<std::string> names;
+  for (const CandidateTiming& t : *answered) {
+    names.push_back(t.candidate.name());
+    EXPECT_FALSE(t.candidate.fast_accum) << t.candidate.name();
+    EXPECT_LT(t.candidate.algorithm, 2) << t.candidate.name();
+  }
+  EXPECT_EQ(names, expected);
 }
 
 TEST(PerfDbTimer, AFailedMeasurementIsAnError) {
