@@ -143,7 +143,7 @@ build_pid=
 if [ "$mode" != dry-run ]; then
   # shellcheck disable=SC2016 # $1..$3 belong to the inner shell
   stage build 300 bash -c 'cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOKA_BUILD_TESTS=OFF &&
-    cmake --build "$2" -j"$3" --target loka-opt loka-run loka_model_bench' build "$top" "$build" "$ncpu" &
+    cmake --build "$2" -j"$3" --target loka-opt loka-run loka-inspect loka_model_bench' build "$top" "$build" "$ncpu" &
   build_pid=$!
 fi
 
@@ -207,6 +207,10 @@ for m in "${model_list[@]}"; do
     echo "loka-opt gave no model: LoKA ran the FP32 ONNX model (no FP8)" > "$out/loka/$m.plain"
   fi
   rm -rf "$out/loka/$m.outputs"
+  # Per node: precision, Probe verdict, dispatched kernel and its time — what the kernel table is made of.
+  if [ "$model" != "$zoo/$m/model.onnx" ] && [ -x "$build/tools/loka-inspect" ]; then
+    "$build/tools/loka-inspect" "$model" > "$out/loka/$m.inspect.txt" 2>&1 || true
+  fi
   if [ "$mode" = dry-run ]; then
     stage "loka-quality-$m" 120 "$build/tools/loka-run" "$model" --inputs "$zoo/$m/eval" --device cpu \
       --outputs "$out/loka/$m.outputs" || true

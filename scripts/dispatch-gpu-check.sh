@@ -25,7 +25,7 @@ for dir in models/zoo/*/; do
   for run in cold warm; do
     args=("$dir/model.onnx" -o "$OUT/$name.$run.onnx" --report "$OUT/$name.$run.json")
     [[ -d "$dir/calib" ]] && args+=(--calib "$dir/calib")
-    "$BUILD/loka-opt" "${args[@]}" > "$OUT/$name.$run.log" 2>&1 || { echo "$name: loka-opt ($run) failed:"; tail -5 "$OUT/$name.$run.log"; status=1; continue 2; }
+    "$BUILD/tools/loka-opt" "${args[@]}" > "$OUT/$name.$run.log" 2>&1 || { echo "$name: loka-opt ($run) failed:"; tail -5 "$OUT/$name.$run.log"; status=1; continue 2; }
   done
   read -r cold warm cold_d warm_d < <(python3 - "$OUT/$name.cold.json" "$OUT/$name.warm.json" <<'PY'
 import json, sys
