@@ -78,4 +78,17 @@ float max_abs_difference(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+void expect_one_line_error(const Status& status, const std::vector<std::string>& needles) {
+  ASSERT_FALSE(status.is_ok()) << "expected an error mentioning " << (needles.empty() ? "" : needles[0]);
+  const std::string message = status.message();
+  EXPECT_FALSE(message.empty());
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  for (const std::string& needle : needles)
+    EXPECT_NE(message.find(needle), std::string::npos) << "'" << needle << "' not in: " << message;
+}
+
+std::string device_name(const ::testing::TestParamInfo<Device>& info) {
+  return info.param == Device::kCuda ? "Cuda" : "Cpu";
+}
+
 }  // namespace loka::testing

@@ -3,11 +3,15 @@
 // ============================================================================
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "loka/engine.h"
+#include "loka/status.h"
 #include "loka/tensor.h"
 
 namespace loka::testing {
@@ -35,5 +39,12 @@ CommandResult run_command(const std::string& command);
 Tensor random_tensor(std::mt19937& rng, const Shape& shape, float low = -1.0f, float high = 1.0f);
 /// Largest |a - b| over two float32 tensors of the same shape.
 float max_abs_difference(const Tensor& a, const Tensor& b);
+
+/// The error contract of every user-facing failure: failed, one non-empty line, naming every
+/// `needle` (GoogleTest expectations).
+void expect_one_line_error(const Status& status, const std::vector<std::string>& needles);
+
+/// "Cpu" / "Cuda": the test-name suffix of a suite instantiated per device.
+std::string device_name(const ::testing::TestParamInfo<Device>& info);
 
 }  // namespace loka::testing

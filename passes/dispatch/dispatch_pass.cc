@@ -33,12 +33,30 @@ constexpr double kSameErrorFactor = 1.05;
 /// FP32 summation-order differences stay far below this relative error.
 constexpr double kExactError = 1e-5;
 
-/// The model budget pin-precision spent, and what is left.
+/// The model budget pin-precision spent, and what is left for error-adding kernels.
+///
+/// A predicted selection spends `predicted` of the budget (the sites' errors summed): the rest
+/// is headroom. A measured selection (pin-precision{measure}, on the GPU by default) admits
+/// sites while the *measured* calibration error stays within margin x (budget less the
+/// reserve), so its summed prediction may well exceed the budget, and `limit - predicted`
+/// would leave dispatch nothing: every FP32 node then ran SIMT FP32 (0.5 ms a launch on
+/// full-size DHEN's 640x128 combine MatMuls, H200, 2026-11-26). Such a selection's headroom
+/// is what it promised to leave: the reserve, plus its unspent allowance below its own
+/// target (margin x selection limit − measured error). Dispatch prices its additions with
+/// the same summed prediction either way.
 struct BudgetUse {
   bool known = false;
   probe::BudgetMetric metric = probe::BudgetMetric::kRelL2;
   double limit = 0, predicted = 0;
-  double headroom() const { return known ? std::max(0.0, limit - predicted) : 0.0; }
+  bool measured = false;
+  double measured_error = 0, margin = 0, reserve = 0, selection_limit = 0;
+  double headroom() const {
+    if (!known) return 0.0;
+    if (!measured) return std::max(0.0, limit - predicted);
+    return limit * reserve + std::max(0.0, margin * selection_limit - measured_error);
+  }
+  /// What pin-precision's selection is taken to spend, in the budget's metric.
+  double spent() const { return measured ? limit - headroom() : predicted; }
 };
 
 Result<BudgetUse> budget_use(const json& document) {
@@ -52,6 +70,17 @@ Result<BudgetUse> budget_use(const json& document) {
   use.metric = budget.metric;
   use.limit = budget.limit;
   use.predicted = precision.value("predicted_error", 0.0);
+  const auto number = [&](const char* key) {
+    return precision.contains(key) && precision[key].is_number() ? precision[key].get<double>() : -1.0;
+  };
+  if (precision.value("measured", false) && number("measured_error") >= 0 && number("margin") > 0 &&
+      number("reserve") >= 0 && number("selection_limit") >= 0) {
+    use.measured = true;
+    use.measured_error = number("measured_error");
+    use.margin = number("margin");
+    use.reserve = number("reserve");
+    use.selection_limit = number("selection_limit");
+  }
   return use;
 }
 
@@ -353,8 +382,9 @@ Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& t
                   {"extra_error", used}};
   if (budget.known) {
     summary["budget"] = document["model"]["precision"]["budget"];
-    summary["predicted_error"] = budget.predicted + used;
-    summary["within_budget"] = budget.predicted + used <= budget.limit;
+    summary["headroom_from"] = budget.measured ? "measured selection: reserve + unspent margin" : "prediction";
+    summary["predicted_error"] = budget.spent() + used;
+    summary["within_budget"] = budget.spent() + used <= budget.limit;
   }
   document["model"]["dispatch"] = std::move(summary);
   context.add_statistic("gemm-nodes", static_cast<double>(works.size() + unsized));

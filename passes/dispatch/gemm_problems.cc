@@ -157,9 +157,14 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     if (!shape || shape->m <= 0 || shape->n <= 0 || shape->k <= 0) {
       problem.shapes.clear();
       const auto x = shape_at(node.input(0), bucket), w = shape_at(node.input(1), bucket);
-      problem.reason = x && w ? "no GEMM kernel for this operand form (" + dims_text(*x) + " x " + dims_text(*w) +
-                                    ": e.g. broadcast batch dims)"
-                              : "shapes unknown at batch " + std::to_string(bucket) + " (run infer-shapes first)";
+      const bool shared_left = node.is("MatMul") && x && w && x->size() == 2 && w->size() > 2;
+      problem.reason = !x || !w ? "shapes unknown at batch " + std::to_string(bucket) + " (run infer-shapes first)"
+                       : shared_left
+                           ? "a matrix on the left of every sample (" + dims_text(*x) + " x " + dims_text(*w) +
+                                 "): no candidates to choose from; the CUDA runtime runs it in FP32 (LoKA's "
+                                 "shared-left kernel for K <= 64, else a strided-batched cuBLASLt GEMM)"
+                           : "no GEMM kernel for this operand form (" + dims_text(*x) + " x " + dims_text(*w) +
+                                 ": e.g. broadcast batch dims)";
       return problem;
     }
     problem.shapes.emplace_back(bucket, *shape);

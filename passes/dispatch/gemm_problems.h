@@ -9,7 +9,9 @@
 // evaluated with the symbol set to the bucket. A GEMM node whose shape
 // cannot be evaluated, or whose operand form has no GEMM kernel (a MatMul
 // with broadcast batch dims, as the CUDA runtime's), is returned with the
-// reason, so the plan says why it has no kernel.
+// reason, so the plan says why it has no kernel. A matrix on the left of every
+// sample (W [M,K] · X [B,K,N]) is such a form: the runtime runs it in FP32
+// with LoKA's shared-left kernel, which has nothing to trade.
 // ============================================================================
 #pragma once
 

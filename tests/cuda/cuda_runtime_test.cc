@@ -4,7 +4,9 @@
 // Every zoo model (and exporter variant) runs its eval data on the GPU and
 // matches the CPU runtime; batches between buckets are padded and sliced
 // back; run_on_device agrees with run; out-of-range ids fail naming the node;
-// 8 serving threads give the single-thread outputs with flat device memory.
+// 8 serving threads give the single-thread outputs with flat device memory;
+// the hostile run-time inputs of tests/runtime (zoo_inputs_cases_util.cc) on
+// the GPU.
 // Skips visibly without a GPU.
 // ============================================================================
 #include <gtest/gtest.h>
@@ -23,6 +25,7 @@
 #include "loka/session.h"
 #include "model_builder.h"
 #include "runtime/test_data.h"
+#include "runtime/zoo_inputs_cases.h"
 #include "test_support.h"
 
 namespace loka {
@@ -241,4 +244,18 @@ TEST_F(CudaRuntime, EightServingThreadsGiveTheSingleThreadOutputsWithFlatMemory)
 }
 
 }  // namespace
+}  // namespace loka
+
+namespace loka {
+namespace {
+// Wrong dtype/shape, a batch above the maximum, an empty batch, out-of-range ids and NaN/Inf,
+// held to the CPU runtime's contract (tests/runtime/zoo_inputs_cases_util.cc).
+INSTANTIATE_TEST_SUITE_P(Cuda, ZooInputs, ::testing::Values(Device::kCuda), testing::device_name);
+}  // namespace
+
+namespace testing {
+std::string device_unavailable_reason(Device device) {
+  return device == Device::kCuda ? cuda::device_unavailable_reason() : "";
+}
+}  // namespace testing
 }  // namespace loka

@@ -18,6 +18,7 @@ namespace loka {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_one_line_error;
 
 // Written by numpy 2.4 (the bytes below, verbatim):
 //   np.savez(f, x=np.arange(6, dtype=np.float32).reshape(2, 3) * 0.5,
@@ -115,16 +116,6 @@ void write_bytes(const fs::path& path, const std::string& bytes) {
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-/// Failed with one non-empty line naming every needle.
-void expect_one_line_error(const Status& status, const std::vector<std::string>& needles) {
-  ASSERT_FALSE(status.is_ok()) << "expected an error mentioning " << (needles.empty() ? "" : needles[0]);
-  const std::string message = status.message();
-  EXPECT_FALSE(message.empty());
-  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-  for (const std::string& needle : needles)
-    EXPECT_NE(message.find(needle), std::string::npos) << "'" << needle << "' not in: " << message;
 }
 
 void put16(std::string& out, uint32_t v) { out += static_cast<char>(v & 0xFF), out += static_cast<char>(v >> 8 & 0xFF); }

@@ -1,18 +1,21 @@
 // ============================================================================
 // tests/soak/loka_soak.cc — `loka_soak`: many runs, many threads, flat memory.
 //
-//   loka_soak MODEL.onnx --data DIR [--runs N] [--threads T] [--batches 1,7,32]
-//             [--warmup-runs W] [--rss-slack-mb M]
+//   loka_soak MODEL.onnx --data DIR [--device cpu|cuda] [--runs N] [--threads T]
+//             [--batches 1,7,32] [--warmup-runs W] [--rss-slack-mb M]
 //
-// The serving contract under load, on the CPU runtime: one Engine shared by T
-// threads, one Session each, N runs in all. Every data set of DIR is cut to
+// The serving contract under load, on the CPU or the CUDA runtime: one Engine
+// shared by T threads, one Session each, N runs in all. Every data set of DIR is cut to
 // each batch size of --batches (the first rows of every input whose first dim
 // is symbolic), so Sessions see shapes change run after run. One Session runs
 // every batch once first: the reference. Each threaded run's outputs must equal
 // the reference bit for bit. A sampler reads the process's resident set
 // (/proc/self/statm) ten times a second; after W runs (warm-up: every Session
 // has met every shape) the resident set must stay within M MiB of what it was
-// then. Prints a progress line (runs, seconds, RSS) per tenth of the runs and
+// then. On CUDA each Session's device bytes (arenas, staging, workspace) must
+// not change after warm-up either: a steady-state run allocates nothing on the
+// device (the CUDA engine plans every batch bucket up front, up to the largest
+// --batches size). Prints a progress line (runs, seconds, RSS) per tenth of the runs and
 // a summary line (runs, threads, seconds, runs/s, RSS at load, after warm-up,
 // peak after warm-up, at the end), and exits 1 on a mismatch, a failed run or
 // growth past the slack; errors are one line "loka_soak: <reason>".
@@ -47,11 +50,13 @@ constexpr size_t kMaxDataSets = 16;
 
 cli::ArgumentParser make_parser() {
   cli::ArgumentParser parser(kProgram,
-                             "Runs a model N times from T threads on the CPU runtime (one Session per thread),\n"
-                             "checks every output bit for bit against a single-thread run, and fails when the\n"
-                             "resident set grows past a slack after warm-up.");
+                             "Runs a model N times from T threads on the CPU or CUDA runtime (one Session per\n"
+                             "thread), checks every output bit for bit against a single-thread run, and fails\n"
+                             "when the resident set grows past a slack after warm-up (or, on CUDA, when a\n"
+                             "Session's device memory changes after warm-up).");
   parser.positional("MODEL.onnx", "the model to run")
       .option("--data", "DIR", "data directory with the model's inputs (test_data_set_<k>/ or .npz)").required()
+      .option("--device", "cpu|cuda", "runtime to soak").default_value("cpu")
       .option("--runs", "N", "runs in all, spread over the threads").default_value("100000")
       .option("--threads", "T", "threads, one Session each").default_value("8")
       .option("--batches", "LIST", "batch sizes the data sets are cut to, comma-separated").default_value("1,7,32")
@@ -148,6 +153,7 @@ Result<std::vector<Batch>> make_batches(const Engine& engine, const std::string&
 
 struct Options {
   std::string model, data;
+  Device device = Device::kCpu;
   int64_t runs = 0, threads = 0, warmup_runs = -1;
   std::vector<int64_t> batch_sizes;
   double rss_slack_mb = 0;
@@ -155,7 +161,11 @@ struct Options {
 
 int soak(const Options& options) {
   const size_t rss_before_load = resident_bytes();
-  auto engine = Engine::load_file(options.model);
+  EngineOptions engine_options;
+  engine_options.device = options.device;
+  if (options.device == Device::kCuda)
+    engine_options.max_batch = *std::max_element(options.batch_sizes.begin(), options.batch_sizes.end());
+  auto engine = Engine::load_file(options.model, engine_options);
   if (!engine) return cli::runtime_error(kProgram, engine.status().message());
   auto batches = make_batches(**engine, options.data, options.batch_sizes);
   if (!batches) return cli::runtime_error(kProgram, batches.status().message());
@@ -165,7 +175,8 @@ int soak(const Options& options) {
       options.warmup_runs >= 0
           ? options.warmup_runs
           : std::max<int64_t>(options.runs / 50, 20 * options.threads * static_cast<int64_t>(batches->size()));
-  std::atomic<int64_t> next_run{0}, done_runs{0}, mismatches{0}, failures{0};
+  std::atomic<int64_t> next_run{0}, done_runs{0}, mismatches{0}, failures{0}, device_growth{0};
+  std::atomic<size_t> device_bytes_warm{0};
   std::mutex mutex;
   std::condition_variable finished_cv;
   bool finished = false;
@@ -177,6 +188,7 @@ int soak(const Options& options) {
 
   const auto serve = [&](int thread) {
     const std::unique_ptr<Session> session = (*engine)->new_session();
+    size_t warm_device_bytes = 0;  // this Session's device bytes at its first run after warm-up
     for (int64_t run = next_run.fetch_add(1); run < options.runs; run = next_run.fetch_add(1)) {
       // Threads walk the batches from different offsets, so shapes interleave across Sessions.
       const Batch& batch = (*batches)[static_cast<size_t>(run + thread) % batches->size()];
@@ -191,6 +203,18 @@ int soak(const Options& options) {
           report_problem("thread " + std::to_string(thread) + ", " + batch.label + ": output '" +
                          (*engine)->outputs()[o].name + "' differs from the single-thread run");
           break;
+        }
+      }
+      if (done_runs.load() >= warmup_runs) {
+        const size_t bytes = session->device_bytes();
+        if (warm_device_bytes == 0) {
+          warm_device_bytes = bytes;
+          device_bytes_warm += bytes;
+        } else if (bytes != warm_device_bytes) {
+          ++device_growth;
+          report_problem("thread " + std::to_string(thread) + ", " + batch.label + ": the Session's device bytes went from " +
+                         std::to_string(warm_device_bytes) + " to " + std::to_string(bytes) + " after warm-up");
+          warm_device_bytes = bytes;
         }
       }
       ++done_runs;
@@ -238,12 +262,14 @@ int soak(const Options& options) {
 
   std::printf("loka_soak: %lld runs, %lld threads, %zu batches, %.1f s, %.0f runs/s; RSS MiB: %.1f before load, "
               "%.1f loaded, %.1f after warm-up (run %lld), %.1f peak after warm-up, %.1f at the end, %.1f peak "
-              "of the process (VmHWM); %lld mismatches, %lld failed runs\n",
+              "of the process (VmHWM); %lld mismatches, %lld failed runs; device MiB held by the Sessions after "
+              "warm-up %.1f, %lld changes after it\n",
               static_cast<long long>(done_runs.load()), static_cast<long long>(options.threads), batches->size(),
               seconds, static_cast<double>(done_runs.load()) / seconds, mib(rss_before_load), mib(rss_loaded),
               mib(rss_warm), static_cast<long long>(warm_at_run), mib(rss_peak), mib(rss_end),
               mib(peak_resident_bytes()), static_cast<long long>(mismatches.load()),
-              static_cast<long long>(failures.load()));
+              static_cast<long long>(failures.load()), mib(device_bytes_warm.load()),
+              static_cast<long long>(device_growth.load()));
   if (!first_problem.empty()) return cli::runtime_error(kProgram, first_problem);
   if (warm_at_run < 0)
     return cli::runtime_error(kProgram, "the run ended before warm-up (" + std::to_string(warmup_runs) +
@@ -265,6 +291,9 @@ int main_checked(int argc, char** argv) {
   Options options;
   options.model = args.positionals()[0];
   options.data = args.value("--data");
+  const std::string device = args.value("--device");
+  if (device != "cpu" && device != "cuda") return cli::usage_error(kProgram, "--device must be cpu or cuda, not '" + device + "'");
+  options.device = device == "cuda" ? Device::kCuda : Device::kCpu;
   for (const std::string option : {"--runs", "--threads"}) {
     auto value = args.integer(option);
     if (!value) return cli::usage_error(kProgram, value.status().message());

@@ -3,7 +3,9 @@
 //
 // FP32 Gemm/MatMul run cuBLASLt FP32 GEMMs (kernels/cuda/gemm.h; no TF32, so
 // results match the CPU to summation order) unless Dispatch chose another
-// candidate for the node (TF32, BF16: dispatched_gemm.h). QuantizedGemm runs the FP8 path
+// candidate for the node (TF32, BF16: dispatched_gemm.h). A MatMul of a small
+// matrix on the left of every sample (W [M,K] · X [B,K,N], K ≤ 64) runs LoKA's
+// shared-left kernel instead, also FP32 (kernels/cuda/shared_left_matmul.h). QuantizedGemm runs the FP8 path
 // when cuBLASLt can (K a multiple of 16): the activation is quantized (or
 // already FP8 from LayerNormQuant), the E4M3 GEMM runs with unit scales into
 // the FP32 output, and the scale epilogue applies the per-tensor or per-row
@@ -20,6 +22,7 @@
 #include "kernels/cuda/fp8_gemm.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/quantize_rows.h"
+#include "kernels/cuda/shared_left_matmul.h"
 #include "loka/float8.h"
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/ops/dispatched_gemm.h"
@@ -103,6 +106,24 @@ Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
   return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), layout, init.outputs[0].shape, addend_shape), -1};
 }
 
+/// Y[b] = A · X[b] with LoKA's kernel: A the MatMul's 2-D (or batch-1) left operand.
+class SharedLeftMatMulOp final : public DeviceOp {
+ public:
+  SharedLeftMatMulOp(int64_t batch, int64_t m, int64_t k, int64_t n) : batch_(batch), m_(m), k_(k), n_(n) {}
+  Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
+                 int) const override {
+    SharedLeftMatMulArgs args;
+    args.a = static_cast<const float*>(in[0].data);
+    args.x = static_cast<const float*>(in[1].data);
+    args.y = static_cast<float*>(out[0].data);
+    args.batch = batch_, args.m = m_, args.k = k_, args.n = n_;
+    return launch_shared_left_matmul(args, context.stream);
+  }
+
+ private:
+  int64_t batch_, m_, k_, n_;
+};
+
 /// MatMul: [..., M, K] × [K, N] (a weight: one GEMM over all leading rows),
 /// [B..., M, K] × [B..., K, N] with equal leading dims (strided-batched), or
 /// [M, K] × [B..., K, N] (a weight on the left, read by every batch).
@@ -137,6 +158,10 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
                              b.size() == 2 ? kernels::GemmLayout::kNN : kernels::GemmLayout::kBatched,
                              init.inputs[1].host.defined(), false, GemmEpilogue::kNone};
   // A shared X (weight on the left) is no registry problem: Dispatch gives such nodes a reason, no kernel.
+  // Small ones (the token mixing of Wukong and DHEN) run LoKA's kernel, which cuBLASLt's batched
+  // tiles trail by an order of magnitude there; larger ones a strided-batched cuBLASLt GEMM.
+  if (problem.broadcast_x && shared_left_matmul_can_implement(problem.m, problem.k).is_ok())
+    return DevicePlan{std::make_unique<SharedLeftMatMulOp>(problem.batch, problem.m, problem.k, problem.n), -1};
   if (!problem.broadcast_x) {
     LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, problem.batch},
                                                                 GemmInputSlots{}));

@@ -1,0 +1,130 @@
+// ============================================================================
+// tests/cuda/shared_left_matmul_test.cc — Y[b] = A · X[b] on the GPU
+// (kernels/cuda/shared_left_matmul.h) against the CPU runtime's MatMul.
+//
+// Fresh random operands per case; every K tier and its edges (1, 16, 17, 34,
+// 48, 49, 64), M from 1 to the shared-memory limit, N below, at and above a
+// column block (1, 127, 128, 129), batch 1 and 65536; the CUDA MatMul op
+// takes the kernel for a 2-D left operand and keeps cuBLASLt beyond K = 64,
+// both matching the CPU. Skips visibly without a GPU.
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+#include "kernels/cuda/shared_left_matmul.h"
+#include "loka/engine.h"
+#include "model_builder.h"
+#include "runtime/single_node_util.h"
+#include "test_support.h"
+
+namespace loka {
+namespace {
+
+using testing::DeviceBytes;
+
+class CudaSharedLeftMatMul : public testing::CudaTest {};
+
+/// FP32 sums of K products in another order (FMA against mul + add) differ by a few units of
+/// the largest partial sum: K · 2⁻²³ · Σ|a·x| bounds it, with room.
+float tolerance(const Tensor& a, const Tensor& x, int64_t k) {
+  float largest = 0;
+  for (float v : a.to_floats()) largest = std::max(largest, std::fabs(v));
+  float largest_x = 0;
+  for (float v : x.to_floats()) largest_x = std::max(largest_x, std::fabs(v));
+  return 4.0f * static_cast<float>(k) * static_cast<float>(k) * largest * largest_x * 0x1p-23f;
+}
+
+struct Shape4 {
+  int64_t batch, m, k, n;
+};
+
+TEST_F(CudaSharedLeftMatMul, MatchesTheCpuMatMulOnEveryTierAndAwkwardShape) {
+  std::mt19937 rng(29);
+  for (const Shape4 s : {Shape4{1, 1, 1, 1}, Shape4{3, 7, 16, 127}, Shape4{2, 34, 17, 128}, Shape4{5, 34, 34, 129},
+                         Shape4{4, 32, 48, 130}, Shape4{2, 64, 49, 33}, Shape4{3, 192, 64, 100},
+                         Shape4{1, 256, 48, 5}, Shape4{65536, 3, 5, 2}, Shape4{7, 1, 64, 1000}}) {
+    SCOPED_TRACE("batch=" + std::to_string(s.batch) + " M=" + std::to_string(s.m) + " K=" + std::to_string(s.k) +
+                 " N=" + std::to_string(s.n));
+    ASSERT_TRUE(cuda::shared_left_matmul_can_implement(s.m, s.k)) << cuda::shared_left_matmul_can_implement(s.m, s.k).message();
+    const Tensor a = testing::random_tensor(rng, {s.m, s.k});
+    const Tensor x = testing::random_tensor(rng, {s.batch, s.k, s.n});
+    auto expected = testing::run_single_node("MatMul", 17, {a, x});
+    ASSERT_TRUE(expected) << expected.status().message();
+    DeviceBytes d_a(a), d_x(x), d_y(static_cast<size_t>(s.batch * s.m * s.n) * sizeof(float));
+    cuda::SharedLeftMatMulArgs args;
+    args.a = d_a.as<float>();
+    args.x = d_x.as<float>();
+    args.y = d_y.as<float>();
+    args.batch = s.batch, args.m = s.m, args.k = s.k, args.n = s.n;
+    ASSERT_TRUE(cuda::launch_shared_left_matmul(args, nullptr).is_ok());
+    const Tensor y = d_y.download_tensor(DType::kFloat32, {s.batch, s.m, s.n});
+    testing::expect_close(y, (*expected)[0], 0, tolerance(a, x, s.k));
+  }
+}
+
+TEST_F(CudaSharedLeftMatMul, NanAndInfinityReachOnlyTheirColumns) {
+  std::mt19937 rng(31);
+  const Tensor a = testing::random_tensor(rng, {4, 6});
+  Tensor x = testing::random_tensor(rng, {2, 6, 8});
+  const float finite_tolerance = tolerance(a, x, 6);
+  x.data<float>()[1 * 48 + 2 * 8 + 3] = NAN;       // sample 1, k 2, column 3
+  x.data<float>()[0 * 48 + 5 * 8 + 6] = INFINITY;  // sample 0, k 5, column 6
+  auto expected = testing::run_single_node("MatMul", 17, {a, x});
+  ASSERT_TRUE(expected) << expected.status().message();
+  DeviceBytes d_a(a), d_x(x), d_y(2 * 4 * 8 * sizeof(float));
+  ASSERT_TRUE(cuda::launch_shared_left_matmul({d_a.as<float>(), d_x.as<float>(), d_y.as<float>(), 2, 4, 6, 8}, nullptr));
+  const Tensor y = d_y.download_tensor(DType::kFloat32, {2, 4, 8});
+  testing::expect_close(y, (*expected)[0], 0, finite_tolerance);  // NaN matches NaN, ±inf must be equal
+}
+
+TEST_F(CudaSharedLeftMatMul, RefusesWhatItCannotHoldWithAReason) {
+  EXPECT_FALSE(cuda::shared_left_matmul_can_implement(0, 4));
+  EXPECT_FALSE(cuda::shared_left_matmul_can_implement(4, 0));
+  const Status long_k = cuda::shared_left_matmul_can_implement(4, 65);
+  ASSERT_FALSE(long_k);
+  EXPECT_NE(long_k.message().find("K=65"), std::string::npos) << long_k.message();
+  EXPECT_FALSE(cuda::shared_left_matmul_can_implement(193, 64));  // A beyond 48 KiB
+  EXPECT_TRUE(cuda::shared_left_matmul_can_implement(192, 64));
+  // Empty batches or columns launch nothing; a null operand of a real launch is refused.
+  EXPECT_TRUE(cuda::launch_shared_left_matmul({nullptr, nullptr, nullptr, 0, 4, 4, 4}, nullptr));
+  EXPECT_FALSE(cuda::launch_shared_left_matmul({nullptr, nullptr, nullptr, 2, 4, 4, 4}, nullptr));
+}
+
+/// The MatMul op as a model sees it: W [M,K] initializer on the left of x [batch,K,N].
+void expect_matmul_model_matches_cpu(int64_t m, int64_t k, int64_t n, int64_t batch) {
+  SCOPED_TRACE("M=" + std::to_string(m) + " K=" + std::to_string(k));
+  std::mt19937 rng(static_cast<unsigned>(m * 1000 + k));
+  testing::ModelBuilder builder(17);
+  const Tensor w = testing::random_tensor(rng, {m, k});
+  builder.input("x", DType::kFloat32, {-1, k, n})
+      .initializer("w", w)
+      .node("MatMul", {"w", "x"}, {"y"}, {}, "mix")
+      .output("y", DType::kFloat32, {-1, m, n});
+  const Tensor x = testing::random_tensor(rng, {batch, k, n});
+  auto cpu = builder.build_engine();
+  ASSERT_TRUE(cpu) << cpu.status().message();
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = batch;
+  auto gpu = builder.build_engine(options);
+  ASSERT_TRUE(gpu) << gpu.status().message();
+  auto expected = testing::run_once(**cpu, {x});
+  auto actual = testing::run_once(**gpu, {x});
+  ASSERT_TRUE(expected) << expected.status().message();
+  ASSERT_TRUE(actual) << actual.status().message();
+  testing::expect_close((*actual)[0], (*expected)[0], 0, tolerance(w, x, k));
+}
+
+TEST_F(CudaSharedLeftMatMul, TheMatMulOpRunsItAndKeepsCublasBeyondItsLimits) {
+  expect_matmul_model_matches_cpu(34, 34, 128, 300);  // DHEN's linear module: LoKA's kernel
+  expect_matmul_model_matches_cpu(32, 64, 128, 64);   // Wukong's linear compression: LoKA's kernel
+  expect_matmul_model_matches_cpu(8, 80, 24, 64);     // K beyond the registers: cuBLASLt
+}
+
+}  // namespace
+}  // namespace loka
