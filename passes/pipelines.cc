@@ -29,8 +29,10 @@
 #include "passes/pipelines.h"
 
 #include "passes/canonicalize/canonicalize.h"
+#include "passes/canonicalize/decompose_ops.h"
 #include "passes/canonicalize/eliminate_dead_code.h"
 #include "passes/canonicalize/fold_constants.h"
+#include "passes/canonicalize/lower_einsum.h"
 #include "passes/canonicalize/fold_shape_chains.h"
 #include "passes/canonicalize/fuse_decomposed_gelu.h"
 #include "passes/canonicalize/fuse_decomposed_layernorm.h"
@@ -60,6 +62,8 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(fold_shape_chains_pass_info(), make_fold_shape_chains_pass);
   registry.add(remove_identities_pass_info(), make_remove_identities_pass);
   registry.add(fuse_matmul_add_pass_info(), make_fuse_matmul_add_pass);
+  registry.add(lower_einsum_pass_info(), make_lower_einsum_pass);
+  registry.add(decompose_ops_pass_info(), make_decompose_ops_pass);
   registry.add(normalize_gemm_pass_info(), make_normalize_gemm_pass);
   registry.add(fuse_decomposed_layernorm_pass_info(), make_fuse_decomposed_layernorm_pass);
   registry.add(fuse_decomposed_gelu_pass_info(), make_fuse_decomposed_gelu_pass);

@@ -5,12 +5,14 @@
 
 #include <functional>
 
+#include "passes/canonicalize/decompose_ops.h"
 #include "passes/canonicalize/eliminate_dead_code.h"
 #include "passes/canonicalize/fold_constants.h"
 #include "passes/canonicalize/fold_shape_chains.h"
 #include "passes/canonicalize/fuse_decomposed_gelu.h"
 #include "passes/canonicalize/fuse_decomposed_layernorm.h"
 #include "passes/canonicalize/fuse_matmul_add.h"
+#include "passes/canonicalize/lower_einsum.h"
 #include "passes/canonicalize/normalize_gemm.h"
 #include "passes/canonicalize/remove_identities.h"
 #include "passes/infer_shapes_pass.h"
@@ -36,6 +38,8 @@ class CanonicalizePass final : public Pass {
   Result<bool> run(ir::Graph& graph, PassContext& context) override {
     std::vector<SubPass> passes;
     passes.push_back(sub_pass(infer_shapes_pass_info(), make_infer_shapes_pass()));
+    passes.push_back(sub_pass(lower_einsum_pass_info(), make_lower_einsum_pass()));
+    passes.push_back(sub_pass(decompose_ops_pass_info(), make_decompose_ops_pass()));
     passes.push_back(sub_pass(fold_constants_pass_info(), make_fold_constants_pass()));
     passes.back().options["max-elements"] = std::to_string(context.int_option("max-folded-elements"));
     passes.push_back(sub_pass(fold_shape_chains_pass_info(), make_fold_shape_chains_pass()));

@@ -194,6 +194,15 @@ Value* Graph::find_value(const std::string& name) const {
   return it == value_names_.end() ? nullptr : it->second;
 }
 
+bool Graph::rename_node(Node* node, const std::string& name) {
+  if (node->name_ == name) return true;
+  if (name.empty() || node_names_.count(name)) return false;
+  node_names_.erase(node->name_);
+  node->name_ = name;
+  node_names_[name] = node;
+  return true;
+}
+
 Node* Graph::find_node(const std::string& name) const {
   auto it = node_names_.find(name);
   return it == node_names_.end() ? nullptr : it->second;

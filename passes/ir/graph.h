@@ -99,7 +99,6 @@ class Node {
  public:
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }
-  void set_name(std::string name) { name_ = std::move(name); }
   const std::string& op_type() const { return op_type_; }
   /// "" for the default ONNX domain.
   const std::string& domain() const { return domain_; }
@@ -154,6 +153,9 @@ class Graph {
   void replace_all_uses_with(Value* from, Value* to);
   /// Erases a node whose outputs have no uses and are not graph outputs (asserts otherwise).
   void erase_node(Node* node);
+  /// Gives `node` the name `name` (find_node follows); false, changing nothing, when another
+  /// live node has it. Node names are how annotations and kernel plans find a node.
+  bool rename_node(Node* node, const std::string& name);
   /// Erases a value with no producer, no uses and not a graph input/output (asserts otherwise).
   void erase_value(Value* value);
   /// Replaces the constant data of an initializer (same name, new type from the tensor).

@@ -56,6 +56,26 @@ TEST(Canonicalize, ChainedRewritesReachTheCanonicalFormInOneRun) {
   EXPECT_EQ(again->printed, r->printed);
 }
 
+TEST(Canonicalize, AnEinsumProjectionBecomesAGemmSiteNamedAfterIt) {
+  // torch.einsum("bd,dk->bk", x, W) + b: lowered to a MatMul (named "proj"), which meets its bias.
+  auto r = testing::apply_pass(R"(graph "t" {
+  opset "" 17
+  input %x : f32[batch,4]
+  init %w : f32[4,3] = [0.5, -1, 2, 0.25, 1, -0.5, 1.5, 0.75, -2, 1, 0.5, -0.25]
+  init %b : f32[3] = [0.1, 0.2, 0.3]
+  %p = Einsum(%x, %w) {equation = "bd,dk->bk"} @"proj"
+  %y = Add(%p, %b) @"proj_bias"
+  output %y
+})", canonicalize_pass_info(), make_canonicalize_pass());
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(check_lines(r->printed, R"(
+    CHECK: %y = Gemm(%x, %w_t, %b) {transB = 1} : f32[batch,3] @"proj"
+    CHECK-NOT: Einsum
+  )"), "");
+  EXPECT_EQ(r->run.statistics["lower-einsum.einsum-lowered"], 1);
+  EXPECT_EQ(r->after->node_count(), 1u);
+}
+
 TEST(Canonicalize, NegativeTwinTheIterationBoundIsReported) {
   auto r = testing::apply_pass(kExported, canonicalize_pass_info(), make_canonicalize_pass(), {{"max-iterations", "1"}});
   ASSERT_TRUE(r) << r.status().message();

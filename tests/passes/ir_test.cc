@@ -94,6 +94,30 @@ TEST(IrGraph, ReplacingAGraphOutputMovesTheOutput) {
   EXPECT_TRUE(verify_graph(g));
 }
 
+TEST(IrGraph, RenamingANodeMovesItsNameAndRefusesATakenOne) {
+  auto parsed = parse_graph(R"(graph "g" {
+  input %x : f32[2]
+  %a = Relu(%x) : f32[2] @"r"
+  %b = Neg(%a) : f32[2] @"n"
+  output %b
+})");
+  ASSERT_TRUE(parsed);
+  Graph& g = **parsed;
+  Node* relu = g.find_node("r");
+  EXPECT_FALSE(g.rename_node(relu, "n"));  // taken: nothing changes
+  EXPECT_EQ(relu->name(), "r");
+  EXPECT_FALSE(g.rename_node(relu, ""));
+  EXPECT_TRUE(g.rename_node(relu, "activation"));
+  EXPECT_EQ(g.find_node("activation"), relu);
+  EXPECT_EQ(g.find_node("r"), nullptr);
+  // The freed name can be taken again, and erasing the renamed node frees its new name.
+  EXPECT_TRUE(g.rename_node(g.find_node("n"), "r"));
+  g.replace_all_uses_with(relu->output(0), g.find_value("x"));
+  g.erase_node(relu);
+  EXPECT_EQ(g.find_node("activation"), nullptr);
+  EXPECT_TRUE(verify_graph(g));
+}
+
 TEST(IrGraph, TopologicalOrderIsStableAndFindsCycles) {
   auto parsed = parse_graph(R"(graph "g" {
   input %x : f32[2]

@@ -1,0 +1,37 @@
+// ============================================================================
+// passes/canonicalize/decompose_ops.h — `decompose-ops`: ops an exporter
+// emits that LoKA's runtimes do not execute, rewritten into ops they do.
+//
+//   Clip(x, lo, hi)               → Min(Max(x, lo), hi)     (either bound optional;
+//                                   opset < 11 bounds are attributes)
+//   BatchNormalization(x, γ, β, μ, σ²) (inference: training_mode 0, one output)
+//                                 → x · s + t,  s = γ / √(σ² + ε), t = β − μ · s
+//                                   (constants folded here; s, t shaped [C, 1, ...]
+//                                   so they broadcast along axis 1)
+//
+// Rec models meet these through torch.clamp / F.normalize (Clip) and
+// BatchNorm1d in eval mode (BatchNormalization); without this pass loka-opt
+// stops at the first node the runtime cannot run. Clip's rewrite is exact
+// (ONNX Max/Min keep a NaN x, as Clip does); BatchNormalization's rounds
+// once differently (x·s + t against (x − μ)/√(σ²+ε)·γ + β): within FP32
+// rounding. The last node of each rewrite keeps the original's name (the
+// name annotations use) and its output the original value's name.
+//
+// Requires: nothing (types are not needed). Does not: decompose a
+// BatchNormalization in training mode, one with extra outputs, or one whose
+// γ, β, μ, σ² are not constants; a Clip whose bounds are not scalars (ONNX
+// requires scalars). Those are left, counted ("kept"), and the runtime names
+// the node if it cannot run it.
+// ============================================================================
+#pragma once
+
+#include <memory>
+
+#include "passes/pass.h"
+
+namespace loka {
+
+PassInfo decompose_ops_pass_info();
+std::unique_ptr<Pass> make_decompose_ops_pass();
+
+}  // namespace loka
