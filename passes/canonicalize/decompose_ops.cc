@@ -3,6 +3,7 @@
 // ============================================================================
 #include "passes/canonicalize/decompose_ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "passes/canonicalize/rewrite_utils.h"
@@ -91,6 +92,88 @@ Status decompose_batch_norm(ir::Graph& graph, ir::Node* norm) {
   return replace_last(graph, norm, "Add", {mul->output(0), t});
 }
 
+/// Adds `op`(inputs) named after `node` plus `step` (an intermediate of its decomposition).
+ir::Value* step(ir::Graph& graph, const ir::Node& node, const char* op, const std::vector<ir::Value*>& inputs,
+                const char* what) {
+  return graph.add_node(op, inputs, 1, graph.unique_node_name(node.name() + "/" + what))->output(0);
+}
+
+/// max(0, min(1, alpha · x + beta)): ONNX HardSigmoid's own formula, op by op.
+ir::Value* hard_sigmoid(ir::Graph& graph, const ir::Node& node, ir::Value* x, float alpha, float beta) {
+  ir::Value* scaled = step(graph, node, "Mul", {x, scalar(graph, node.name() + "/alpha", alpha)}, "alpha");
+  ir::Value* shifted = step(graph, node, "Add", {scaled, scalar(graph, node.name() + "/beta", beta)}, "beta");
+  return step(graph, node, "Min", {shifted, scalar(graph, node.name() + "/one", 1.0f)}, "min");
+}
+
+Status require_float32_input(const ir::Node& node) {
+  if (node.outputs().size() != 1 || node.input(0) == nullptr || node.input(0)->type().dtype != DType::kFloat32)
+    return Status::error("needs one float32 input of known type");
+  return Status::ok();
+}
+
+/// HardSigmoid → Max(Min(x·α + β, 1), 0).
+Status decompose_hard_sigmoid(ir::Graph& graph, ir::Node* node) {
+  LOKA_RETURN_IF_ERROR(require_float32_input(*node));
+  LOKA_ASSIGN_OR_RETURN(const float alpha, node->attributes().get_float("alpha", 0.2f));
+  LOKA_ASSIGN_OR_RETURN(const float beta, node->attributes().get_float("beta", 0.5f));
+  ir::Value* clipped = hard_sigmoid(graph, *node, node->input(0), alpha, beta);
+  return replace_last(graph, node, "Max", {clipped, scalar(graph, node->name() + "/zero", 0.0f)});
+}
+
+/// HardSwish → x · HardSigmoid(x) with α = 1/6, β = 0.5.
+Status decompose_hard_swish(ir::Graph& graph, ir::Node* node) {
+  LOKA_RETURN_IF_ERROR(require_float32_input(*node));
+  ir::Value* x = node->input(0);
+  ir::Value* clipped = hard_sigmoid(graph, *node, x, 1.0f / 6.0f, 0.5f);
+  ir::Value* gate = step(graph, *node, "Max", {clipped, scalar(graph, node->name() + "/zero", 0.0f)}, "gate");
+  return replace_last(graph, node, "Mul", {x, gate});
+}
+
+/// PRelu(x, slope) → Max(x, 0) + Min(x, 0) · slope (no Where, which the CUDA runtime lacks; a
+/// NaN x stays NaN through Max, and x < 0 gives 0 + slope·x = slope·x exactly).
+Status decompose_prelu(ir::Graph& graph, ir::Node* node) {
+  LOKA_RETURN_IF_ERROR(require_float32_input(*node));
+  if (node->input(1) == nullptr) return Status::error("no slope");
+  ir::Value* x = node->input(0);
+  ir::Value* zero = scalar(graph, node->name() + "/zero", 0.0f);
+  ir::Value* positive = step(graph, *node, "Max", {x, zero}, "positive");
+  ir::Value* negative = step(graph, *node, "Min", {x, zero}, "negative");
+  ir::Value* sloped = step(graph, *node, "Mul", {negative, node->input(1)}, "slope");
+  return replace_last(graph, node, "Add", {positive, sloped});
+}
+
+/// Sum(a, b, c, ...) → ((a + b) + c) ...; Mean the same, then / N (ONNX Mean's order).
+Status decompose_sum_or_mean(ir::Graph& graph, ir::Node* node, bool mean) {
+  const std::vector<ir::Value*> inputs = node->inputs();
+  if (inputs.empty() || node->outputs().size() != 1 ||
+      std::any_of(inputs.begin(), inputs.end(), [](const ir::Value* v) { return v == nullptr; }))
+    return Status::error("malformed variadic op");
+  if (mean && (inputs[0]->type().dtype != DType::kFloat32)) return Status::error("Mean needs float32 inputs");
+  if (inputs.size() == 1 && !mean) return replace_last(graph, node, "Identity", {inputs[0]});
+  ir::Value* total = inputs[0];
+  const size_t adds = inputs.size() - (mean ? 1 : 2);
+  for (size_t i = 1; i <= adds; ++i) total = step(graph, *node, "Add", {total, inputs[i]}, "add");
+  if (!mean) return replace_last(graph, node, "Add", {total, inputs.back()});
+  return replace_last(graph, node, "Div", {total, scalar(graph, node->name() + "/count", static_cast<float>(inputs.size()))});
+}
+
+/// The decompositions by op type, and the statistic each counts under.
+struct Decomposition {
+  const char* op;
+  const char* statistic;
+  Status (*apply)(ir::Graph&, ir::Node*);
+};
+
+constexpr Decomposition kDecompositions[] = {
+    {"Clip", "clips", decompose_clip},
+    {"BatchNormalization", "batch-norms", decompose_batch_norm},
+    {"PRelu", "prelus", decompose_prelu},
+    {"HardSigmoid", "hard-sigmoids", decompose_hard_sigmoid},
+    {"HardSwish", "hard-swishes", decompose_hard_swish},
+    {"Sum", "sums", [](ir::Graph& g, ir::Node* n) { return decompose_sum_or_mean(g, n, false); }},
+    {"Mean", "means", [](ir::Graph& g, ir::Node* n) { return decompose_sum_or_mean(g, n, true); }},
+};
+
 class DecomposeOpsPass final : public Pass {
  public:
   Result<bool> run(ir::Graph& graph, PassContext& context) override {
@@ -98,12 +181,13 @@ class DecomposeOpsPass final : public Pass {
     for (uint32_t id = 0; id < graph.node_id_bound(); ++id) {
       ir::Node* node = graph.node_by_id(id);
       if (node == nullptr) continue;
-      const bool clip = node->is("Clip"), norm = node->is("BatchNormalization");
-      if (!clip && !norm) continue;
-      const Status status = clip ? decompose_clip(graph, node) : decompose_batch_norm(graph, node);
-      const std::string what = clip ? "clips" : "batch-norms";
-      context.add_statistic(what + (status.is_ok() ? "-decomposed" : "-kept"));
-      changed = changed || status.is_ok();
+      for (const Decomposition& d : kDecompositions) {
+        if (!node->is(d.op)) continue;
+        const Status status = d.apply(graph, node);
+        context.add_statistic(std::string(d.statistic) + (status.is_ok() ? "-decomposed" : "-kept"));
+        changed = changed || status.is_ok();
+        break;
+      }
     }
     return changed;
   }
@@ -112,10 +196,14 @@ class DecomposeOpsPass final : public Pass {
 }  // namespace
 
 PassInfo decompose_ops_pass_info() {
+  std::vector<std::string> statistics;
+  for (const Decomposition& d : kDecompositions)
+    for (const char* outcome : {"-decomposed", "-kept"}) statistics.push_back(std::string(d.statistic) + outcome);
   return PassInfo{"decompose-ops",
-                  "rewrite Clip and inference BatchNormalization into Max/Min and Mul/Add, which the runtimes run",
+                  "rewrite Clip, inference BatchNormalization, PRelu, HardSigmoid, HardSwish, Sum and Mean into "
+                  "elementwise ops both runtimes run",
                   {},
-                  {"clips-decomposed", "clips-kept", "batch-norms-decomposed", "batch-norms-kept"}};
+                  statistics};
 }
 
 std::unique_ptr<Pass> make_decompose_ops_pass() { return std::make_unique<DecomposeOpsPass>(); }

@@ -8,16 +8,23 @@
 //                                 → x · s + t,  s = γ / √(σ² + ε), t = β − μ · s
 //                                   (constants folded here; s, t shaped [C, 1, ...]
 //                                   so they broadcast along axis 1)
+//   PRelu(x, slope)               → Max(x, 0) + Min(x, 0) · slope   (no Where: the
+//                                   CUDA runtime has none)
+//   HardSigmoid(x; α, β)          → Max(Min(x · α + β, 1), 0)
+//   HardSwish(x)                  → x · Max(Min(x · 1/6 + 0.5, 1), 0)
+//   Sum(a, b, ...) / Mean(...)    → ((a + b) + ...)  [/ N]
 //
-// Rec models meet these through torch.clamp / F.normalize (Clip) and
-// BatchNorm1d in eval mode (BatchNormalization); without this pass loka-opt
-// stops at the first node the runtime cannot run. Clip's rewrite is exact
-// (ONNX Max/Min keep a NaN x, as Clip does); BatchNormalization's rounds
-// once differently (x·s + t against (x − μ)/√(σ²+ε)·γ + β): within FP32
-// rounding. The last node of each rewrite keeps the original's name (the
+// Rec models meet these through torch.clamp / F.normalize (Clip), BatchNorm1d
+// in eval mode, PReLU (DIN-style rankers), Hardsigmoid/Hardswish gates and
+// stacked sums; without this pass loka-opt stops at the first node the
+// runtime cannot run. The rewrites apply the ops' ONNX formulas operation by
+// operation, so they are exact (Max/Min keep a NaN x, as Clip does; a zero's
+// sign may differ in PRelu), except BatchNormalization, which rounds once
+// differently (x·s + t against (x − μ)/√(σ²+ε)·γ + β): within FP32 rounding. The last node of each rewrite keeps the original's name (the
 // name annotations use) and its output the original value's name.
 //
-// Requires: nothing (types are not needed). Does not: decompose a
+// Requires: the input's float32 type for PRelu, HardSigmoid, HardSwish, Mean
+// and an opset < 11 Clip (infer-shapes). Does not: decompose a
 // BatchNormalization in training mode, one with extra outputs, or one whose
 // γ, β, μ, σ² are not constants; a Clip whose bounds are not scalars (ONNX
 // requires scalars). Those are left, counted ("kept"), and the runtime names

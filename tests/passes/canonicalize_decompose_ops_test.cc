@@ -3,7 +3,8 @@
 // (input and attribute bounds, one bound, none) becomes Max/Min and matches
 // ONNX Clip on NaN, ±inf and values beyond either bound; an inference
 // BatchNormalization becomes Mul/Add matching the BN formula on rank 2 and 4
-// inputs; negative twins (statistics not constant, training mode, a non-scalar
+// inputs; PRelu, HardSigmoid, HardSwish, Sum and Mean match their ONNX
+// formulas exactly; negative twins (statistics not constant, training mode, a non-scalar
 // bound) stay and are counted.
 // ============================================================================
 #include <gtest/gtest.h>
@@ -139,6 +140,66 @@ void expect_batch_norm_matches(const Shape& x_shape, unsigned seed) {
 TEST(DecomposeOps, InferenceBatchNormBecomesMulAddBroadcastAlongChannels) {
   expect_batch_norm_matches({4, 6}, 1);
   expect_batch_norm_matches({2, 3, 4, 5}, 2);
+}
+
+/// Runs the one-node graph `op_line` (reading %x : f32[2,5] and %y out) decomposed, on the
+/// awkward values; expects `formula` elementwise (NaN where it gives NaN).
+void expect_elementwise(const std::string& op_line, const std::string& statistic, float (*formula)(float),
+                        const std::string& extra = "") {
+  SCOPED_TRACE(op_line);
+  auto r = decompose("graph \"t\" {\n  opset \"\" 17\n  input %x : f32[2,5]\n" + extra + "  " + op_line +
+                     "\n  output %y\n}\n");
+  EXPECT_EQ(r.run.statistics[statistic], 1);
+  const std::string op = op_line.substr(op_line.find('=') + 2, op_line.find('(') - op_line.find('=') - 2);
+  EXPECT_EQ(check_lines(r.printed, "CHECK-NOT: " + op + "("), "");
+  const Tensor x = awkward_values();
+  const std::vector<float> in = x.to_floats(), out = run_after(r, {x}).to_floats();
+  ASSERT_EQ(out.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float want = formula(in[i]);
+    if (std::isnan(want)) EXPECT_TRUE(std::isnan(out[i])) << "element " << i;
+    else EXPECT_EQ(out[i], want) << "element " << i << " = " << in[i];
+  }
+}
+
+/// ONNX's clip to [0, 1] (numpy's: NaN stays NaN).
+float clip01(float v) { return std::isnan(v) ? v : std::max(0.0f, std::min(1.0f, v)); }
+
+TEST(DecomposeOps, PReluHardSigmoidAndHardSwishMatchTheirOnnxFormulas) {
+  expect_elementwise("%y = PRelu(%x, %slope) @\"act\"", "prelus-decomposed",
+                     [](float x) { return x < 0 ? 0.25f * x : x; }, "  init %slope : f32[1] = [0.25]\n");
+  expect_elementwise("%y = HardSigmoid(%x) {alpha = 0.3f, beta = 0.4f} @\"gate\"", "hard-sigmoids-decomposed",
+                     [](float x) { return clip01(x * 0.3f + 0.4f); });
+  expect_elementwise("%y = HardSwish(%x) @\"gate\"", "hard-swishes-decomposed",
+                     [](float x) { return x * clip01(x * (1.0f / 6.0f) + 0.5f); });
+}
+
+TEST(DecomposeOps, SumAndMeanBecomeAddChainsInInputOrder) {
+  auto r = decompose(R"(graph "t" {
+  opset "" 17
+  input %a : f32[2,3]
+  input %b : f32[2,3]
+  input %c : f32[3]
+  %s = Sum(%a, %b, %c) @"sum"
+  %m = Mean(%a, %b, %c) @"mean"
+  output %s
+  output %m
+})");
+  EXPECT_EQ(check_lines(r.printed, "CHECK: Add(%a, %b)\nCHECK: %s = Add(%sum/add, %c) : undefined[*] @\"sum\"\n"
+                                   "CHECK: %m = Div(%mean/add_1, %mean/count)"),
+            "");
+  std::mt19937 rng(5);
+  const Tensor a = testing::random_tensor(rng, {2, 3}), b = testing::random_tensor(rng, {2, 3});
+  const Tensor c = testing::random_tensor(rng, {3});
+  auto outputs = testing::run_graph(*r.after, {a, b, c});
+  ASSERT_TRUE(outputs) << outputs.status().message();
+  const std::vector<float> va = a.to_floats(), vb = b.to_floats(), vc = c.to_floats();
+  const std::vector<float> sum = (*outputs)[0].to_floats(), mean = (*outputs)[1].to_floats();
+  for (size_t i = 0; i < 6; ++i) {
+    const float s = (va[i] + vb[i]) + vc[i % 3];
+    EXPECT_EQ(sum[i], s) << i;
+    EXPECT_EQ(mean[i], s / 3.0f) << i;
+  }
 }
 
 TEST(DecomposeOps, NegativeTwinsStayAndAreCounted) {
