@@ -10,11 +10,16 @@
 #   build      LoKA with CUDA (loka-opt, loka-run, loka_model_bench), in the background
 #   zoo-NAME   make_zoo.py --size full on the GPU: train briefly, export ONNX, calib/eval data
 #              and the trained state_dict, one process per model, all in parallel with the build
-#   opt-NAME   loka-opt (default pipeline, calibration data from the generator, --report) on the
-#              upper half of the cores, while
-#   torch-NAME bench/torch_bench.py times the PyTorch baselines on the lower half (GPU to itself)
+#   torch-NAME bench/torch_bench.py times the PyTorch baselines, one model after another, with
+#              the GPU to itself: nothing else runs then
+#   opt-NAME   loka-opt (default pipeline, calibration data from the generator, --report), all
+#              models at once, after the PyTorch stages: its Probe, measured precision choice
+#              and Dispatch autotune run on the GPU, so they must not overlap a PyTorch timing
+#              (until 2026-11-26 they did: PyTorch rows of models timed while loka-opt ran came
+#              out up to 2x slow, e.g. the attention ranker's torch.compile 7.5 ms against 3.9 ms
+#              alone on the same H200)
 #   loka-NAME  loka_model_bench (CUDA events, CUDA graph, CUPTI kernel trace) and loka-run on the
-#              eval data for quality — after the PyTorch stages, so the GPU is never shared
+#              eval data for quality — after loka-opt, so the GPU is never shared
 #   report     bench/bench_report.py: prints the table, writes OUTDIR/benchmarks.{md,json} and
 #              (not in a dry run) docs/benchmarks.{md,json} in the checkout
 # The whole run has a deadline (full 540 s, quick 300 s): each stage's budget is cut to what is
@@ -24,7 +29,7 @@
 # reported as not run. It checks every Python part and the report.
 #
 # Overrides (environment): LOKA_BENCH_MODELS, LOKA_BENCH_BATCHES, LOKA_BENCH_TABLE_ROWS, LOKA_BENCH_CALIB_ROWS,
-# LOKA_BENCH_TRAIN_STEPS, LOKA_BENCH_DEADLINE_S, LOKA_BENCH_GPU_RESERVE_S, LOKA_BENCH_BUILD_DIR, LOKA_BENCH_SCRATCH,
+# LOKA_BENCH_TRAIN_STEPS, LOKA_BENCH_DEADLINE_S, LOKA_BENCH_GPU_RESERVE_S, LOKA_BENCH_OPT_RESERVE_S, LOKA_BENCH_BUILD_DIR, LOKA_BENCH_SCRATCH,
 # LOKA_BENCH_OPT_ARGS (extra loka-opt arguments, e.g. "--budget logloss=0.0005"), PYTHON,
 # LOKA_BENCH_REUSE_ZOO=1 (keep the scratch zoo of an earlier run with the same settings),
 # LOKA_BENCH_TORCH_IMPLS (a subset of bench/torch_impls.py's ALL_IMPLS, comma-separated).
@@ -118,14 +123,6 @@ stage() {  # stage NAME BUDGET_S COMMAND...: runs under a time limit, logs, reco
   return $rc
 }
 
-# Command prefixes pinning PyTorch to the lower half of the cores and loka-opt to the upper
-# half (when there are enough to split). A quarter for PyTorch (tried 2026-11-25) starved
-# torch.compile: most PyTorch rows ran out of their time budget.
-pin_low=(); pin_high=()
-if (( ncpu >= 8 )) && command -v taskset > /dev/null; then
-  pin_low=(taskset -c "0-$(( ncpu / 2 - 1 ))"); pin_high=(taskset -c "$(( ncpu / 2 ))-$(( ncpu - 1 ))")
-fi
-
 # ---- the device -----------------------------------------------------------------
 if [ "$mode" = dry-run ]; then
   echo "cpu (dry run)" > "$out/device.txt"
@@ -166,18 +163,12 @@ have_tools=0
 if [ -x "$build/tools/loka-opt" ] && [ -x "$build/tools/loka-run" ]; then have_tools=1; fi
 if (( ! have_tools )); then record tools missing 0 "no loka-opt/loka-run in $build"; fi
 
-# ---- loka-opt (upper cores, background) ∥ PyTorch baselines (lower cores, GPU) ------
-opt_pids=()
-for m in "${model_list[@]}"; do
-  [ -f "$zoo/$m/model.onnx" ] || continue
-  if (( have_tools )); then
-    # shellcheck disable=SC2086 # LOKA_BENCH_OPT_ARGS is an option list
-    # Whatever is left after LoKA's GPU stages: a slow loka-opt must not take their time.
-    stage "opt-$m" $(( $(left) - LOKA_GPU_RESERVE_S * ${#model_list[@]} )) "${pin_high[@]}" "$build/tools/loka-opt" "$zoo/$m/model.onnx" -o "$scratch/opt/$m.loka.onnx" \
-      --calib "$zoo/$m/calib" --report "$out/loka/$m.opt.json" --quiet ${LOKA_BENCH_OPT_ARGS:-} &
-    opt_pids+=($!)
-  fi
-done
+# ---- PyTorch baselines (GPU to itself), then loka-opt (all models at once) ------------
+# loka-opt needs the GPU too (Probe, measured precision choice, Dispatch autotune): it waits for
+# PyTorch, so no baseline is timed on a shared GPU. What PyTorch may spend leaves loka-opt its
+# reserve (LOKA_BENCH_OPT_RESERVE_S: the slowest full-size model took 97 s on an H200 with four
+# running at once, 2026-11-26) and LoKA's GPU stages theirs.
+OPT_RESERVE_S=${LOKA_BENCH_OPT_RESERVE_S:-120}
 dry=()
 [ "$mode" = dry-run ] && dry=(--dry-run)
 n_models=${#model_list[@]}
@@ -185,14 +176,25 @@ i=0
 for m in "${model_list[@]}"; do
   i=$(( i + 1 ))
   if [ ! -f "$zoo/$m/model.pt" ]; then record "torch-$m" skipped 0 "no trained model (zoo-$m failed)"; continue; fi
-  # An equal share of what is left after reserving LoKA's GPU stages (LOKA_GPU_RESERVE_S per model),
-  # so one slow model cannot starve the rest, nor PyTorch starve LoKA.
-  share=$(( ($(left) - LOKA_GPU_RESERVE_S * n_models) / (n_models - i + 1) ))
+  # An equal share of what is left after the reserves, so one slow model cannot starve the
+  # rest, nor PyTorch starve LoKA.
+  share=$(( ($(left) - OPT_RESERVE_S - LOKA_GPU_RESERVE_S * n_models) / (n_models - i + 1) ))
   (( share < 30 )) && share=30
-  stage "torch-$m" "$share" "${pin_low[@]}" "$py" "$top/bench/torch_bench.py" --model-dir "$zoo/$m" \
+  stage "torch-$m" "$share" "$py" "$top/bench/torch_bench.py" --model-dir "$zoo/$m" \
     --out "$out/torch/$m.json" --batches "$batches" --runs "$runs" --budget-s $(( share - 20 )) \
     --peaks "$out/torch/peaks.json" --fp32-probs "$out/torch/$m.fp32.npy" "${dry[@]}" \
     ${LOKA_BENCH_TORCH_IMPLS:+--impls "$LOKA_BENCH_TORCH_IMPLS"} || true
+done
+opt_pids=()
+for m in "${model_list[@]}"; do
+  [ -f "$zoo/$m/model.onnx" ] || continue
+  if (( have_tools )); then
+    # shellcheck disable=SC2086 # LOKA_BENCH_OPT_ARGS is an option list
+    # Whatever is left after LoKA's GPU stages: a slow loka-opt must not take their time.
+    stage "opt-$m" $(( $(left) - LOKA_GPU_RESERVE_S * n_models )) "$build/tools/loka-opt" "$zoo/$m/model.onnx" -o "$scratch/opt/$m.loka.onnx" \
+      --calib "$zoo/$m/calib" --report "$out/loka/$m.opt.json" --quiet ${LOKA_BENCH_OPT_ARGS:-} &
+    opt_pids+=($!)
+  fi
 done
 for p in "${opt_pids[@]}"; do wait "$p" || true; done
 
