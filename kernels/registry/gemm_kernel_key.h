@@ -65,6 +65,9 @@ struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
   int64_t batch = 1;  ///< strided batch count (activation MatMuls)
   std::string to_string() const;  ///< "m=4096,n=256,k=512[,batch=8]"
+  /// Output rows over every batch (M × batch): what grows with the model's batch size, so
+  /// what a kernel plan tells buckets apart by (a batched MatMul's M stays the same).
+  int64_t rows() const { return m * batch; }
   bool operator==(const GemmShape&) const = default;
 };
 

@@ -4,9 +4,11 @@
 //
 //   loka.kernels 1
 //   device<TAB>NVIDIA H100 80GB HBM3 / driver 13000 / cuBLASLt 130100   (or "cost-model")
-//   <node name><TAB><M><TAB><candidate name>                             (one per node and bucket)
+//   <node name><TAB><rows><TAB><candidate name>                          (one per node and bucket)
 //
-// M is the GEMM's row count at the bucket the choice was made for. The
+// rows is the GEMM's output rows over all its batches (GemmShape::rows(): M,
+// or M × batch for a batched MatMul, whose M is the same at every bucket) at
+// the bucket the choice was made for. The
 // Dispatch pass writes it (with the richer JSON in "loka.annotations" for
 // tools); the runtime parses it without a JSON library. The format is plain
 // text so that a standard ONNX node needs no non-standard attribute (onnx's
@@ -28,7 +30,7 @@ inline constexpr const char* kKernelPlanKey = "loka.kernels";
 inline constexpr const char* kCostModelDevice = "cost-model";
 
 struct KernelChoice {
-  int64_t m = 0;          ///< rows at the bucket it was chosen for
+  int64_t m = 0;          ///< GemmShape::rows() at the bucket it was chosen for
   std::string candidate;  ///< GemmCandidate::name()
   bool operator==(const KernelChoice&) const = default;
 };
@@ -38,7 +40,7 @@ struct KernelPlan {
   std::map<std::string, std::vector<KernelChoice>> nodes;  ///< by node name, ascending M
 
   std::string to_text() const;
-  /// The choice for `m` rows: the exact M, else the nearest M (ties: the larger).
+  /// The choice for `m` rows: the exact rows, else the nearest (ties: the larger).
   const KernelChoice* choose(const std::string& node, int64_t m) const;
 };
 

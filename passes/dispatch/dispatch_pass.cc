@@ -356,8 +356,8 @@ Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& t
         annotation["kernel_precision"] = entry["precision"];
       }
       per_bucket[std::to_string(bucket)] = std::move(entry);
-      plan.nodes[work.name].push_back({shape.m, name});
-      attribute.push_back(std::to_string(shape.m) + ":" + name);
+      plan.nodes[work.name].push_back({shape.rows(), name});
+      attribute.push_back(std::to_string(shape.rows()) + ":" + name);
       precision_counts[kernels::precision_name(chosen->timing.candidate.precision)] += 1;
     }
     annotation["kernels"] = std::move(per_bucket);

@@ -23,7 +23,7 @@
 // "kernel_precision", "kernel_source", and "kernels" per bucket; model
 // "dispatch" (device, source, buckets, budget use); the "loka.kernels" plan
 // the runtime reads (kernels/registry/kernel_plan.h); and on ai.loka nodes the
-// attribute kernel = ["<M>:<name>", ...].
+// attribute kernel = ["<rows>:<name>", ...] (rows: M × batch count).
 // Requires: shape-inferred IR; pin-precision's annotations for any
 // error-adding choice (without them only free candidates are used).
 // Guarantees: the same model with the same perf DB (or the cost model) gives

@@ -374,6 +374,25 @@ TEST(DispatchPass, ActivationMatMulGetsTf32AndBf16Candidates) {
   EXPECT_EQ(names, (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.tf32.algo0", "cublaslt.bf16.algo0"}));
 }
 
+TEST(DispatchPass, ABatchedMatMulsPlanTellsItsBucketsApartByRowsOverAllBatches) {
+  // qk's M is 64 at every bucket; its batch count is the bucket. The plan keys each choice by
+  // M x batch, so the runtime finds the 4096 choice at 4096 (keyed by M, every bucket got the
+  // first one).
+  auto graph = make_graph(kAttention, {});
+  annotate_sites(*graph, 0.002, {{"qk", 0.004}});
+  dispatch_with_cost_model(*graph);
+  auto plan = kernels::parse_kernel_plan(graph->metadata[kernels::kKernelPlanKey]);
+  ASSERT_TRUE(plan) << plan.status().message();
+  std::vector<int64_t> rows;
+  for (const kernels::KernelChoice& choice : plan->nodes.at("qk")) rows.push_back(choice.m);
+  EXPECT_EQ(rows, (std::vector<int64_t>{64 * 512, 64 * 4096, 64 * 16384}));
+  for (int64_t bucket : {512, 4096, 16384}) {
+    const kernels::KernelChoice* choice = plan->choose("qk", 64 * bucket);
+    ASSERT_NE(choice, nullptr);
+    EXPECT_EQ(choice->m, 64 * bucket);
+  }
+}
+
 TEST(DispatchPass, NegativeTwinPinnedActivationMatMulStaysFp32) {
   auto graph = make_graph(kAttention, {});
   annotate_sites(*graph, 0.002, {{"qk", 0.004}}, {"qk"});

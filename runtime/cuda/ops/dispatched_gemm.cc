@@ -87,7 +87,7 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
   if (entries_value == nullptr) return Status::error("attribute loka_kernel must be a list of strings");
   const std::vector<std::string>& entries = *entries_value;
   LOKA_ASSIGN_OR_RETURN(const std::string device, init.attributes.get_string("loka_kernel_device", std::string()));
-  // The entry for this M, else the nearest.
+  // The entry for these rows (M × batch), else the nearest.
   kernels::KernelPlan plan;
   for (const std::string& entry : entries) {
     const size_t colon = entry.find(':');
@@ -97,10 +97,10 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
     } catch (const std::exception&) {
       m = 0;
     }
-    if (m <= 0) return Status::error("attribute loka_kernel: '" + entry + "' is not <M>:<kernel>");
+    if (m <= 0) return Status::error("attribute loka_kernel: '" + entry + "' is not <rows>:<kernel>");
     plan.nodes[node].push_back({m, entry.substr(colon + 1)});
   }
-  const kernels::KernelChoice* choice = plan.choose(node, shape.m);
+  const kernels::KernelChoice* choice = plan.choose(node, shape.rows());
   if (choice == nullptr) return std::optional<DevicePlan>();
   auto parsed = kernels::parse_gemm_candidate(choice->candidate);
   if (!parsed) return fall_back(node, parsed.status().message() + ": running the default kernel", std::optional<DevicePlan>());
@@ -112,7 +112,7 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
                                                    ": running " + candidate.family_default().name() + " instead of " +
                                                    candidate.name() + " (re-run loka-opt here to re-tune)",
                                                candidate.family_default()));
-  } else if (candidate.algorithm != 0 && choice->m != shape.m) {
+  } else if (candidate.algorithm != 0 && choice->m != shape.rows()) {
     candidate = candidate.family_default();  // another problem size: its own heuristic best
   }
   // A static activation scale is a planning input (the quantize kernel takes it by value);

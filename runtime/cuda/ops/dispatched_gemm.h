@@ -2,10 +2,11 @@
 // runtime/cuda/ops/dispatched_gemm.h — running the kernel the Dispatch pass
 // chose for a Gemm / MatMul / QuantizedGemm node.
 //
-// A node carries the choice as the attribute loka_kernel = ["<M>:<name>", ...]
-// (from the model's "loka.kernels" metadata, see runtime/execution_plan.cc)
-// and loka_kernel_device, the GPU / driver / cuBLASLt the times were measured
-// on. The choice for the planned bucket's M (else the nearest M, with the
+// A node carries the choice as the attribute loka_kernel = ["<rows>:<name>", ...]
+// (from the model's "loka.kernels" metadata, see runtime/execution_plan.cc;
+// rows = M, times the batch count for a batched MatMul, whose M is the same at
+// every bucket) and loka_kernel_device, the GPU / driver / cuBLASLt the times
+// were measured on. The choice for the planned bucket's rows (else the nearest, with the
 // family's heuristic-best algorithm: an index belongs to one problem) is
 // built with kernels/cuda/gemm_candidate.h (any family: FP32, TF32, BF16 — for
 // activation x activation MatMuls too — FP8, emulation). When the plan was measured on
