@@ -30,7 +30,7 @@ add_seeds() {
 # Seeds are rebuilt from the repository on every run; nothing large is committed.
 rm -rf "$work/seeds" "$work/artifacts" "$work/logs"
 mkdir -p "$work/seeds" "$work/artifacts" "$work/logs"
-harnesses=(fuzz_onnx_engine fuzz_onnx_import fuzz_tensor_proto fuzz_npz fuzz_ir_text)
+harnesses=(fuzz_onnx_engine fuzz_onnx_import fuzz_tensor_proto fuzz_npz fuzz_ir_text fuzz_einsum)
 for harness in "${harnesses[@]}"; do
   mkdir -p "$work/seeds/$harness" "$work/corpus/$harness" "$work/artifacts/$harness"
 done
@@ -43,6 +43,13 @@ add_seeds "$work/seeds/fuzz_tensor_proto" "$node_data" -name '*.pb' -size -2k
 python3 "$top/tests/fuzz/make_npz_seeds.py" "$work/seeds/fuzz_npz"
 add_seeds "$work/seeds/fuzz_ir_text" "$top/tests/data" -name '*.ir'
 python3 "$top/tests/fuzz/extract_ir_seeds.py" "$work/seeds/fuzz_ir_text" "$top/tests" >/dev/null
+# fuzz_einsum: operand count, each operand's rank and dims (0 = symbolic), then the equation.
+einsum_seed() { printf "$2" > "$work/seeds/fuzz_einsum/$1"; }
+einsum_seed batched '\x01\x03\x00\x03\x04\x03\x00\x04\x05bij,bjk->bik'
+einsum_seed mixing '\x01\x02\x06\x04\x03\x00\x04\x08nm,bmd->bnd'
+einsum_seed projection '\x01\x03\x00\x07\x08\x02\x08\x05bnd,dk->bnk'
+einsum_seed summed '\x00\x03\x02\x03\x04bij->b'
+einsum_seed implicit '\x01\x02\x03\x04\x02\x04\x02ij,jk'
 
 # Longest input per harness: whole zoo models (<= ~200 KiB) must fit unclipped.
 max_len() {
@@ -51,6 +58,7 @@ max_len() {
     fuzz_tensor_proto) echo 16384 ;;
     fuzz_npz) echo 8192 ;;
     fuzz_ir_text) echo 16384 ;;
+    fuzz_einsum) echo 256 ;;
   esac
 }
 
