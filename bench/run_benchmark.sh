@@ -94,7 +94,7 @@ mkdir -p "$zoo" "$scratch/opt"
 IFS=, read -r -a model_list <<< "$models"
 ncpu=$(nproc)
 REPORT_RESERVE_S=20
-LOKA_GPU_RESERVE_S=${LOKA_BENCH_GPU_RESERVE_S:-30}  # loka-run on the eval sets + loka_model_bench (load, plan, graphs, runs, trace): 10 s for Wukong at 512 + 4096 (quick, 2026-11-25)
+LOKA_GPU_RESERVE_S=${LOKA_BENCH_GPU_RESERVE_S:-20}  # loka-run on the eval sets + loka_model_bench (load, plan, graphs, runs, trace): 4-14 s a full-size model at 512/4096/16384 (H200, 2026-11-26)
 
 # ---- stage helpers ------------------------------------------------------------
 left() { echo $(( deadline - ($(date +%s) - t_start) - REPORT_RESERVE_S )); }
@@ -167,8 +167,10 @@ if (( ! have_tools )); then record tools missing 0 "no loka-opt/loka-run in $bui
 # loka-opt needs the GPU too (Probe, measured precision choice, Dispatch autotune): it waits for
 # PyTorch, so no baseline is timed on a shared GPU. What PyTorch may spend leaves loka-opt its
 # reserve (LOKA_BENCH_OPT_RESERVE_S: the slowest full-size model took 97 s on an H200 with four
-# running at once, 2026-11-26) and LoKA's GPU stages theirs.
-OPT_RESERVE_S=${LOKA_BENCH_OPT_RESERVE_S:-120}
+# running at once, 2026-11-26) and LoKA's GPU stages theirs. In a full run that leaves PyTorch
+# about 60 s a model (its stages took 44-66 s on 2026-11-26); a model out of time skips its
+# remaining rows, and the table says so.
+OPT_RESERVE_S=${LOKA_BENCH_OPT_RESERVE_S:-110}
 dry=()
 [ "$mode" = dry-run ] && dry=(--dry-run)
 n_models=${#model_list[@]}
