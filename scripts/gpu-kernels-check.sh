@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine for the CUDA runtime (issue 6): builds the GPU targets, runs the
 # CUDA test suite (kernels vs the CPU reference, zoo models vs the CPU runtime, 8-thread
-# serving), the kernel tests again under compute-sanitizer memcheck, every zoo model through
+# serving), the kernel tests and the hostile run-time inputs again under compute-sanitizer
+# memcheck, a 1 000 000-run 8-thread GPU soak, every zoo model through
 # `loka-run --device cuda` (FP32 models and their loka-opt output) against the CPU runtime,
 # and the kernel rate bench. Logs go to LOGDIR; a short table is printed last.
 #   usage: scripts/gpu-kernels-check.sh LOGDIR   (after `source .carry/gpu-env.sh`)
@@ -24,14 +25,14 @@ step() {  # step NAME COMMAND...: runs with its output in LOGDIR/NAME.log, recor
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/device.txt"
 step configure cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-step build cmake --build "$build" -j"$(nproc)" --target loka_cuda_tests kernel_rate_bench loka_model_bench loka-run loka-opt
+step build cmake --build "$build" -j"$(nproc)" --target loka_cuda_tests kernel_rate_bench loka_model_bench loka-run loka-opt loka_soak
 step cuda-tests "$build/tests/loka_cuda_tests"
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$sanitizer" ]; then
   # Kernel suites only (the zoo and serving tests take too long under memcheck); smaller shapes are
   # not needed: memcheck runs the same cases, just slower.
   step memcheck-kernels timeout 420 "$sanitizer" --tool memcheck --error-exitcode 3 --print-limit 20 \
-       "$build/tests/loka_cuda_tests" --gtest_filter='CudaGemm*:CudaLayerNorm*:CudaQuantizeRows*:CudaFp8Gemm*:*Epilogue*:*Softmax*:*Embedding*:*Copy*:*Reduce*:*Fp8Convert*'
+       "$build/tests/loka_cuda_tests" --gtest_filter='CudaGemm*:CudaLayerNorm*:CudaQuantizeRows*:CudaFp8Gemm*:*Epilogue*:*Softmax*:*Embedding*:*Copy*:*Reduce*:*Fp8Convert*:*Elementwise*:*ProbeFakeQuant*:*SharedLeft*:Cuda/ZooInputs.*:CudaRuntime.OutOfRange*:CudaRuntime.ABatchAbove*:CudaLokaOps.*'
 else
   rows+=("memcheck-kernels                   SKIPPED  (no compute-sanitizer on this machine)")
 fi
@@ -50,6 +51,9 @@ for model in dlrm_dot dlrm_dcnv2 wukong dhen attention_ranker; do
          --compare "$opt_dir/$model.cpu" --tol 2e-3 --bench 200
   fi
 done
+# The serving contract under load on the GPU: bit-identical outputs, no device allocation after warm-up.
+step soak-cuda "$build/tests/loka_soak" "$top/models/zoo/wukong/model.onnx" --data "$top/models/zoo/wukong/eval" \
+     --device cuda --runs 1000000 --threads 8 --batches 1,7,64,512
 step kernel-rate-bench "$build/kernel_rate_bench"
 
 echo
