@@ -142,6 +142,68 @@ Status decompose_prelu(ir::Graph& graph, ir::Node* node) {
   return replace_last(graph, node, "Add", {positive, sloped});
 }
 
+/// LeakyRelu(x; α) → Max(x, 0) + Min(x, 0) · α: the PRelu form with a constant slope (the CPU
+/// runtime runs LeakyRelu itself, the CUDA runtime has no kernel for it).
+Status decompose_leaky_relu(ir::Graph& graph, ir::Node* node) {
+  LOKA_RETURN_IF_ERROR(require_float32_input(*node));
+  LOKA_ASSIGN_OR_RETURN(const float alpha, node->attributes().get_float("alpha", 0.01f));
+  ir::Value* x = node->input(0);
+  ir::Value* zero = scalar(graph, node->name() + "/zero", 0.0f);
+  ir::Value* positive = step(graph, *node, "Max", {x, zero}, "positive");
+  ir::Value* negative = step(graph, *node, "Min", {x, zero}, "negative");
+  ir::Value* sloped = step(graph, *node, "Mul", {negative, scalar(graph, node->name() + "/alpha", alpha)}, "slope");
+  return replace_last(graph, node, "Add", {positive, sloped});
+}
+
+/// Split → one Slice per output (the CUDA runtime slices but has no Split): the piece sizes
+/// from the `split` input or attribute, or an even split of a known axis size. Outputs that
+/// are graph outputs keep the Split (their names are the model's contract).
+Status decompose_split(ir::Graph& graph, ir::Node* node) {
+  ir::Value* x = node->input(0);
+  if (x == nullptr || !x->type().has_rank()) return Status::error("input rank unknown");
+  for (const ir::Value* output : node->outputs())
+    if (output->is_graph_output()) return Status::error("an output is a graph output");
+  const int64_t opset = default_opset(graph);
+  LOKA_ASSIGN_OR_RETURN(int64_t axis, node->attributes().get_int("axis", 0));
+  const int rank = x->type().rank();
+  if (axis < -rank || axis >= rank) return Status::error("axis out of range");
+  if (axis < 0) axis += rank;
+  const size_t count = node->outputs().size();
+  std::vector<int64_t> sizes;
+  if (opset >= 13 && node->input(1) != nullptr) {
+    auto split = canonicalize::int_list_constant(node->input(1));
+    if (!split) return Status::error("split sizes not constant");
+    sizes = *split;
+  } else if (opset < 13 && node->attributes().has("split")) {
+    LOKA_ASSIGN_OR_RETURN(sizes, node->attributes().get_ints("split"));
+  } else {
+    // An even split (opset 18: the last piece may be smaller) of a known axis.
+    const ir::Dim& dim = (*x->type().shape)[static_cast<size_t>(axis)];
+    if (!dim.is_known()) return Status::error("the split axis has no known size");
+    const auto n = static_cast<int64_t>(count);
+    const int64_t piece = opset >= 18 ? (dim.value + n - 1) / n : dim.value / n;
+    sizes.assign(count, piece);
+    sizes.back() = dim.value - piece * (n - 1);
+    if (sizes.back() < 0 || (opset < 18 && sizes.back() != piece)) return Status::error("uneven split");
+  }
+  if (sizes.size() != count || std::any_of(sizes.begin(), sizes.end(), [](int64_t v) { return v < 0; }))
+    return Status::error("split sizes do not match the outputs");
+  const auto ints = [&](const std::string& what, std::vector<int64_t> values) {
+    return graph.add_initializer(graph.unique_value_name(node->name() + "/" + what),
+                                 Tensor::from_int64s({static_cast<int64_t>(values.size())}, values));
+  };
+  ir::Value* axes = ints("axes", {axis});
+  int64_t start = 0;
+  for (size_t i = 0; i < count; ++i) {
+    ir::Value* piece = step(graph, *node, "Slice", {x, ints("starts", {start}), ints("ends", {start + sizes[i]}), axes},
+                            "slice");
+    start += sizes[i];
+    graph.replace_all_uses_with(node->output(i), piece);
+  }
+  graph.erase_node(node);
+  return Status::ok();
+}
+
 /// Sum(a, b, c, ...) → ((a + b) + c) ...; Mean the same, then / N (ONNX Mean's order).
 Status decompose_sum_or_mean(ir::Graph& graph, ir::Node* node, bool mean) {
   const std::vector<ir::Value*> inputs = node->inputs();
@@ -172,6 +234,8 @@ constexpr Decomposition kDecompositions[] = {
     {"HardSwish", "hard-swishes", decompose_hard_swish},
     {"Sum", "sums", [](ir::Graph& g, ir::Node* n) { return decompose_sum_or_mean(g, n, false); }},
     {"Mean", "means", [](ir::Graph& g, ir::Node* n) { return decompose_sum_or_mean(g, n, true); }},
+    {"LeakyRelu", "leaky-relus", decompose_leaky_relu},
+    {"Split", "splits", decompose_split},
 };
 
 class DecomposeOpsPass final : public Pass {
@@ -200,8 +264,8 @@ PassInfo decompose_ops_pass_info() {
   for (const Decomposition& d : kDecompositions)
     for (const char* outcome : {"-decomposed", "-kept"}) statistics.push_back(std::string(d.statistic) + outcome);
   return PassInfo{"decompose-ops",
-                  "rewrite Clip, inference BatchNormalization, PRelu, HardSigmoid, HardSwish, Sum and Mean into "
-                  "elementwise ops both runtimes run",
+                  "rewrite Clip, inference BatchNormalization, PRelu, LeakyRelu, HardSigmoid, HardSwish, Sum and "
+                  "Mean into elementwise ops, and Split into Slices, which both runtimes run",
                   {},
                   statistics};
 }

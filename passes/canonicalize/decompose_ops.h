@@ -13,6 +13,10 @@
 //   HardSigmoid(x; α, β)          → Max(Min(x · α + β, 1), 0)
 //   HardSwish(x)                  → x · Max(Min(x · 1/6 + 0.5, 1), 0)
 //   Sum(a, b, ...) / Mean(...)    → ((a + b) + ...)  [/ N]
+//   LeakyRelu(x; α)               → Max(x, 0) + Min(x, 0) · α   (the CUDA runtime has no
+//                                   LeakyRelu kernel; equal to the CPU runtime's)
+//   Split(x) → y₀, y₁, ...        → Slice(x) per output  (the CUDA runtime has no Split:
+//                                   torch.split / chunk, e.g. a fused QKV projection)
 //
 // Rec models meet these through torch.clamp / F.normalize (Clip), BatchNorm1d
 // in eval mode, PReLU (DIN-style rankers), Hardsigmoid/Hardswish gates and
@@ -27,7 +31,8 @@
 // and an opset < 11 Clip (infer-shapes). Does not: decompose a
 // BatchNormalization in training mode, one with extra outputs, or one whose
 // γ, β, μ, σ² are not constants; a Clip whose bounds are not scalars (ONNX
-// requires scalars). Those are left, counted ("kept"), and the runtime names
+// requires scalars); a Split with a graph output or unknown piece sizes.
+// Those are left, counted ("kept"), and the runtime names
 // the node if it cannot run it.
 // ============================================================================
 #pragma once

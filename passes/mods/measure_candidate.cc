@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 
+#include "passes/probe/drawn_labels.h"
 #include "passes/probe/metrics.h"
 #include "runtime/test_data.h"
 
@@ -36,8 +37,10 @@ Result<CandidateMeter> CandidateMeter::create(const ir::Graph& reference, const 
     if (!batch.inputs.empty() && batch.inputs[0].rank() > 0) rows = std::max(rows, batch.inputs[0].dim(0));
     batch.inputs.push_back(Tensor::zeros(DType::kInt32, {static_cast<int64_t>(sites.size())}));
     if (metric == probe::BudgetMetric::kLogloss) {
-      if (!data.labels) return Status::error("calibration data " + data.location.string() + ": no labels.pb");
-      batch.labels = data.labels->to_floats();
+      // Without labels.pb, the labels the Probe drew from the FP32 Sigmoid output (same seed per set).
+      if (data.labels) batch.labels = data.labels->to_floats();
+      else if (probe::first_output_is_probability(reference)) batch.label_seed = probe::drawn_label_seed(b);
+      else return Status::error("calibration data " + data.location.string() + ": no labels.pb");
     }
     meter.batches_.push_back(std::move(batch));
   }
@@ -55,6 +58,7 @@ Result<CandidateMeter> CandidateMeter::create(const ir::Graph& reference, const 
     LOKA_ASSIGN_OR_RETURN(batch.reference, meter.session_->run_selected(batch.inputs, meter.model_outputs_));
     if (metric == probe::BudgetMetric::kLogloss) {
       if (batch.reference.empty()) return Status::error("reference model: no outputs");
+      if (batch.label_seed) batch.labels = probe::draw_labels(batch.reference[0], *batch.label_seed);
       batch.reference_logloss = probe::logloss_terms(batch.reference[0], batch.labels);
       for (double term : batch.reference_logloss) total += term;
     }

@@ -15,7 +15,8 @@
 //   rel_l2:  ||q - r||_2 / ||r||_2 over every float output;
 //   max_abs: max |q - r| over every float output;
 //   logloss: max(|pooled drift|, the worst set's |drift|), relative to the
-//            FP32 logloss, of the first output against labels.pb: a selection
+//            FP32 logloss, of the first output against labels.pb (or labels
+//            drawn from a Sigmoid output, as the Probe drew them): a selection
 //            must hold on every calibration set, not only on their sum, where
 //            errors can cancel (on the zoo, 0.002% pooled and 0.03% on eval).
 // ============================================================================
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -56,6 +58,7 @@ class CandidateMeter {
     std::vector<Tensor> inputs;     ///< the model's inputs, then Mode
     std::vector<Tensor> reference;  ///< FP32 model outputs
     std::vector<float> labels;      ///< empty unless the metric is logloss
+    std::optional<uint64_t> label_seed;  ///< no labels.pb: draw them from the reference (drawn_labels.h)
     std::vector<double> reference_logloss;  ///< per sample, of the FP32 outputs
   };
 

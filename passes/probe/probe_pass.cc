@@ -23,6 +23,7 @@
 #include "passes/onnx/onnx_export.h"
 #include "passes/probe/annotations.h"
 #include "passes/probe/budget.h"
+#include "passes/probe/drawn_labels.h"
 #include "passes/probe/metrics.h"
 #include "passes/probe/probe_model.h"
 #include "passes/probe/sites.h"
@@ -332,7 +333,9 @@ Status check_finite_inputs(const DataSet& data, const std::vector<Tensor>& input
 struct BatchReference {
   std::vector<float> flat;      ///< every float model output, flattened
   Tensor first_output;          ///< the probability output the logloss reads
-  std::vector<float> labels;    ///< empty without labels.pb
+  std::vector<float> labels;    ///< labels.pb's, or drawn from first_output; empty without either
+  bool draw_labels = false;     ///< no labels.pb: draw them from first_output (drawn_labels.h)
+  uint64_t label_seed = 0;
   double logloss = 0;
   double judged_samples = 0;
   size_t sites = 0;
@@ -418,6 +421,7 @@ class SwitchedModelProbe {
     LOKA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, session_->run_selected(inputs, reference_outputs_));
     reference.flat = flatten_outputs(outputs, model_.model_outputs);
     reference.first_output = outputs[0];
+    if (reference.draw_labels) reference.labels = probe::draw_labels(reference.first_output, reference.label_seed);
     reference.logloss = reference.labels.empty() ? 0.0 : logloss(reference.first_output, reference.labels);
     std::vector<Tensor> reference_taps(sites.size());
     for (size_t s = 0; s < sites.size(); ++s)
@@ -536,7 +540,8 @@ class ProbePass final : public Pass {
     LOKA_ASSIGN_OR_RETURN(const ProbeMethod method,
                           probe_method(context.string_option("device"), context.string_option("method")));
     std::optional<SwitchedModelProbe> switched;
-    bool have_labels = false;
+    bool have_labels = false;  ///< labels.pb, or labels drawn from a Sigmoid output
+    bool draw_labels = false;
     probe::Budget budget = requested.resolve(false);
     size_t batches_used = 0;
     size_t judged_samples = 0;  ///< the eval-set size a logloss verdict judges: all calibration samples
@@ -546,14 +551,21 @@ class ProbePass final : public Pass {
       LOKA_ASSIGN_OR_RETURN(auto batch, load(b));
       const DataSet& data = batch.first;
       if (b == 0) {
-        have_labels = data.labels.has_value();
-        if (have_labels) judged_samples = static_cast<size_t>(data.labels->element_count()) * max_batches;
+        draw_labels = !data.labels.has_value() && probe::first_output_is_probability(graph);
+        have_labels = data.labels.has_value() || draw_labels;
+        const int64_t rows = batch.second.empty() || batch.second[0].rank() == 0 ? 1 : batch.second[0].dim(0);
+        if (have_labels)
+          judged_samples = static_cast<size_t>(data.labels ? data.labels->element_count() : rows) * max_batches;
         budget = requested.resolve(have_labels);
         if (budget.metric == probe::BudgetMetric::kLogloss && !have_labels)
-          return Status::error("--budget " + budget.to_string() + " needs labels.pb in the calibration data");
+          return Status::error("--budget " + budget.to_string() +
+                               " needs labels.pb in the calibration data, or a Sigmoid probability as the model's "
+                               "first output to draw labels from");
       }
       BatchReference reference;
       reference.labels = data.labels ? data.labels->to_floats() : std::vector<float>{};
+      reference.draw_labels = draw_labels;
+      reference.label_seed = probe::drawn_label_seed(b);
       reference.judged_samples = static_cast<double>(judged_samples);
       reference.sites = sites.size();
       reference.noise_sigmas = noise_sigmas;
@@ -570,7 +582,8 @@ class ProbePass final : public Pass {
         if (!outputs) return outputs.status().with_context("calibration batch " + data.location.string() + ": ");
         reference.flat = flatten_outputs(*outputs);
         reference.first_output = (*outputs)[0];
-        reference.logloss = have_labels ? logloss(reference.first_output, reference.labels) : 0.0;
+        if (reference.draw_labels) reference.labels = probe::draw_labels(reference.first_output, reference.label_seed);
+        reference.logloss = reference.labels.empty() ? 0.0 : logloss(reference.first_output, reference.labels);
         // One run per site and recipe, spread over worker Sessions (the Engine is
         // shared and immutable; each site's accumulators belong to one worker).
         const auto measure_sites = [&](size_t worker, Session& worker_session, ProbeObserver& worker_observer) -> Status {
@@ -621,6 +634,8 @@ class ProbePass final : public Pass {
                                   {"device", method.device == Device::kCuda ? "cuda" : "cpu"},
                                   {"method", method.switches ? "switches" : "hooks"},
                                   {"calibration", settings.calibration_data.string()}};
+    document["model"]["probe"]["labels"] =
+        draw_labels ? "drawn from the FP32 model's Sigmoid output" : (have_labels ? "labels.pb" : "none");
     if (have_labels) {
       document["model"]["probe"]["logloss_judged_samples"] = judged_samples;
       document["model"]["probe"]["noise_sigmas"] = noise_sigmas;

@@ -3,8 +3,9 @@
 // (input and attribute bounds, one bound, none) becomes Max/Min and matches
 // ONNX Clip on NaN, ±inf and values beyond either bound; an inference
 // BatchNormalization becomes Mul/Add matching the BN formula on rank 2 and 4
-// inputs; PRelu, HardSigmoid, HardSwish, Sum and Mean match their ONNX
-// formulas exactly; negative twins (statistics not constant, training mode, a non-scalar
+// inputs; PRelu, LeakyRelu, HardSigmoid, HardSwish, Sum and Mean match
+// their ONNX formulas exactly; Split becomes Slices (sizes as input,
+// attribute, even, opset 18's smaller last piece); negative twins (statistics not constant, training mode, a non-scalar
 // bound) stay and are counted.
 // ============================================================================
 #include <gtest/gtest.h>
@@ -170,6 +171,8 @@ TEST(DecomposeOps, PReluHardSigmoidAndHardSwishMatchTheirOnnxFormulas) {
                      [](float x) { return x < 0 ? 0.25f * x : x; }, "  init %slope : f32[1] = [0.25]\n");
   expect_elementwise("%y = HardSigmoid(%x) {alpha = 0.3f, beta = 0.4f} @\"gate\"", "hard-sigmoids-decomposed",
                      [](float x) { return clip01(x * 0.3f + 0.4f); });
+  expect_elementwise("%y = LeakyRelu(%x) {alpha = 0.125f} @\"leaky\"", "leaky-relus-decomposed",
+                     [](float x) { return x < 0 ? 0.125f * x : x; });
   expect_elementwise("%y = HardSwish(%x) @\"gate\"", "hard-swishes-decomposed",
                      [](float x) { return x * clip01(x * (1.0f / 6.0f) + 0.5f); });
 }
@@ -199,6 +202,34 @@ TEST(DecomposeOps, SumAndMeanBecomeAddChainsInInputOrder) {
     const float s = (va[i] + vb[i]) + vc[i % 3];
     EXPECT_EQ(sum[i], s) << i;
     EXPECT_EQ(mean[i], s / 3.0f) << i;
+  }
+}
+
+/// A Split of x [batch, 12] along axis 1 (`split` the node's text after the input) whose
+/// pieces each feed a Relu that is a graph output.
+std::string split_graph(int opset, const std::string& split, size_t pieces, const std::string& extra = "") {
+  std::string outs, text = "graph \"t\" {\n  opset \"\" " + std::to_string(opset) + "\n  input %x : f32[batch,12]\n" + extra;
+  for (size_t i = 0; i < pieces; ++i) outs += (i ? ", %p" : "%p") + std::to_string(i);
+  text += "  " + outs + " = Split(%x" + split + " @\"qkv\"\n";
+  for (size_t i = 0; i < pieces; ++i)
+    text += "  %y" + std::to_string(i) + " = Relu(%p" + std::to_string(i) + ") @\"r" + std::to_string(i) + "\"\n";
+  for (size_t i = 0; i < pieces; ++i) text += "  output %y" + std::to_string(i) + "\n";
+  return text + "}\n";
+}
+
+TEST(DecomposeOps, SplitBecomesOneSlicePerPieceInEveryForm) {
+  for (const auto& [text, pieces] : std::vector<std::pair<std::string, size_t>>{
+           {split_graph(13, ", %sizes) {axis = 1}", 3, "  init %sizes : i64[3] = [2, 6, 4]\n"), 3},  // sizes input
+           {split_graph(11, ") {axis = -1, split = ints[5, 7]}", 2), 2},                            // attribute
+           {split_graph(13, ") {axis = 1}", 3), 3},                                                  // even
+           {split_graph(18, ") {axis = 1, num_outputs = 5}", 5), 5}}) {                              // last smaller
+    SCOPED_TRACE(text);
+    auto r = decompose(text);
+    EXPECT_EQ(r.run.statistics["splits-decomposed"], 1);
+    std::string checks = "CHECK-NOT: Split(";
+    for (size_t i = 0; i < pieces; ++i) checks += "\nCHECK: Slice(%x";
+    EXPECT_EQ(check_lines(r.printed, checks), "");
+    testing::expect_outputs_within(r, 0.0f, {1, 3});
   }
 }
 
@@ -234,6 +265,25 @@ TEST(DecomposeOps, NegativeTwinsStayAndAreCounted) {
   output %y
 })");
   EXPECT_FALSE(vector_bound.run.changed);
+  // A Split whose piece is a graph output keeps its name there; an even split of an unknown size.
+  auto graph_output = decompose(R"(graph "t" {
+  opset "" 13
+  input %x : f32[batch,4]
+  %a, %b = Split(%x) {axis = 1} @"halves"
+  %y = Relu(%a) @"r"
+  output %y
+  output %b
+})");
+  EXPECT_FALSE(graph_output.run.changed);
+  EXPECT_EQ(graph_output.run.statistics["splits-kept"], 1);
+  auto unknown = decompose(R"(graph "t" {
+  opset "" 13
+  input %x : f32[batch,width]
+  %a, %b = Split(%x) {axis = 1} @"halves"
+  %y = Add(%a, %b) @"sum"
+  output %y
+})");
+  EXPECT_FALSE(unknown.run.changed);
   EXPECT_EQ(vector_bound.run.statistics["clips-kept"], 1);
   EXPECT_EQ(check_lines(vector_bound.printed, "CHECK: Clip(%x, %lo)"), "");
 }
