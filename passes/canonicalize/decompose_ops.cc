@@ -69,13 +69,15 @@ Status decompose_batch_norm(ir::Graph& graph, ir::Node* norm) {
   const Tensor* mean = canonicalize::constant_data(norm->input(3));
   const Tensor* variance = canonicalize::constant_data(norm->input(4));
   for (const Tensor* t : {gamma, beta, mean, variance})
-    if (t == nullptr || t->dtype() != DType::kFloat32 || t->rank() != 1) return Status::error("statistics are not float32 constants [C]");
+    if (t == nullptr || t->dtype() != DType::kFloat32 || t->rank() != 1)
+      return Status::error("statistics are not float32 constants [C]");
   const int64_t channels = gamma->dim(0);
   for (const Tensor* t : {beta, mean, variance})
     if (t->dim(0) != channels) return Status::error("statistics differ in length");
   LOKA_ASSIGN_OR_RETURN(const float epsilon_attribute, norm->attributes().get_float("epsilon", 1e-5f));
   const double epsilon = epsilon_attribute;
-  const std::vector<float> g = gamma->to_floats(), b = beta->to_floats(), mu = mean->to_floats(), var = variance->to_floats();
+  const std::vector<float> g = gamma->to_floats(), b = beta->to_floats();
+  const std::vector<float> mu = mean->to_floats(), var = variance->to_floats();
   std::vector<float> scale(static_cast<size_t>(channels)), shift(static_cast<size_t>(channels));
   for (size_t c = 0; c < scale.size(); ++c) {
     const double s = static_cast<double>(g[c]) / std::sqrt(static_cast<double>(var[c]) + epsilon);
@@ -216,7 +218,8 @@ Status decompose_sum_or_mean(ir::Graph& graph, ir::Node* node, bool mean) {
   const size_t adds = inputs.size() - (mean ? 1 : 2);
   for (size_t i = 1; i <= adds; ++i) total = step(graph, *node, "Add", {total, inputs[i]}, "add");
   if (!mean) return replace_last(graph, node, "Add", {total, inputs.back()});
-  return replace_last(graph, node, "Div", {total, scalar(graph, node->name() + "/count", static_cast<float>(inputs.size()))});
+  ir::Value* count = scalar(graph, node->name() + "/count", static_cast<float>(inputs.size()));
+  return replace_last(graph, node, "Div", {total, count});
 }
 
 /// The decompositions by op type, and the statistic each counts under.

@@ -24,8 +24,9 @@
 // runtime cannot run. The rewrites apply the ops' ONNX formulas operation by
 // operation, so they are exact (Max/Min keep a NaN x, as Clip does; a zero's
 // sign may differ in PRelu), except BatchNormalization, which rounds once
-// differently (x·s + t against (x − μ)/√(σ²+ε)·γ + β): within FP32 rounding. The last node of each rewrite keeps the original's name (the
-// name annotations use) and its output the original value's name.
+// differently (x·s + t against (x − μ)/√(σ²+ε)·γ + β): within FP32 rounding.
+// The last node of each rewrite keeps the original's name (the name
+// annotations use) and its output the original value's name.
 //
 // Requires: the input's float32 type for PRelu, HardSigmoid, HardSwish, Mean
 // and an opset < 11 Clip (infer-shapes). Does not: decompose a

@@ -40,7 +40,8 @@ std::string letters_where(const std::string& from, Keep keep) {
 /// Builds the lowered nodes next to the Einsum, named after it.
 class Lowering {
  public:
-  Lowering(ir::Graph& graph, const ir::Node& einsum) : graph_(graph), base_(einsum.name().empty() ? "einsum" : einsum.name()) {
+  Lowering(ir::Graph& graph, const ir::Node& einsum)
+      : graph_(graph), base_(einsum.name().empty() ? "einsum" : einsum.name()) {
     const auto opset = graph.opsets.find("");
     opset_ = opset == graph.opsets.end() ? 0 : opset->second;
   }
@@ -163,7 +164,8 @@ Result<ContractionPlan> plan_contraction(const std::string& a, const std::string
       LOKA_ASSIGN_OR_RETURN(plan.b_target, need(reshape_target(batch.size(), {k, n}), "the second operand"));
     }
     if (left.size() != 1 || right.size() != 1) {
-      LOKA_ASSIGN_OR_RETURN(plan.y_target, need(reshape_target(batch.size(), sizes_of(left + right, sizes)), "the output"));
+      LOKA_ASSIGN_OR_RETURN(plan.y_target,
+                            need(reshape_target(batch.size(), sizes_of(left + right, sizes)), "the output"));
     }
   } else if (left.size() == 1 && contract.size() == 1 && right.size() >= 2) {
     // A matrix on the left of every sample ("mn,bnk->bmk"): B's other letters lead, and
