@@ -11,11 +11,6 @@
 namespace loka {
 namespace {
 
-int64_t default_opset(const ir::Graph& graph) {
-  const auto opset = graph.opsets.find("");
-  return opset == graph.opsets.end() ? 0 : opset->second;
-}
-
 /// A float32 scalar constant.
 ir::Value* scalar(ir::Graph& graph, const std::string& name, float value) {
   return graph.add_initializer(graph.unique_value_name(name), Tensor::scalar_float(value));
@@ -38,7 +33,7 @@ Status decompose_clip(ir::Graph& graph, ir::Node* clip) {
     const Tensor* data = bound ? canonicalize::constant_data(bound) : nullptr;
     if (data && data->element_count() != 1) return Status::error("a bound is not a scalar");
   }
-  if (default_opset(graph) < 11) {
+  if (canonicalize::default_opset(graph) < 11) {
     // Bounds are float attributes there (opset 6-10 Clip is float-only; LoKA computes in FP32).
     if (x->type().dtype != DType::kFloat32) return Status::error("attribute bounds need a float32 input");
     const Attributes& attributes = clip->attributes();
@@ -131,30 +126,31 @@ Status decompose_hard_swish(ir::Graph& graph, ir::Node* node) {
   return replace_last(graph, node, "Mul", {x, gate});
 }
 
-/// PRelu(x, slope) → Max(x, 0) + Min(x, 0) · slope (no Where, which the CUDA runtime lacks; a
-/// NaN x stays NaN through Max, and x < 0 gives 0 + slope·x = slope·x exactly).
-Status decompose_prelu(ir::Graph& graph, ir::Node* node) {
-  LOKA_RETURN_IF_ERROR(require_float32_input(*node));
-  if (node->input(1) == nullptr) return Status::error("no slope");
+/// Max(x, 0) + Min(x, 0) · slope, the node's replacement: PRelu and LeakyRelu without Where,
+/// which the CUDA runtime lacks. A NaN x stays NaN through Max, and x < 0 gives
+/// 0 + slope·x = slope·x exactly.
+Status replace_with_sloped_relu(ir::Graph& graph, ir::Node* node, ir::Value* slope) {
   ir::Value* x = node->input(0);
   ir::Value* zero = scalar(graph, node->name() + "/zero", 0.0f);
   ir::Value* positive = step(graph, *node, "Max", {x, zero}, "positive");
   ir::Value* negative = step(graph, *node, "Min", {x, zero}, "negative");
-  ir::Value* sloped = step(graph, *node, "Mul", {negative, node->input(1)}, "slope");
+  ir::Value* sloped = step(graph, *node, "Mul", {negative, slope}, "slope");
   return replace_last(graph, node, "Add", {positive, sloped});
 }
 
-/// LeakyRelu(x; α) → Max(x, 0) + Min(x, 0) · α: the PRelu form with a constant slope (the CPU
-/// runtime runs LeakyRelu itself, the CUDA runtime has no kernel for it).
+/// PRelu(x, slope): the slope input.
+Status decompose_prelu(ir::Graph& graph, ir::Node* node) {
+  LOKA_RETURN_IF_ERROR(require_float32_input(*node));
+  if (node->input(1) == nullptr) return Status::error("no slope");
+  return replace_with_sloped_relu(graph, node, node->input(1));
+}
+
+/// LeakyRelu(x; α): the constant α (the CPU runtime runs LeakyRelu itself, the CUDA runtime
+/// has no kernel for it).
 Status decompose_leaky_relu(ir::Graph& graph, ir::Node* node) {
   LOKA_RETURN_IF_ERROR(require_float32_input(*node));
   LOKA_ASSIGN_OR_RETURN(const float alpha, node->attributes().get_float("alpha", 0.01f));
-  ir::Value* x = node->input(0);
-  ir::Value* zero = scalar(graph, node->name() + "/zero", 0.0f);
-  ir::Value* positive = step(graph, *node, "Max", {x, zero}, "positive");
-  ir::Value* negative = step(graph, *node, "Min", {x, zero}, "negative");
-  ir::Value* sloped = step(graph, *node, "Mul", {negative, scalar(graph, node->name() + "/alpha", alpha)}, "slope");
-  return replace_last(graph, node, "Add", {positive, sloped});
+  return replace_with_sloped_relu(graph, node, scalar(graph, node->name() + "/alpha", alpha));
 }
 
 /// Split → one Slice per output (the CUDA runtime slices but has no Split): the piece sizes
@@ -165,7 +161,7 @@ Status decompose_split(ir::Graph& graph, ir::Node* node) {
   if (x == nullptr || !x->type().has_rank()) return Status::error("input rank unknown");
   for (const ir::Value* output : node->outputs())
     if (output->is_graph_output()) return Status::error("an output is a graph output");
-  const int64_t opset = default_opset(graph);
+  const int64_t opset = canonicalize::default_opset(graph);
   LOKA_ASSIGN_OR_RETURN(int64_t axis, node->attributes().get_int("axis", 0));
   const int rank = x->type().rank();
   if (axis < -rank || axis >= rank) return Status::error("axis out of range");
@@ -190,9 +186,8 @@ Status decompose_split(ir::Graph& graph, ir::Node* node) {
   }
   if (sizes.size() != count || std::any_of(sizes.begin(), sizes.end(), [](int64_t v) { return v < 0; }))
     return Status::error("split sizes do not match the outputs");
-  const auto ints = [&](const std::string& what, std::vector<int64_t> values) {
-    return graph.add_initializer(graph.unique_value_name(node->name() + "/" + what),
-                                 Tensor::from_int64s({static_cast<int64_t>(values.size())}, values));
+  const auto ints = [&](const std::string& what, const std::vector<int64_t>& values) {
+    return canonicalize::int64_initializer(graph, node->name() + "/" + what, values);
   };
   ir::Value* axes = ints("axes", {axis});
   int64_t start = 0;

@@ -41,10 +41,8 @@ std::string letters_where(const std::string& from, Keep keep) {
 class Lowering {
  public:
   Lowering(ir::Graph& graph, const ir::Node& einsum)
-      : graph_(graph), base_(einsum.name().empty() ? "einsum" : einsum.name()) {
-    const auto opset = graph.opsets.find("");
-    opset_ = opset == graph.opsets.end() ? 0 : opset->second;
-  }
+      : graph_(graph), base_(einsum.name().empty() ? "einsum" : einsum.name()),
+        opset_(canonicalize::default_opset(graph)) {}
 
   /// `x` with its axes in the order of `to` (a permutation of `from`'s letters).
   ir::Value* transpose(ir::Value* x, const std::string& from, const std::string& to) {
@@ -83,13 +81,12 @@ class Lowering {
     return graph_.add_node(op, inputs, 1, graph_.unique_node_name(base_ + "/" + step));
   }
   ir::Value* constant(const char* what, const std::vector<int64_t>& values) {
-    return graph_.add_initializer(graph_.unique_value_name(base_ + "/" + what),
-                                  Tensor::from_int64s({static_cast<int64_t>(values.size())}, values));
+    return canonicalize::int64_initializer(graph_, base_ + "/" + what, values);
   }
 
   ir::Graph& graph_;
   std::string base_;
-  int64_t opset_ = 0;
+  int64_t opset_;
 };
 
 /// Sizes of an operand's letters (-1: unknown), from its inferred type.

@@ -144,6 +144,16 @@ Result<ir::Node*> replace_with_node(ir::Graph& graph, ir::Value* root, const std
   return node;
 }
 
+int64_t default_opset(const ir::Graph& graph) {
+  const auto opset = graph.opsets.find("");
+  return opset == graph.opsets.end() ? 0 : opset->second;
+}
+
+ir::Value* int64_initializer(ir::Graph& graph, const std::string& name, const std::vector<int64_t>& values) {
+  return graph.add_initializer(graph.unique_value_name(name),
+                               Tensor::from_int64s({static_cast<int64_t>(values.size())}, values));
+}
+
 Tensor transpose_2d(const Tensor& tensor) {
   const int64_t rows = tensor.dim(0), cols = tensor.dim(1);
   Tensor out = Tensor::zeros(tensor.dtype(), {cols, rows});

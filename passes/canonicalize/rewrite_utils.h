@@ -34,6 +34,13 @@ std::optional<std::vector<int64_t>> int_list_constant(const ir::Value* value);
 /// An empty list when neither is present; nothing when the input is not a compile-time constant.
 std::optional<std::vector<int64_t>> attribute_or_input_ints(const ir::Node& node, const std::string& name, size_t index);
 
+/// The graph's ai.onnx opset; 0 when it imports none.
+int64_t default_opset(const ir::Graph& graph);
+
+/// A new 1-D int64 initializer holding `values` (shapes, axes, Slice bounds), named after `name`
+/// (made unique).
+ir::Value* int64_initializer(ir::Graph& graph, const std::string& name, const std::vector<int64_t>& values);
+
 /// True when `value` is read by exactly `count` input slots and is not a graph output.
 bool has_exactly_uses(const ir::Value* value, size_t count);
 

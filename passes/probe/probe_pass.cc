@@ -334,12 +334,18 @@ struct BatchReference {
   std::vector<float> flat;      ///< every float model output, flattened
   Tensor first_output;          ///< the probability output the logloss reads
   std::vector<float> labels;    ///< labels.pb's, or drawn from first_output; empty without either
-  bool draw_labels = false;     ///< no labels.pb: draw them from first_output (drawn_labels.h)
-  uint64_t label_seed = 0;
+  std::optional<uint64_t> draw_seed;  ///< no labels.pb: draw them from first_output (drawn_labels.h)
   double logloss = 0;
   double judged_samples = 0;
   size_t sites = 0;
   double noise_sigmas = 1;
+
+  /// Takes the FP32 run's first output: the labels drawn from it when asked, and its logloss.
+  void set_first_output(Tensor output) {
+    first_output = std::move(output);
+    if (draw_seed) labels = probe::draw_labels(first_output, *draw_seed);
+    logloss = labels.empty() ? 0.0 : probe::logloss(first_output, labels);
+  }
 };
 
 /// Adds one quantized run's end-to-end error (and logloss shift) to a site's estimate.
@@ -420,9 +426,7 @@ class SwitchedModelProbe {
     int32_t* mode = inputs.back().data<int32_t>();
     LOKA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, session_->run_selected(inputs, reference_outputs_));
     reference.flat = flatten_outputs(outputs, model_.model_outputs);
-    reference.first_output = outputs[0];
-    if (reference.draw_labels) reference.labels = probe::draw_labels(reference.first_output, reference.label_seed);
-    reference.logloss = reference.labels.empty() ? 0.0 : logloss(reference.first_output, reference.labels);
+    reference.set_first_output(outputs[0]);
     std::vector<Tensor> reference_taps(sites.size());
     for (size_t s = 0; s < sites.size(); ++s)
       if (model_.site_output[s] >= 0) reference_taps[s] = outputs[reference_slot_.at(static_cast<size_t>(model_.site_output[s]))];
@@ -564,8 +568,7 @@ class ProbePass final : public Pass {
       }
       BatchReference reference;
       reference.labels = data.labels ? data.labels->to_floats() : std::vector<float>{};
-      reference.draw_labels = draw_labels;
-      reference.label_seed = probe::drawn_label_seed(b);
+      if (draw_labels) reference.draw_seed = probe::drawn_label_seed(b);
       reference.judged_samples = static_cast<double>(judged_samples);
       reference.sites = sites.size();
       reference.noise_sigmas = noise_sigmas;
@@ -581,9 +584,7 @@ class ProbePass final : public Pass {
         auto outputs = session->run(batch.second);
         if (!outputs) return outputs.status().with_context("calibration batch " + data.location.string() + ": ");
         reference.flat = flatten_outputs(*outputs);
-        reference.first_output = (*outputs)[0];
-        if (reference.draw_labels) reference.labels = probe::draw_labels(reference.first_output, reference.label_seed);
-        reference.logloss = reference.labels.empty() ? 0.0 : logloss(reference.first_output, reference.labels);
+        reference.set_first_output((*outputs)[0]);
         // One run per site and recipe, spread over worker Sessions (the Engine is
         // shared and immutable; each site's accumulators belong to one worker).
         const auto measure_sites = [&](size_t worker, Session& worker_session, ProbeObserver& worker_observer) -> Status {
