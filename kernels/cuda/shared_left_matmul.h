@@ -7,14 +7,15 @@
 //
 // ONNX exports `torch.matmul(W, x)` with W [M,K] and x [B,K,N] as a MatMul
 // whose left operand broadcasts over the batch. cuBLASLt runs it as `batch`
-// tiny GEMMs with a stride-0 operand, and on an H100 picks 64x128 SIMT tiles
-// for M = 34, K = 34: half of each tile idle and K too short to pipeline (0.52
-// ms per launch for B = 4096, N = 128 on full-size DHEN, ten times the bytes
-// it moves). Here each thread owns one column n of one sample: it keeps
+// tiny SIMT GEMMs with a stride-0 operand, tiles mostly idle for M = 34,
+// K = 34. Here each thread owns one column n of one sample: it keeps
 // X[b][:, n] (K ≤ 64 values) in registers and writes Y[b][:, n] one row at a
 // time, with A in shared memory read as a broadcast by the whole warp. Every
-// X and Y element crosses memory once, coalesced, so the kernel runs at the
-// copy rate for any batch. Products accumulate in FP32 with FMA, k ascending
+// X and Y element crosses memory once, coalesced. Measured at B = 4096,
+// N = 128 on an H200 (2026-11-26): 0.085 ms a launch on DHEN's M = K = 34
+// (cuBLASLt 0.10-0.11 ms), 0.11 ms on Wukong's M = 32, K = 64 — on par with
+// cuBLASLt there and 38% of the copy rate, bound by the FMA and shared-memory
+// loads of one column per thread. Products accumulate in FP32 with FMA, k ascending
 // (the CPU reference rounds mul and add apart: results agree to FP32
 // accumulation error, as cuBLASLt's do). Enqueue only: graph-capturable.
 // ============================================================================

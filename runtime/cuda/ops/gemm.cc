@@ -5,9 +5,10 @@
 // results match the CPU to summation order) unless Dispatch chose another
 // candidate for the node (TF32, BF16: dispatched_gemm.h). A MatMul of a small
 // matrix on the left of every sample (W [M,K] · X [B,K,N], K ≤ 64) runs LoKA's
-// shared-left kernel instead, also FP32 (kernels/cuda/shared_left_matmul.h). QuantizedGemm runs the FP8 path
-// when cuBLASLt can (K a multiple of 16): the activation is quantized (or
-// already FP8 from LayerNormQuant), the E4M3 GEMM runs with unit scales into
+// shared-left kernel instead, also FP32 (kernels/cuda/shared_left_matmul.h).
+// QuantizedGemm runs the FP8 path when cuBLASLt can (K a multiple of 16): the
+// activation is quantized (or already FP8 from LayerNormQuant), the E4M3 GEMM
+// runs with unit scales into
 // the FP32 output, and the scale epilogue applies the per-tensor or per-row
 // activation scale, per-channel weight scales, bias and activation. Otherwise
 // it runs the same arithmetic in FP32: weights decoded once when planned, the
@@ -158,8 +159,9 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
                              b.size() == 2 ? kernels::GemmLayout::kNN : kernels::GemmLayout::kBatched,
                              init.inputs[1].host.defined(), false, GemmEpilogue::kNone};
   // A shared X (weight on the left) is no registry problem: Dispatch gives such nodes a reason, no kernel.
-  // Small ones (the token mixing of Wukong and DHEN) run LoKA's kernel, which cuBLASLt's batched
-  // tiles trail by an order of magnitude there; larger ones a strided-batched cuBLASLt GEMM.
+  // Small ones (the token mixing of Wukong and DHEN) run LoKA's kernel, as fast as cuBLASLt's
+  // batched SIMT tiles or faster there (shared_left_matmul.h); larger ones a strided-batched
+  // cuBLASLt GEMM.
   if (problem.broadcast_x && shared_left_matmul_can_implement(problem.m, problem.k).is_ok())
     return DevicePlan{std::make_unique<SharedLeftMatMulOp>(problem.batch, problem.m, problem.k, problem.n), -1};
   if (!problem.broadcast_x) {
