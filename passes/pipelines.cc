@@ -22,6 +22,10 @@
 //                         3, 5, 6 and the activation).
 //   fuse-embedding-bags   after insert-scales, so FP8 tables arrive as
 //                         QuantizedGather (the fused op takes both kinds).
+//   fuse-attention        after pin-precision and insert-scales: it fuses only
+//                         chains whose MatMuls stayed FP32 (the Probe measured
+//                         them as sites; an FP8 or BF16 choice keeps its ops);
+//                         before dispatch, which then has no MatMuls to time there.
 //   dispatch              after every rewrite that changes a GEMM's key (precision,
 //                         FP8 input from LayerNormQuant) and after infer-shapes.
 //   lower-qdq             last, and only for --format qdq: replaces ai.loka ops.
@@ -43,6 +47,7 @@
 #include "passes/dispatch/dispatch_pass.h"
 #include "passes/infer_shapes_pass.h"
 #include "passes/mods/center_norm_weights.h"
+#include "passes/mods/fuse_attention.h"
 #include "passes/mods/fuse_embedding_bags.h"
 #include "passes/mods/fuse_gemm_epilogue.h"
 #include "passes/mods/fuse_layernorm_quant.h"
@@ -80,13 +85,15 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(fuse_layernorm_quant_pass_info(), make_fuse_layernorm_quant_pass);
   registry.add(fuse_gemm_epilogue_pass_info(), make_fuse_gemm_epilogue_pass);
   registry.add(fuse_embedding_bags_pass_info(), make_fuse_embedding_bags_pass);
+  registry.add(fuse_attention_pass_info(), make_fuse_attention_pass);
   registry.add(dispatch_pass_info(), make_dispatch_pass);
   registry.add(lower_qdq_pass_info(), make_lower_qdq_pass);
 }
 
 std::string default_pipeline() {
   return "canonicalize,infer-shapes,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
-         "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,infer-shapes,dispatch";
+         "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,fuse-attention,infer-shapes,"
+         "dispatch";
 }
 
 }  // namespace loka

@@ -1,7 +1,7 @@
 // ============================================================================
 // passes/ir/shape_inference_loka.cc — inference rules for the ai.loka ops
 // (docs/loka_ops.md): QuantizedGemm, LayerNormQuant, QuantizedGather,
-// EmbeddingBags.
+// EmbeddingBags, Attention.
 //
 // The compiler creates these ops itself, so the rules double as a static
 // check of its rewrites: a wrong dtype, a K mismatch, a scale of the wrong
@@ -12,6 +12,7 @@
 // symbolic dims pass through: [batch,K] x W[N,K] gives f32[batch,N].
 // ============================================================================
 #include <climits>
+#include <cmath>
 #include <initializer_list>
 #include <string>
 
@@ -217,6 +218,47 @@ Result<TypeList> embedding_bags(InferenceContext& ctx) {
   return TypeList{make_type(DType::kFloat32, std::move(shape))};
 }
 
+/// An int attribute that must be at least `minimum`.
+Result<int64_t> int_attribute_at_least(const InferenceContext& ctx, const char* name, int64_t fallback, int64_t minimum) {
+  auto value = ctx.attributes().get_int(name, fallback);
+  if (!value) return ctx.error(value.status().message());
+  if (*value < minimum)
+    return ctx.error("attribute '" + std::string(name) + "' must be >= " + std::to_string(minimum) + ", got " +
+                     std::to_string(*value));
+  return *value;
+}
+
+Result<TypeList> attention(InferenceContext& ctx) {
+  LOKA_RETURN_IF_ERROR(ctx.require_inputs(3));
+  if (ctx.input_count() > 3) return ctx.error("takes 3 inputs (Q, K, V), got " + std::to_string(ctx.input_count()));
+  LOKA_ASSIGN_OR_RETURN(const int64_t heads, int_attribute_at_least(ctx, "heads", 0, 1));
+  LOKA_ASSIGN_OR_RETURN(const int64_t head_dim, int_attribute_at_least(ctx, "head_dim", 0, 1));
+  auto scale = ctx.attributes().get_float("scale", 1.0f);
+  if (!scale) return ctx.error(scale.status().message());
+  if (!std::isfinite(*scale)) return ctx.error("attribute 'scale' must be finite");
+  const char* names[3] = {"Q", "K", "V"};
+  const char* offsets[3] = {"q_offset", "k_offset", "v_offset"};
+  for (size_t i = 0; i < 3; ++i) {
+    LOKA_RETURN_IF_ERROR(check_dtype(ctx, i, {DType::kFloat32}, names[i]));
+    LOKA_RETURN_IF_ERROR(check_rank(ctx, i, 3, 3, names[i], "3-D [B, N, C]"));
+    LOKA_ASSIGN_OR_RETURN(const int64_t offset, int_attribute_at_least(ctx, offsets[i], 0, 0));
+    const TensorType& type = ctx.input_type(i);
+    const Dim columns = dim_of(type, 2);
+    if (columns.is_known() && columns.value < offset + heads * head_dim)
+      return ctx.error(std::string(names[i]) + " " + describe(type) + " is too narrow for " + std::to_string(heads) +
+                       " heads of " + std::to_string(head_dim) + " from column " + std::to_string(offset));
+  }
+  const TensorType& q = ctx.input_type(0);
+  const TensorType& k = ctx.input_type(1);
+  const TensorType& v = ctx.input_type(2);
+  LOKA_RETURN_IF_ERROR(check_dim(ctx, dim_of(k, 0), dim_of(q, 0), "K " + describe(k) + " and Q " + describe(q) + " differ in B"));
+  LOKA_RETURN_IF_ERROR(check_dim(ctx, dim_of(v, 0), dim_of(q, 0), "V " + describe(v) + " and Q " + describe(q) + " differ in B"));
+  LOKA_RETURN_IF_ERROR(check_dim(ctx, dim_of(v, 1), dim_of(k, 1), "K " + describe(k) + " and V " + describe(v) + " differ in N"));
+  std::optional<Dims> shape;
+  if (q.has_rank()) shape = Dims{dim_of(q, 0), dim_of(q, 1), Dim::known(heads * head_dim)};
+  return TypeList{make_type(DType::kFloat32, std::move(shape))};
+}
+
 }  // namespace
 
 void register_loka_rules(ShapeInferenceRegistry& registry) {
@@ -224,6 +266,7 @@ void register_loka_rules(ShapeInferenceRegistry& registry) {
   registry.add("ai.loka", "LayerNormQuant", layer_norm_quant);
   registry.add("ai.loka", "QuantizedGather", quantized_gather);
   registry.add("ai.loka", "EmbeddingBags", embedding_bags);
+  registry.add("ai.loka", "Attention", attention);
 }
 
 }  // namespace loka::ir::inference

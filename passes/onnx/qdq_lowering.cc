@@ -185,6 +185,15 @@ Status check_loka_node(const Node& node) {
     }
     return Status::ok();
   }
+  if (node.op_type() == "Attention") {
+    LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "Q"}, {1, "K"}, {2, "V"}}));
+    for (size_t i = 0; i < 3; ++i)
+      if (node.input(i)->type().rank() != 3)
+        return Status::error(node_label(node) + ": input " + std::to_string(i) + " '" + node.input(i)->name() +
+                             "' must be 3-D [B, N, C]");
+    for (const char* name : {"heads", "head_dim"}) LOKA_RETURN_IF_ERROR(node.attributes().get_int(name).status());
+    return Status::ok();
+  }
   return Status::error(node_label(node) + ": ai.loka::" + node.op_type() + " has no QDQ lowering");
 }
 
@@ -381,6 +390,53 @@ void lower_embedding_bags(Emitter& emit, const Lowering& node) {
   emit.emit_into("Concat", pooled, node.output, node.name, concat_axis);
 }
 
+/// Attention as the exporters' chain: per operand Slice (its heads' columns) -> Reshape [B,N,H,D] ->
+/// Transpose to [B,H,N,D] (keys to [B,H,D,N]); MatMul, Mul by the scale, Softmax, MatMul; then the
+/// heads merged back with Transpose and Reshape [B,N,H·D].
+void lower_attention(Emitter& emit, const Lowering& node) {
+  const int64_t heads = *node.attributes.get_int("heads"), head_dim = *node.attributes.get_int("head_dim");
+  const auto dim = [](const Value* value, size_t axis) { return (*value->type().shape)[axis]; };
+  const Dim batch = dim(node.input(0), 0), queries = dim(node.input(0), 1), keys = dim(node.input(1), 1);
+  const auto f32 = [](std::vector<Dim> dims) { return TensorType{DType::kFloat32, std::move(dims)}; };
+  const char* offsets[3] = {"q_offset", "k_offset", "v_offset"};
+  const char* tags[3] = {"q", "k", "v"};
+  Value* operands[3] = {};
+  for (size_t i = 0; i < 3; ++i) {
+    Value* x = node.input(i);
+    const Dim tokens = dim(x, 1);
+    const int64_t offset = *node.attributes.get_int(offsets[i], 0);
+    const Dim width = Dim::known(heads * head_dim);
+    if (offset != 0 || !(dim(x, 2) == width))
+      x = emit.emit("Slice",
+                    {x, emit.int64_constant({offset}), emit.int64_constant({offset + heads * head_dim}),
+                     emit.int64_constant({2})},
+                    f32({batch, tokens, width}), node.name, std::string(tags[i]) + "_columns");
+    Value* split = emit.emit("Reshape", {x, emit.int64_constant({0, 0, heads, head_dim})},
+                             f32({batch, tokens, Dim::known(heads), Dim::known(head_dim)}), node.name,
+                             std::string(tags[i]) + "_heads");
+    Attributes perm;
+    const bool key = i == 1;
+    perm.set("perm", key ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3});
+    operands[i] = emit.emit("Transpose", {split}, key ? f32({batch, Dim::known(heads), Dim::known(head_dim), tokens})
+                                                      : f32({batch, Dim::known(heads), tokens, Dim::known(head_dim)}),
+                            node.name, key ? "k_transposed" : std::string(tags[i]) + "_by_head", perm);
+  }
+  const TensorType scores_type = f32({batch, Dim::known(heads), queries, keys});
+  Value* dots = emit.emit("MatMul", {operands[0], operands[1]}, scores_type, node.name, "dots");
+  Value* scores = emit.emit("Mul", {dots, emit.float_constant(*node.attributes.get_float("scale", 1.0f))},
+                            scores_type, node.name, "scores");
+  Attributes last_axis;
+  last_axis.set("axis", int64_t{-1});
+  Value* probabilities = emit.emit("Softmax", {scores}, scores_type, node.name, "softmax", last_axis);
+  Value* context = emit.emit("MatMul", {probabilities, operands[2]},
+                             f32({batch, Dim::known(heads), queries, Dim::known(head_dim)}), node.name, "context");
+  Attributes merge;
+  merge.set("perm", std::vector<int64_t>{0, 2, 1, 3});
+  Value* merged = emit.emit("Transpose", {context}, f32({batch, queries, Dim::known(heads), Dim::known(head_dim)}),
+                            node.name, "merge_heads", merge);
+  emit.emit_into("Reshape", {merged, emit.int64_constant({0, 0, heads * head_dim})}, node.output, node.name);
+}
+
 /// Replaces `node` by its standard-op chain; the chain's last node writes a new value
 /// with the old output's name and type, and every reader moves to it.
 void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
@@ -395,6 +451,7 @@ void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   if (lowering.op_type == "QuantizedGemm") lower_quantized_gemm(emit, lowering, opset);
   else if (lowering.op_type == "LayerNormQuant") lower_layer_norm_quant(emit, lowering);
   else if (lowering.op_type == "EmbeddingBags") lower_embedding_bags(emit, lowering);
+  else if (lowering.op_type == "Attention") lower_attention(emit, lowering);
   else lower_quantized_gather(emit, lowering);
   graph.replace_all_uses_with(placeholder, lowering.output);
   graph.erase_value(placeholder);

@@ -15,6 +15,7 @@ void register_all_ops(OpRegistry& registry) {
   register_quantization_ops(registry);
   register_loka_ops(registry);
   register_probe_ops(registry);
+  register_attention_ops(registry);
 }
 
 }  // namespace loka

@@ -19,6 +19,7 @@ void register_data_movement_ops(OpRegistry& registry);   // ops/data_movement.cc
 void register_quantization_ops(OpRegistry& registry);    // ops/quantization.cc
 void register_loka_ops(OpRegistry& registry);            // ops/loka_ops.cc (domain ai.loka, docs/loka_ops.md)
 void register_probe_ops(OpRegistry& registry);           // ops/probe_ops.cc (ai.loka.ProbeFakeQuant)
+void register_attention_ops(OpRegistry& registry);       // ops/attention.cc (ai.loka.Attention)
 
 /// Registers every family above.
 void register_all_ops(OpRegistry& registry);

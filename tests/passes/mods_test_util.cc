@@ -16,6 +16,7 @@
 #include "passes/mods/migrate_outliers.h"
 #include "passes/onnx/onnx_export.h"
 #include "passes/onnx/onnx_import.h"
+#include "passes/onnx/qdq_lowering.h"
 #include "passes/probe/annotations.h"
 #include "passes/probe/metrics.h"
 #include "runtime/tensor_proto.h"
@@ -66,6 +67,15 @@ Result<std::shared_ptr<const Engine>> load(const ir::Graph& graph) {
 Result<std::vector<Tensor>> run_graph(const ir::Graph& graph, const std::vector<Tensor>& inputs) {
   LOKA_ASSIGN_OR_RETURN(auto engine, load(graph));
   return engine->new_session()->run(inputs);
+}
+
+void expect_qdq_lowering_computes_the_same(const ir::Graph& fused, const fs::path& data) {
+  auto lowered = fused.clone();
+  ASSERT_TRUE(lower_to_qdq(*lowered).is_ok());
+  for (const ir::Node* node : lowered->nodes()) EXPECT_NE(node->domain(), "ai.loka") << node->name();
+  auto difference = max_output_difference_on_data(fused, *lowered, data, 1);
+  ASSERT_TRUE(difference) << difference.status().message();
+  EXPECT_LE(*difference, 1e-5f);
 }
 
 Result<float> max_output_difference_on_data(const ir::Graph& a, const ir::Graph& b, const fs::path& data, size_t max_sets) {

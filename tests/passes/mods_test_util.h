@@ -44,6 +44,10 @@ Result<std::vector<Tensor>> run_graph(const ir::Graph& graph, const std::vector<
 Result<float> max_output_difference_on_data(const ir::Graph& a, const ir::Graph& b, const std::filesystem::path& data,
                                     size_t max_sets);
 
+/// Expects `lower_to_qdq` (--format qdq) to turn `fused` into standard ops only, computing its
+/// outputs within 1e-5 on the first data set of `data`.
+void expect_qdq_lowering_computes_the_same(const ir::Graph& fused, const std::filesystem::path& data);
+
 /// Runs infer-shapes and probe{options} with --calib `calib` and `budget`; the annotation document.
 Result<nlohmann::json> probe_graph(ir::Graph& graph, const std::filesystem::path& calib, const std::string& options,
                                    const std::string& budget);
