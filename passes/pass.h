@@ -36,6 +36,10 @@ struct PassInfo {
   std::string summary;   ///< one line for --help
   std::vector<PassOption> options;
   std::vector<std::string> statistics;  ///< counter names the pass reports
+  /// The pass writes nothing but the graph's metadata (the annotation document), as a function of
+  /// the model, its options, the settings, the calibration data, the GPU and the build: the
+  /// PassManager may restore a stored result instead of running it (passes/pass_cache.h).
+  bool result_cacheable = false;
 };
 
 /// Settings shared by every pass of one loka-opt invocation.

@@ -6,8 +6,11 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "passes/ir/text_format.h"
+#include "passes/pass_cache.h"
+#include "passes/pass_registry.h"
 #include "passes/ir/verifier.h"
 
 namespace loka {
@@ -19,6 +22,28 @@ Status PassManager::save_reproducer(const ir::Graph& input, const Pipeline& pipe
   std::ofstream(base.string() + ".ir") << ir::print_graph(input);
   std::ofstream(base.string() + ".pipeline") << print_pipeline(pipeline, registry_, true) << "\n";
   return Status::error(failure.message() + " (reproducer: " + base.string() + ".ir and .pipeline)");
+}
+
+Result<bool> PassManager::run_or_restore(Pass& pass, const PipelineEntry& entry, ir::Graph& graph,
+                                         PassContext& context, bool& cached) {
+  cached = false;
+  const PassInfo* info = registry_.find(entry.pass);
+  if (options_.cache_dir.empty() || info == nullptr || !info->result_cacheable) return pass.run(graph, context);
+  const PassCache cache(options_.cache_dir);
+  LOKA_ASSIGN_OR_RETURN(const std::string key, PassCache::key_text(entry.pass, entry.options, context.settings(), graph));
+  if (std::optional<CachedPassResult> stored = cache.load(entry.pass, key)) {
+    graph.metadata = std::move(stored->metadata);
+    for (const auto& [name, amount] : stored->statistics) context.add_statistic(name, amount);
+    cached = true;
+    if (options_.log)
+      *options_.log << entry.pass << ": reused the stored result " << cache.entry_path(entry.pass, key).string()
+                    << " (same model, options, calibration data, GPU and build)\n";
+    return stored->changed;
+  }
+  LOKA_ASSIGN_OR_RETURN(const bool changed, pass.run(graph, context));
+  const Status stored = cache.store(entry.pass, key, CachedPassResult{graph.metadata, context.statistics(), changed});
+  if (!stored && options_.log) *options_.log << entry.pass << ": result not stored: " << stored.message() << "\n";
+  return changed;
 }
 
 Result<std::vector<PassRunRecord>> PassManager::run(ir::Graph& graph, const Pipeline& pipeline,
@@ -35,7 +60,8 @@ Result<std::vector<PassRunRecord>> PassManager::run(ir::Graph& graph, const Pipe
     if (!pass) return Status::error("pipeline: unknown pass '" + entry.pass + "'");
     PassContext context(settings, entry.options);
     const auto start = std::chrono::steady_clock::now();
-    Result<bool> changed = pass->run(graph, context);
+    bool cached = false;
+    Result<bool> changed = run_or_restore(*pass, entry, graph, context, cached);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!changed) return save_reproducer(*input, pipeline, changed.status().with_context("pass '" + entry.pass + "': "));
     if (options_.verify_each) {
@@ -43,7 +69,7 @@ Result<std::vector<PassRunRecord>> PassManager::run(ir::Graph& graph, const Pipe
         return save_reproducer(*input, pipeline,
                                status.with_context("after pass '" + entry.pass + "', the IR is invalid: "));
     }
-    records.push_back(PassRunRecord{entry.pass, *changed, seconds, context.statistics()});
+    records.push_back(PassRunRecord{entry.pass, *changed, seconds, context.statistics(), cached});
     if (options_.print_ir_after == entry.pass || (options_.print_ir_after_change && *changed))
       ir_out << "// ----- IR after " << entry.pass << (*changed ? " (changed)" : " (unchanged)") << " -----\n"
              << ir::print_graph(graph);

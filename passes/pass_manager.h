@@ -25,6 +25,10 @@ struct PassManagerOptions {
   bool print_ir_after_change = false;
   std::ostream* ir_stream = nullptr;  ///< where printed IR goes (stderr when null)
   std::filesystem::path reproducer_dir = std::filesystem::temp_directory_path();
+  /// Where results of result_cacheable passes are stored and reused (passes/pass_cache.h);
+  /// empty: every pass runs.
+  std::filesystem::path cache_dir;
+  std::ostream* log = nullptr;  ///< one line per reused or unstorable result (nothing when null)
 };
 
 struct PassRunRecord {
@@ -32,6 +36,7 @@ struct PassRunRecord {
   bool changed = false;
   double seconds = 0;
   std::map<std::string, double> statistics;
+  bool cached = false;  ///< restored from the pass cache instead of run
 };
 
 class PassManager {
@@ -43,6 +48,9 @@ class PassManager {
   Result<std::vector<PassRunRecord>> run(ir::Graph& graph, const Pipeline& pipeline, const CompileSettings& settings);
 
  private:
+  /// Runs `pass`, or restores its stored result when its PassInfo allows and the cache has one.
+  Result<bool> run_or_restore(Pass& pass, const PipelineEntry& entry, ir::Graph& graph, PassContext& context,
+                              bool& cached);
   Status save_reproducer(const ir::Graph& input, const Pipeline& pipeline, const Status& failure) const;
 
   const PassRegistry& registry_;

@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "tools/cli/arguments.h"
@@ -26,6 +27,7 @@
 #include "passes/onnx/onnx_export.h"
 #include "passes/onnx/onnx_import.h"
 #include "passes/onnx/qdq_lowering.h"
+#include "passes/pass_cache.h"
 #include "passes/pass_manager.h"
 #include "passes/pipelines.h"
 #include "passes/probe/annotations.h"
@@ -56,7 +58,11 @@ void on_crash(int signal_number) {
 }
 
 cli::ArgumentParser make_parser() {
-  cli::ArgumentParser parser(kProgram, "optimize an ONNX recommendation model for FP8 (Probe, Mods, Dispatch)");
+  cli::ArgumentParser parser(kProgram,
+                             "optimize an ONNX recommendation model for FP8 (Probe, Mods, Dispatch). The Probe's and "
+                             "pin-precision's results are stored in ~/.cache/loka/passes and reused while the model, "
+                             "options, calibration data, GPU and LoKA build are unchanged (LOKA_PASS_CACHE=DIR moves "
+                             "that store, LOKA_PASS_CACHE=off disables it); Dispatch's timings in its perf DB");
   parser.positional("MODEL", "input model (.onnx, or a textual .ir reproducer)", /*optional=*/true)
       .option("--output", "OUT.onnx", "where to write the optimized model").alias("-o")
       .option("--calib", "DATA", "calibration data: a folder of test_data_set_<k>/ (or .npz files)")
@@ -218,6 +224,10 @@ int main_checked(int argc, char** argv) {
   manager_options.verify_each = !args.has("--no-verify");
   manager_options.print_ir_after = args.value("--print-ir-after");
   manager_options.print_ir_after_change = args.has("--print-ir-after-change");
+  // The Probe's and pin-precision's results are reused from the pass cache when nothing they
+  // depend on changed (passes/pass_cache.h; LOKA_PASS_CACHE=off disables it).
+  if (auto cache_dir = default_pass_cache_dir()) manager_options.cache_dir = *cache_dir;
+  if (!args.has("--quiet")) manager_options.log = &std::cerr;
   PassManager manager(registry, manager_options);
   auto records = manager.run(**graph, *pipeline, settings);
   if (!records) return cli::runtime_error(kProgram, model_path.string() + ": " + records.status().message());
@@ -245,7 +255,8 @@ int main_checked(int argc, char** argv) {
     std::printf("loka-opt: %s -> %s in %.2f s\n", model_path.string().c_str(), output_path.string().c_str(), seconds);
     std::printf("  pipeline   %s\n", resolved.c_str());
     for (const PassRunRecord& record : *records) {
-      std::printf("  %-22s %8.3f s  %s", record.pass.c_str(), record.seconds, record.changed ? "changed" : "unchanged");
+      std::printf("  %-22s %8.3f s  %s%s", record.pass.c_str(), record.seconds, record.changed ? "changed" : "unchanged",
+                  record.cached ? " (stored result)" : "");
       for (const auto& [name, value] : record.statistics) std::printf("  %s=%g", name.c_str(), value);
       std::printf("\n");
     }
@@ -263,7 +274,7 @@ int main_checked(int argc, char** argv) {
                              {"precision", summary.precision}};
     for (const PassRunRecord& record : *records)
       report["passes"].push_back({{"pass", record.pass}, {"changed", record.changed}, {"seconds", record.seconds},
-                                  {"statistics", record.statistics}});
+                                  {"cached", record.cached}, {"statistics", record.statistics}});
     std::ofstream out(args.value("--report"));
     out << report.dump(2) << "\n";
     if (!out) return cli::runtime_error(kProgram, "cannot write report '" + args.value("--report") + "'");

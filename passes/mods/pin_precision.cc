@@ -543,7 +543,8 @@ PassInfo pin_precision_pass_info() {
                     "share of the budget kept for dispatch's TF32/BF16 kernels on FP32 nodes (0: sites may "
                     "spend it all, as before)"}},
                   {"fp8-sites", "bf16-sites", "fp32-sites", "pinned-sites", "fp8-flop-share", "predicted-error",
-                   "evaluations", "measured-error"}};
+                   "evaluations", "measured-error"},
+                  /*result_cacheable=*/true};
 }
 
 std::unique_ptr<Pass> make_pin_precision_pass() { return std::make_unique<PinPrecisionPass>(); }

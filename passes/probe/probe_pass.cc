@@ -796,7 +796,8 @@ PassInfo probe_pass_info() {
                     "hooks (observer hooks, replaying each site's prefix; CPU only) or switches (ai.loka.ProbeFakeQuant on "
                     "the operands, a Mode input per run; the only way on the GPU, bit-identical to hooks on the CPU); "
                     "auto: switches on the GPU, hooks on the CPU"}},
-                  {"sites", "safe-sites", "batches"}};
+                  {"sites", "safe-sites", "batches"},
+                  /*result_cacheable=*/true};
 }
 
 std::unique_ptr<Pass> make_probe_pass() { return std::make_unique<ProbePass>(); }

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "test_support.h"
@@ -31,6 +34,39 @@ TEST(LokaOpt, HelpUsageErrorsAndPassList) {
   auto missing = testing::run_command(tool("loka-opt") + " /no/such/model.onnx -o /dev/null --pipeline infer-shapes");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("/no/such/model.onnx"), std::string::npos);
+}
+
+// A second loka-opt of the same model reuses the Probe's and pin-precision's stored results
+// (LOKA_PASS_CACHE), says so, and writes the same bytes; LOKA_PASS_CACHE=off stores nothing.
+TEST(LokaOpt, ASecondRunReusesStoredProbeResultsAndWritesTheSameModel) {
+  const auto dir = testing::make_temp_dir("loka-opt-cache");
+  const std::string cache = (dir / "cache").string();
+  const auto opt = [&](const std::string& env, const std::string& name) {
+    return testing::run_command(env + " " + tool("loka-opt") + " " + zoo("dlrm_dot") + "/model.onnx -o " +
+                                (dir / (name + ".onnx")).string() + " --calib " + zoo("dlrm_dot") + "/calib --report " +
+                                (dir / (name + ".json")).string());
+  };
+  const auto probe_cached = [&](const std::string& name) {
+    std::ifstream in(dir / (name + ".json"));
+    const auto report = nlohmann::json::parse(in);
+    for (const auto& pass : report["passes"])
+      if (pass["pass"] == "probe") return pass["cached"].get<bool>();
+    ADD_FAILURE() << "no probe in the report";
+    return false;
+  };
+  auto first = opt("LOKA_PASS_CACHE=" + cache, "first");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_FALSE(probe_cached("first"));
+  auto second = opt("LOKA_PASS_CACHE=" + cache, "second");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_TRUE(probe_cached("second"));
+  EXPECT_NE(second.output.find("probe: reused the stored result"), std::string::npos) << second.output;
+  std::ifstream a(dir / "first.onnx", std::ios::binary), b(dir / "second.onnx", std::ios::binary);
+  EXPECT_TRUE(std::equal(std::istreambuf_iterator<char>(a), {}, std::istreambuf_iterator<char>(b), {}));
+  auto off = opt("LOKA_PASS_CACHE=off XDG_CACHE_HOME=" + (dir / "xdg").string(), "off");
+  ASSERT_EQ(off.exit_code, 0) << off.output;
+  EXPECT_FALSE(probe_cached("off"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "xdg"));
 }
 
 // --device cuda checks the output on the GPU: with one, it runs a calibration batch there and
