@@ -32,7 +32,7 @@ if [ -x "$sanitizer" ]; then
   # Kernel suites only (the zoo and serving tests take too long under memcheck); smaller shapes are
   # not needed: memcheck runs the same cases, just slower.
   step memcheck-kernels timeout 420 "$sanitizer" --tool memcheck --error-exitcode 3 --print-limit 20 \
-       "$build/tests/loka_cuda_tests" --gtest_filter='CudaGemm*:CudaLayerNorm*:CudaQuantizeRows*:CudaFp8Gemm*:*Epilogue*:*Softmax*:*Embedding*:*Copy*:*Reduce*:*Fp8Convert*:*Elementwise*:*ProbeFakeQuant*:*SharedLeft*:Cuda/ZooInputs.*:CudaRuntime.OutOfRange*:CudaRuntime.ABatchAbove*:CudaLokaOps.*'
+       "$build/tests/loka_cuda_tests" --gtest_filter='CudaGemm*:CudaLayerNorm*:CudaQuantizeRows*:CudaFp8Gemm*:*Epilogue*:*Softmax*:*Embedding*:*Copy*:*Reduce*:*Fp8Convert*:*Elementwise*:*ProbeFakeQuant*:*SharedLeft*:CudaAttention*:Cuda/ZooInputs.*:CudaRuntime.OutOfRange*:CudaRuntime.ABatchAbove*:CudaLokaOps.*'
 else
   rows+=("memcheck-kernels                   SKIPPED  (no compute-sanitizer on this machine)")
 fi

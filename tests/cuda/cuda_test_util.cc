@@ -3,11 +3,16 @@
 // ============================================================================
 #include "cuda/cuda_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kernels/cuda/device.h"
+#include "loka/engine.h"
+#include "loka/float8.h"
+#include "loka/session.h"
+#include "test_support.h"
 
 namespace loka::testing {
 
@@ -91,6 +96,59 @@ void expect_same_bytes(const void* actual, const void* expected, size_t count, s
     if (mismatches++ < 5) ADD_FAILURE() << "element " << i << " differs";
   }
   EXPECT_EQ(mismatches, 0u) << "of " << count << " elements";
+}
+
+void expect_runtimes_agree(const std::string& model, const std::vector<Tensor>& full_inputs,
+                           const std::vector<int64_t>& batches, float tolerance) {
+  const auto bytes = std::as_bytes(std::span(model.data(), model.size()));
+  auto cpu = Engine::load_bytes(bytes);
+  ASSERT_TRUE(cpu) << cpu.status().message();
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = std::max<int64_t>(1, *std::max_element(batches.begin(), batches.end()));
+  auto gpu = Engine::load_bytes(bytes, options);
+  ASSERT_TRUE(gpu) << gpu.status().message();
+  auto cpu_session = (*cpu)->new_session();
+  auto gpu_session = (*gpu)->new_session();
+  for (int64_t rows : batches) {
+    SCOPED_TRACE("batch " + std::to_string(rows));
+    std::vector<Tensor> inputs;
+    for (const Tensor& t : full_inputs) {
+      Shape shape = t.shape();
+      shape[0] = rows;
+      Tensor part = Tensor::zeros(t.dtype(), shape);
+      std::memcpy(part.raw(), t.raw(), part.byte_size());
+      inputs.push_back(part);
+    }
+    auto expected = cpu_session->run(inputs);
+    ASSERT_TRUE(expected) << expected.status().message();
+    auto actual = gpu_session->run(inputs);
+    ASSERT_TRUE(actual) << actual.status().message();
+    ASSERT_EQ(actual->size(), expected->size());
+    for (size_t o = 0; o < expected->size(); ++o) {
+      const Tensor& e = (*expected)[o];
+      const Tensor& a = (*actual)[o];
+      ASSERT_EQ(a.shape(), e.shape());
+      ASSERT_EQ(a.dtype(), e.dtype());
+      if (e.dtype() == DType::kFloat8E4M3FN) {
+        // LayerNormQuant: codes may move one step where the row statistics round differently.
+        size_t moved = 0;
+        for (int64_t i = 0; i < e.element_count(); ++i) {
+          const int want = static_cast<const uint8_t*>(e.raw())[i], got = static_cast<const uint8_t*>(a.raw())[i];
+          if (want == got) continue;
+          ++moved;
+          EXPECT_LE(std::abs(fp8e4m3fn_to_float(static_cast<uint8_t>(want)) - fp8e4m3fn_to_float(static_cast<uint8_t>(got))),
+                    std::fabs(fp8e4m3fn_to_float(static_cast<uint8_t>(want))) * 0.126f + 1e-9f)
+              << "code " << i;
+        }
+        EXPECT_LE(moved, static_cast<size_t>(e.element_count() / 500 + 1));
+        continue;
+      }
+      float magnitude = 0;
+      for (int64_t i = 0; i < e.element_count(); ++i) magnitude = std::max(magnitude, std::fabs(e.data<float>()[i]));
+      EXPECT_LE(max_abs_difference(a, e), tolerance * (1.0f + magnitude)) << "output " << o;
+    }
+  }
 }
 
 }  // namespace loka::testing

@@ -65,4 +65,10 @@ void expect_close(const Tensor& actual, const Tensor& expected, int64_t max_ulp,
 /// Expects every byte to match; reports the first mismatching element of `element_size` bytes.
 void expect_same_bytes(const void* actual, const void* expected, size_t count, size_t element_size);
 
+/// Runs a model given as bytes on the CPU and on the GPU for each batch size (the rows of every
+/// input's first dim, cut from `full_inputs`); expects float outputs within
+/// `tolerance` · (1 + max |CPU output|), FP8 codes at most one step apart on 0.2% of elements.
+void expect_runtimes_agree(const std::string& model, const std::vector<Tensor>& full_inputs,
+                           const std::vector<int64_t>& batches, float tolerance);
+
 }  // namespace loka::testing

@@ -58,61 +58,6 @@ Tensor scalar(float value) {
   return t;
 }
 
-/// Runs a model given as bytes on the CPU and on the GPU for each batch size; expects the
-/// outputs within `tolerance` · (1 + max |CPU output|).
-void expect_runtimes_agree(const std::string& model, const std::vector<Tensor>& full_inputs,
-                           const std::vector<int64_t>& batches, float tolerance) {
-  const auto bytes = std::as_bytes(std::span(model.data(), model.size()));
-  auto cpu = Engine::load_bytes(bytes);
-  ASSERT_TRUE(cpu) << cpu.status().message();
-  EngineOptions options;
-  options.device = Device::kCuda;
-  options.max_batch = 4096;
-  auto gpu = Engine::load_bytes(bytes, options);
-  ASSERT_TRUE(gpu) << gpu.status().message();
-  auto cpu_session = (*cpu)->new_session();
-  auto gpu_session = (*gpu)->new_session();
-  for (int64_t rows : batches) {
-    SCOPED_TRACE("batch " + std::to_string(rows));
-    std::vector<Tensor> inputs;
-    for (const Tensor& t : full_inputs) {
-      Shape shape = t.shape();
-      shape[0] = rows;
-      Tensor part = Tensor::zeros(t.dtype(), shape);
-      std::memcpy(part.raw(), t.raw(), part.byte_size());
-      inputs.push_back(part);
-    }
-    auto expected = cpu_session->run(inputs);
-    ASSERT_TRUE(expected) << expected.status().message();
-    auto actual = gpu_session->run(inputs);
-    ASSERT_TRUE(actual) << actual.status().message();
-    ASSERT_EQ(actual->size(), expected->size());
-    for (size_t o = 0; o < expected->size(); ++o) {
-      const Tensor& e = (*expected)[o];
-      const Tensor& a = (*actual)[o];
-      ASSERT_EQ(a.shape(), e.shape());
-      ASSERT_EQ(a.dtype(), e.dtype());
-      if (e.dtype() == DType::kFloat8E4M3FN) {
-        // LayerNormQuant: codes may move one step where the row statistics round differently.
-        size_t moved = 0;
-        for (int64_t i = 0; i < e.element_count(); ++i) {
-          const int want = static_cast<const uint8_t*>(e.raw())[i], got = static_cast<const uint8_t*>(a.raw())[i];
-          if (want == got) continue;
-          ++moved;
-          EXPECT_LE(std::abs(fp8e4m3fn_to_float(static_cast<uint8_t>(want)) - fp8e4m3fn_to_float(static_cast<uint8_t>(got))),
-                    std::fabs(fp8e4m3fn_to_float(static_cast<uint8_t>(want))) * 0.126f + 1e-9f)
-              << "code " << i;
-        }
-        EXPECT_LE(moved, static_cast<size_t>(e.element_count() / 500 + 1));
-        continue;
-      }
-      float magnitude = 0;
-      for (int64_t i = 0; i < e.element_count(); ++i) magnitude = std::max(magnitude, std::fabs(e.data<float>()[i]));
-      EXPECT_LE(testing::max_abs_difference(a, e), tolerance * (1.0f + magnitude)) << "output " << o;
-    }
-  }
-}
-
 struct QuantizedGemmCase {
   int64_t k, n;
   std::string recipe;      // "tensor", "row" or "fp8" (FP8 input from a LayerNormQuant)
@@ -156,7 +101,7 @@ void check_quantized_gemm(const QuantizedGemmCase& c) {
   builder.output_unshaped("y", DType::kFloat32);
   // Exact FP8 products summed in another order, by tensor cores whose accumulator keeps about 14
   // significant bits between FP32 promotions (measured here: 3.5e-3 of the largest output at K=64).
-  expect_runtimes_agree(builder.serialize(), feeds, {1, 7, rows}, 6e-3f);
+  testing::expect_runtimes_agree(builder.serialize(), feeds, {1, 7, rows}, 6e-3f);
 }
 
 TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
@@ -191,7 +136,7 @@ TEST_F(CudaLokaOps, QuantizedGatherMatchesTheCpuRuntime) {
     builder.input("ids", DType::kInt64, {-1, bag});
     builder.node("QuantizedGather", {"table", "scales", "ids"}, {"y"}, {}, "qgather", "ai.loka");
     builder.output_unshaped("y", DType::kFloat32);
-    expect_runtimes_agree(builder.serialize(), {ids}, {1, 7, rows}, 0.0f);  // one multiply: exact
+    testing::expect_runtimes_agree(builder.serialize(), {ids}, {1, 7, rows}, 0.0f);  // one multiply: exact
   }
 }
 
@@ -221,7 +166,7 @@ TEST_F(CudaLokaOps, EmbeddingBagsMatchTheCpuRuntime) {
                  {{"offsets", std::vector<int64_t>{1, 2, 5, 7}}}, "bags", "ai.loka");
     builder.output_unshaped("y", DType::kFloat32);
     // The GPU sums in FP32 (FMA for FP8 rows), the CPU in double: a few ulps of values below ~15.
-    expect_runtimes_agree(builder.serialize(), {ids}, {1, 7, 4096}, 1e-5f);
+    testing::expect_runtimes_agree(builder.serialize(), {ids}, {1, 7, 4096}, 1e-5f);
   }
 }
 
@@ -258,7 +203,7 @@ TEST_F(CudaLokaOps, LayerNormQuantMatchesTheCpuRuntime) {
     builder.input("x", DType::kFloat32, {-1, cols});
     builder.node("LayerNormQuant", {"x", "scale", "b", "y_scale"}, {"y"}, {{"epsilon", 1e-5f}}, "lnq", "ai.loka");
     builder.output_unshaped("y", DType::kFloat8E4M3FN);
-    expect_runtimes_agree(builder.serialize(), {testing::random_tensor(rng, {4096, cols}, -20.0f, 30.0f)}, {1, 7, 4096},
+    testing::expect_runtimes_agree(builder.serialize(), {testing::random_tensor(rng, {4096, cols}, -20.0f, 30.0f)}, {1, 7, 4096},
                           0.0f);
   }
 }
@@ -302,7 +247,7 @@ TEST_P(OptimizedZooOnCuda, EvalOutputsMatchTheCpuRuntime) {
     for (const TensorInfo& info : (*cpu)->inputs()) names.push_back(info.name);
     auto inputs = order_inputs(*data, names);
     ASSERT_TRUE(inputs) << inputs.status().message();
-    expect_runtimes_agree(bytes, *inputs, {(*inputs)[0].dim(0), 1, 100}, tolerance);
+    testing::expect_runtimes_agree(bytes, *inputs, {(*inputs)[0].dim(0), 1, 100}, tolerance);
   }
 }
 

@@ -12,6 +12,7 @@ void register_reduction_device_ops(DeviceOpRegistry& registry);
 void register_gemm_device_ops(DeviceOpRegistry& registry);
 void register_normalization_device_ops(DeviceOpRegistry& registry);
 void register_probe_device_ops(DeviceOpRegistry& registry);
+void register_attention_device_ops(DeviceOpRegistry& registry);
 
 void register_device_ops(DeviceOpRegistry& registry) {
   register_view_ops(registry);
@@ -21,6 +22,7 @@ void register_device_ops(DeviceOpRegistry& registry) {
   register_gemm_device_ops(registry);
   register_normalization_device_ops(registry);
   register_probe_device_ops(registry);
+  register_attention_device_ops(registry);
 }
 
 }  // namespace loka::cuda

@@ -1,0 +1,381 @@
+// ============================================================================
+// tests/cuda/attention_test.cc — ai.loka.Attention on the GPU
+// (kernels/cuda/attention.h) against the spec (docs/loka_ops.md) evaluated in
+// double here, and the device op against the CPU runtime's.
+//
+// Fresh random inputs per case: every head-dim tier and its edges (D = 1, 4,
+// 8, 16, 17, 32, 64, 128), one key, 33 and 100 keys (several tiles), Nq != Nk,
+// Nq beyond a block's rows (several query blocks), H = 1, 2, 8, batch 1 and
+// 65536; packed QKV (one buffer, offsets 0, H·D, 2·H·D) and separate inputs
+// with nonzero offsets and rows wider than H·D. The output buffer starts as
+// NaN, so an element the kernel skips fails. Tolerances come from an FP32
+// error bound per row (score rounding grows with D and the scores' size, sums
+// with Nk), not a fixed epsilon. Non-finite cases: a NaN query row reaches
+// exactly its own outputs; scores near ±250 do not overflow; a first tile of
+// -inf scores weighs nothing; +inf or all -inf scores make a row NaN; inf and
+// NaN in V reach their column, as the unfused ops give. Skips visibly without
+// a GPU.
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+#include "kernels/cuda/attention.h"
+#include "loka/engine.h"
+#include "loka/session.h"
+#include "model_builder.h"
+#include "test_support.h"
+
+namespace loka {
+namespace {
+
+using testing::DeviceBytes;
+
+class CudaAttention : public testing::CudaTest {};
+
+constexpr double kUnitRoundoff = 0x1p-24;
+
+/// Y of the spec in double, and per element how far an FP32 evaluation may be from it.
+struct Reference {
+  std::vector<double> y;
+  std::vector<double> tolerance;
+};
+
+/// s_j = (q · k_j) · scale, p = softmax_j(s) with the max subtracted, Y = Σ_j p_j v_j; a NaN score
+/// makes the row NaN, exp(-inf - -inf) = NaN makes a row of -inf scores NaN. The bound: a score
+/// is off by up to (D + 2)·u·|scale|·Σ_e|q_e k_e| (FMA chain, the slice sum, the multiply), which
+/// moves each p_j relatively by twice that; the sums over Nk keys, the exps and the rescales add
+/// up to (4·Nk + 32)·u relatively; each relative error reaches Y scaled by max |v|.
+Reference reference_attention(const float* q, const float* k, const float* v, const cuda::AttentionArgs& a) {
+  const int64_t out_stride = a.heads * a.head_dim;
+  Reference ref;
+  ref.y.assign(static_cast<size_t>(a.batch * a.nq * out_stride), 0.0);
+  ref.tolerance.assign(ref.y.size(), 0.0);
+  std::vector<double> s(static_cast<size_t>(a.nk));
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const auto key = [&](int64_t j) { return k + (b * a.nk + j) * a.k_stride + a.k_offset + h * a.head_dim; };
+      const auto value = [&](int64_t j) { return v + (b * a.nk + j) * a.v_stride + a.v_offset + h * a.head_dim; };
+      double v_max = 0;
+      for (int64_t j = 0; j < a.nk; ++j)
+        for (int64_t e = 0; e < a.head_dim; ++e)
+          if (std::isfinite(value(j)[e])) v_max = std::max(v_max, std::fabs(static_cast<double>(value(j)[e])));
+      for (int64_t i = 0; i < a.nq; ++i) {
+        const float* query = q + (b * a.nq + i) * a.q_stride + a.q_offset + h * a.head_dim;
+        double max = -INFINITY, magnitude = 0;
+        bool nan = false;
+        for (int64_t j = 0; j < a.nk; ++j) {
+          double dot = 0, absolute = 0;
+          for (int64_t e = 0; e < a.head_dim; ++e) {
+            dot += static_cast<double>(query[e]) * key(j)[e];
+            absolute += std::fabs(static_cast<double>(query[e]) * key(j)[e]);
+          }
+          s[static_cast<size_t>(j)] = dot * a.scale;
+          nan = nan || std::isnan(s[static_cast<size_t>(j)]);
+          max = std::max(max, s[static_cast<size_t>(j)]);
+          if (std::isfinite(absolute)) magnitude = std::max(magnitude, absolute * std::fabs(a.scale));
+        }
+        if (nan) max = NAN;
+        double sum = 0;
+        for (int64_t j = 0; j < a.nk; ++j) sum += std::exp(s[static_cast<size_t>(j)] - max);
+        const double tolerance =
+            v_max * (4.0 * static_cast<double>(a.head_dim + 2) * kUnitRoundoff * magnitude +
+                     static_cast<double>(4 * a.nk + 32) * kUnitRoundoff);
+        for (int64_t e = 0; e < a.head_dim; ++e) {
+          double acc = 0;
+          for (int64_t j = 0; j < a.nk; ++j) acc += std::exp(s[static_cast<size_t>(j)] - max) / sum * value(j)[e];
+          const size_t at = static_cast<size_t>((b * a.nq + i) * out_stride + h * a.head_dim + e);
+          ref.y[at] = acc;
+          ref.tolerance[at] = tolerance;
+        }
+      }
+    }
+  return ref;
+}
+
+/// Expects every element within its tolerance (NaN matches NaN, infinities must be equal);
+/// reports the count and the first mismatches as (b, i, h, e).
+void expect_matches(const std::vector<float>& got, const Reference& ref, const cuda::AttentionArgs& a) {
+  ASSERT_EQ(got.size(), ref.y.size());
+  size_t mismatches = 0;
+  for (size_t at = 0; at < got.size(); ++at) {
+    const double x = got[at], want = ref.y[at];
+    bool ok;
+    if (std::isnan(want) || std::isnan(x)) ok = std::isnan(want) && std::isnan(x);
+    else if (std::isinf(want) || std::isinf(x)) ok = x == want;
+    else ok = std::fabs(x - want) <= ref.tolerance[at];
+    if (ok) continue;
+    if (mismatches++ < 5) {
+      const int64_t e = static_cast<int64_t>(at) % a.head_dim, h = static_cast<int64_t>(at) / a.head_dim % a.heads;
+      const int64_t token = static_cast<int64_t>(at) / (a.heads * a.head_dim);
+      ADD_FAILURE() << "Y[b=" << token / a.nq << ", i=" << token % a.nq << ", h=" << h << ", e=" << e << "]: got " << x
+                    << ", expected " << want << " (allowed " << ref.tolerance[at] << ")";
+    }
+  }
+  EXPECT_EQ(mismatches, 0u) << "of " << got.size() << " outputs";
+}
+
+/// Runs the kernel on host inputs (`packed`: q, k and v are one tensor, uploaded once) into an
+/// output that starts as NaN everywhere.
+std::vector<float> run_kernel(cuda::AttentionArgs args, const Tensor& q, const Tensor& k, const Tensor& v,
+                              bool packed) {
+  const size_t outputs = static_cast<size_t>(args.batch * args.nq * args.heads * args.head_dim);
+  DeviceBytes d_q(q), d_y(outputs * sizeof(float));
+  std::vector<std::unique_ptr<DeviceBytes>> separate;
+  args.q = d_q.as<float>();
+  if (packed) {
+    args.k = args.v = d_q.as<float>();
+  } else {
+    separate.push_back(std::make_unique<DeviceBytes>(k));
+    separate.push_back(std::make_unique<DeviceBytes>(v));
+    args.k = separate[0]->as<float>();
+    args.v = separate[1]->as<float>();
+  }
+  args.y = d_y.as<float>();
+  EXPECT_EQ(cudaMemset(d_y.get(), 0xFF, outputs * sizeof(float)), cudaSuccess);  // all-ones bits: NaN
+  const Status launched = cuda::launch_attention(args, nullptr);
+  EXPECT_TRUE(launched) << launched.message();
+  return d_y.download_vector<float>(outputs);
+}
+
+struct Case {
+  int64_t batch, nq, nk, heads, dim;
+  bool packed;  ///< one [B, N, 3·H·D] buffer (nq == nk); else separate inputs, offset and wider
+};
+
+std::string describe(const Case& c) {
+  return "B=" + std::to_string(c.batch) + " Nq=" + std::to_string(c.nq) + " Nk=" + std::to_string(c.nk) +
+         " H=" + std::to_string(c.heads) + " D=" + std::to_string(c.dim) + (c.packed ? " packed" : " separate");
+}
+
+/// The args and random inputs of a case: packed at offsets 0, H·D, 2·H·D; separate inputs put
+/// head 0 at columns 3, 5 and 1 of rows 2, 7 and 4 columns wider than the heads need.
+struct Problem {
+  cuda::AttentionArgs args;
+  Tensor q, k, v;
+};
+
+Problem make_problem(const Case& c, std::mt19937& rng, float low = -1.0f, float high = 1.0f) {
+  Problem p;
+  cuda::AttentionArgs& a = p.args;
+  a.batch = c.batch, a.nq = c.nq, a.nk = c.nk, a.heads = c.heads, a.head_dim = c.dim;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+  const int64_t hd = c.heads * c.dim;
+  if (c.packed) {
+    a.q_stride = a.k_stride = a.v_stride = 3 * hd;
+    a.q_offset = 0, a.k_offset = hd, a.v_offset = 2 * hd;
+    p.q = p.k = p.v = testing::random_tensor(rng, {c.batch, c.nq, 3 * hd}, low, high);
+  } else {
+    a.q_offset = 3, a.k_offset = 5, a.v_offset = 1;
+    a.q_stride = hd + 5, a.k_stride = hd + 12, a.v_stride = hd + 5;
+    p.q = testing::random_tensor(rng, {c.batch, c.nq, a.q_stride}, low, high);
+    p.k = testing::random_tensor(rng, {c.batch, c.nk, a.k_stride}, low, high);
+    p.v = testing::random_tensor(rng, {c.batch, c.nk, a.v_stride}, low, high);
+  }
+  return p;
+}
+
+void expect_kernel_matches_reference(const Problem& p, bool packed) {
+  const Reference ref = reference_attention(p.q.data<float>(), p.k.data<float>(), p.v.data<float>(), p.args);
+  const std::vector<float> y = run_kernel(p.args, p.q, p.k, p.v, packed);
+  expect_matches(y, ref, p.args);
+}
+
+TEST_F(CudaAttention, MatchesTheSpecOnEveryTierAndAwkwardShape) {
+  std::mt19937 rng(41);
+  for (const Case c : {Case{1, 1, 1, 1, 1, false}, Case{2, 5, 33, 2, 8, false}, Case{3, 40, 100, 8, 16, false},
+                       Case{2, 40, 40, 8, 16, true},     // the ranker's self-attention over 40 tokens
+                       Case{4, 24, 24, 1, 128, true},    // DHEN-style single head of 128
+                       Case{2, 17, 9, 2, 17, false},     // D just past a slice: two slices, one nearly empty
+                       Case{3, 6, 65, 2, 4, false},      // a tile and a third: 32 + 32 + 1 keys
+                       Case{2, 7, 100, 1, 64, false}, Case{2, 31, 31, 2, 32, true},
+                       Case{1, 300, 50, 2, 16, false},   // Nq past 256 rows: two query blocks of 150
+                       Case{1, 70, 20, 1, 128, false},   // Nq past 32 rows of 8 slices: three query blocks
+                       Case{3, 1, 100, 8, 16, false},    // one query against many keys
+                       Case{65536, 3, 3, 2, 4, true},    // batch 65536: 131072 (b, h) on gridDim.x
+                       Case{65536, 2, 5, 1, 1, false}}) {
+    SCOPED_TRACE(describe(c));
+    expect_kernel_matches_reference(make_problem(c, rng), c.packed);
+  }
+}
+
+TEST_F(CudaAttention, NanInOneQueryRowReachesExactlyThatRow) {
+  std::mt19937 rng(43);
+  for (const Case c : {Case{2, 40, 40, 8, 16, true}, Case{2, 24, 24, 1, 128, false}, Case{2, 5, 33, 2, 17, false}}) {
+    SCOPED_TRACE(describe(c));
+    Problem p = make_problem(c, rng);
+    // Packed: the NaN lands in Q's columns of the one buffer, K's and V's stay finite.
+    const int64_t b = 1, i = 3, h = c.heads - 1;
+    p.q.data<float>()[(b * c.nq + i) * p.args.q_stride + p.args.q_offset + h * c.dim + c.dim / 2] = NAN;
+    const std::vector<float> y = run_kernel(p.args, p.q, p.k, p.v, c.packed);
+    const int64_t hd = c.heads * c.dim;
+    int64_t nan_count = 0;
+    for (size_t at = 0; at < y.size(); ++at) {
+      const int64_t token = static_cast<int64_t>(at) / hd, head = static_cast<int64_t>(at) % hd / c.dim;
+      const bool in_row = token == b * c.nq + i && head == h;
+      EXPECT_EQ(std::isnan(y[at]), in_row) << "output " << at;
+      nan_count += std::isnan(y[at]) ? 1 : 0;
+    }
+    EXPECT_EQ(nan_count, c.dim);
+    // And the rest still matches the spec (which says the same about NaN).
+    expect_kernel_matches_reference(p, c.packed);
+  }
+}
+
+TEST_F(CudaAttention, LargeScoresDoNotOverflow) {
+  // Inputs in [-4, 4] at scale 1 over 16 dims: scores up to about ±250, where exp without the
+  // max subtracted overflows FP32 (exp(89) does); with it every output stays finite.
+  std::mt19937 rng(47);
+  for (const Case c : {Case{2, 40, 40, 8, 16, true}, Case{2, 20, 70, 2, 16, false}}) {
+    SCOPED_TRACE(describe(c));
+    Problem p = make_problem(c, rng, -4.0f, 4.0f);
+    p.args.scale = 1.0f;
+    const Reference ref = reference_attention(p.q.data<float>(), p.k.data<float>(), p.v.data<float>(), p.args);
+    const std::vector<float> y = run_kernel(p.args, p.q, p.k, p.v, c.packed);
+    for (size_t at = 0; at < y.size(); ++at) ASSERT_TRUE(std::isfinite(y[at])) << "output " << at;
+    expect_matches(y, ref, p.args);
+  }
+}
+
+TEST_F(CudaAttention, NonFiniteScoresAndValuesPropagateAsTheUnfusedOps) {
+  // D = 2, scale 1; query rows (1, 0) and (-1, 0) see scores ±k_j[0], 40 keys (three 16-key steps).
+  std::mt19937 rng(53);
+  Problem p = make_problem(Case{3, 2, 40, 1, 2, false}, rng);
+  cuda::AttentionArgs& a = p.args;
+  a.scale = 1.0f;
+  const auto q_at = [&](int64_t b, int64_t i) { return p.q.data<float>() + (b * a.nq + i) * a.q_stride + a.q_offset; };
+  const auto k_at = [&](int64_t b, int64_t j) { return p.k.data<float>() + (b * a.nk + j) * a.k_stride + a.k_offset; };
+  const auto v_at = [&](int64_t b, int64_t j) { return p.v.data<float>() + (b * a.nk + j) * a.v_stride + a.v_offset; };
+  for (int64_t b = 0; b < 3; ++b) {
+    q_at(b, 0)[0] = 1.0f, q_at(b, 0)[1] = 0.0f;
+    q_at(b, 1)[0] = -1.0f, q_at(b, 1)[1] = 0.0f;
+  }
+  // Sample 0: keys 0..19 at -inf. Row 0 scores -inf there (the first step entirely): they weigh
+  // nothing and the row is the softmax of the other 20; row 1 scores +inf there: NaN.
+  for (int64_t j = 0; j < 20; ++j) k_at(0, j)[0] = -INFINITY, k_at(0, j)[1] = 0.0f;
+  // Sample 1: every key at -inf. Row 0: all scores -inf, NaN as ONNX Softmax gives; row 1: +inf, NaN.
+  for (int64_t j = 0; j < a.nk; ++j) k_at(1, j)[0] = -INFINITY, k_at(1, j)[1] = 0.0f;
+  // Sample 2: finite scores, V[5] = (inf, 1) and V[33] = (0, NaN): column 0 is inf, column 1 NaN.
+  v_at(2, 5)[0] = INFINITY;
+  v_at(2, 33)[1] = NAN;
+  const Reference ref = reference_attention(p.q.data<float>(), p.k.data<float>(), p.v.data<float>(), a);
+  const std::vector<float> y = run_kernel(a, p.q, p.k, p.v, false);
+  ASSERT_EQ(y.size(), 12u);
+  EXPECT_TRUE(std::isfinite(y[0]) && std::isfinite(y[1])) << y[0] << " " << y[1];
+  for (size_t at : {2, 3, 4, 5, 6, 7, 9, 11}) EXPECT_TRUE(std::isnan(y[at])) << "output " << at << ": " << y[at];
+  EXPECT_EQ(y[8], INFINITY);
+  EXPECT_EQ(y[10], INFINITY);
+  expect_matches(y, ref, a);
+}
+
+TEST_F(CudaAttention, RefusesWhatItCannotRunWithAReason) {
+  EXPECT_TRUE(cuda::attention_can_implement(8, 128));
+  EXPECT_TRUE(cuda::attention_can_implement(1, 1));
+  const Status wide = cuda::attention_can_implement(1, 129);
+  ASSERT_FALSE(wide);
+  EXPECT_NE(wide.message().find("head_dim=129"), std::string::npos) << wide.message();
+  EXPECT_NE(wide.message().find("128"), std::string::npos) << wide.message();
+  EXPECT_FALSE(cuda::attention_can_implement(1, 0));
+  EXPECT_FALSE(cuda::attention_can_implement(0, 16));
+
+  cuda::AttentionArgs a;
+  a.batch = 2, a.nq = 3, a.nk = 4, a.heads = 2, a.head_dim = 8;
+  a.q_stride = a.k_stride = a.v_stride = 16;
+  EXPECT_TRUE(cuda::attention_check_args(a));
+  cuda::AttentionArgs no_keys = a;
+  no_keys.nk = 0;
+  testing::expect_one_line_error(cuda::attention_check_args(no_keys), {"Nk=0"});
+  cuda::AttentionArgs past_row = a;
+  past_row.k_offset = 1;  // 1 + 2·8 > 16
+  testing::expect_one_line_error(cuda::attention_check_args(past_row), {"K", "16"});
+  cuda::AttentionArgs huge_heads = a;
+  huge_heads.heads = int64_t{1} << 62;  // heads·head_dim overflows: still refused, not wrapped
+  EXPECT_FALSE(cuda::attention_check_args(huge_heads));
+  cuda::AttentionArgs negative = a;
+  negative.q_offset = -1;
+  EXPECT_FALSE(cuda::attention_check_args(negative));
+
+  // Empty batches or query sets launch nothing (null pointers allowed); a real launch needs them.
+  cuda::AttentionArgs empty = a;
+  empty.batch = 0;
+  EXPECT_TRUE(cuda::launch_attention(empty, nullptr));
+  empty = a;
+  empty.nq = 0;
+  EXPECT_TRUE(cuda::launch_attention(empty, nullptr));
+  EXPECT_FALSE(cuda::launch_attention(a, nullptr));
+  EXPECT_FALSE(cuda::launch_attention(no_keys, nullptr));
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// ------------------------------------------------- the device op, end to end ---
+
+using Attributes = std::vector<std::pair<std::string, testing::TestAttribute>>;
+
+/// One ai.loka.Attention node over one packed [B, N, 3·H·D] input.
+std::string packed_model(int64_t n, int64_t heads, int64_t dim) {
+  const int64_t hd = heads * dim;
+  testing::ModelBuilder builder(17);
+  builder.opset("ai.loka", 1);
+  builder.input("qkv", DType::kFloat32, {-1, n, 3 * hd});
+  const Attributes attributes = {{"heads", heads},         {"head_dim", dim},
+                                 {"scale", 1.0f / std::sqrt(static_cast<float>(dim))},
+                                 {"q_offset", int64_t{0}}, {"k_offset", hd},
+                                 {"v_offset", 2 * hd}};
+  builder.node("Attention", {"qkv", "qkv", "qkv"}, {"y"}, attributes, "attention", "ai.loka");
+  builder.output_unshaped("y", DType::kFloat32);
+  return builder.serialize();
+}
+
+TEST_F(CudaAttention, TheDeviceOpMatchesTheCpuRuntime) {
+  std::mt19937 rng(59);
+  {
+    SCOPED_TRACE("packed: the ranker's 8 heads of 16 over 40 tokens");
+    testing::expect_runtimes_agree(packed_model(40, 8, 16), {testing::random_tensor(rng, {300, 40, 384})}, {1, 7, 300}, 2e-5f);
+  }
+  {
+    SCOPED_TRACE("packed: one head of 128 over 24 tokens");
+    testing::expect_runtimes_agree(packed_model(24, 1, 128), {testing::random_tensor(rng, {64, 24, 384})}, {1, 64}, 2e-5f);
+  }
+  {
+    SCOPED_TRACE("separate Q, K, V: offsets, wider rows, Nq != Nk");
+    testing::ModelBuilder builder(17);
+    builder.opset("ai.loka", 1);
+    builder.input("q", DType::kFloat32, {-1, 5, 40}).input("k", DType::kFloat32, {-1, 33, 37});
+    builder.input("v", DType::kFloat32, {-1, 33, 34});
+    const Attributes attributes = {{"heads", int64_t{2}},    {"head_dim", int64_t{17}}, {"scale", 0.25f},
+                                   {"q_offset", int64_t{3}}, {"k_offset", int64_t{0}},  {"v_offset", int64_t{0}}};
+    builder.node("Attention", {"q", "k", "v"}, {"y"}, attributes, "attention", "ai.loka");
+    builder.output_unshaped("y", DType::kFloat32);
+    testing::expect_runtimes_agree(builder.serialize(),
+                          {testing::random_tensor(rng, {9, 5, 40}), testing::random_tensor(rng, {9, 33, 37}),
+                           testing::random_tensor(rng, {9, 33, 34})},
+                          {1, 9}, 2e-5f);
+  }
+}
+
+TEST_F(CudaAttention, TheDeviceOpRefusesAHeadItCannotHoldWhenPlanned) {
+  // The CPU runtime takes any head_dim; the CUDA plan says why it cannot, in one line.
+  const std::string model = packed_model(4, 1, 129);
+  const auto bytes = std::as_bytes(std::span(model.data(), model.size()));
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = 2;
+  auto gpu = Engine::load_bytes(bytes, options);
+  Status status = gpu.status();
+  if (gpu) {
+    std::mt19937 rng(61);
+    const std::vector<Tensor> inputs = {testing::random_tensor(rng, {2, 4, 3 * 129})};
+    status = (*gpu)->new_session()->run(inputs).status();
+  }
+  testing::expect_one_line_error(status, {"head_dim=129"});
+}
+
+}  // namespace
+}  // namespace loka
