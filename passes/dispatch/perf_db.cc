@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <system_error>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 namespace loka::dispatch {
@@ -62,17 +64,44 @@ Result<PerfDb> PerfDb::load(const std::filesystem::path& path) {
   return db;
 }
 
+namespace {
+
+/// An exclusive flock on `path`, released on destruction (a no-op when the file cannot be opened:
+/// saving then still works, only without protection against a concurrent writer).
+class FileLock {
+ public:
+  explicit FileLock(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
 Status PerfDb::save(const std::filesystem::path& path) const {
+  std::error_code error;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), error);
+  // Several loka-opt runs may tune at once (the benchmark optimizes every model in parallel): each
+  // loaded the file when it started, so writing only its own entries would drop the others'. Under
+  // the lock, entries saved since then are merged in (this run's own measurements win).
+  const FileLock lock(path.string() + ".lock");
+  std::map<Key, PerfRecord> merged = entries_;
+  if (Result<PerfDb> on_disk = load(path)) merged.insert(on_disk->entries_.begin(), on_disk->entries_.end());
   json entries = json::array();
-  for (const auto& [key, record] : entries_) {
+  for (const auto& [key, record] : merged) {
     const auto& [device, problem, candidate] = key;
     entries.push_back({{"gpu", device.gpu}, {"driver", device.driver}, {"cublaslt", device.cublaslt},
                        {"problem", problem}, {"candidate", candidate}, {"median_us", record.median_us},
                        {"rel_error", record.rel_error}, {"samples", record.samples}});
   }
   const json document = {{"version", 1}, {"entries", std::move(entries)}};
-  std::error_code error;
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), error);
   // A temporary file renamed into place: a concurrent reader never sees half a file.
   const std::filesystem::path temporary = path.string() + ".tmp" + std::to_string(::getpid());
   {

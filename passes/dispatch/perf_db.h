@@ -47,6 +47,8 @@ class PerfDb {
   /// Reads `path`; a missing file is an empty database, a malformed one an error naming it.
   static Result<PerfDb> load(const std::filesystem::path& path);
   /// Writes the database (sorted; via a temporary file renamed into place), creating directories.
+  /// Entries another process saved to `path` since this one loaded it are kept (merged under an
+  /// flock on PATH.lock; on the same key this database's record wins).
   Status save(const std::filesystem::path& path) const;
 
   std::optional<PerfRecord> find(const DeviceFingerprint& device, const std::string& problem,

@@ -68,6 +68,28 @@ TEST(PerfDb, RoundTripsByteExactly) {
   EXPECT_EQ(read_file(dir / "a.json"), read_file(dir / "b.json"));
 }
 
+TEST(PerfDb, ConcurrentRunsSavingTheSameFileKeepEachOthersEntries) {
+  // Two loka-opt runs load the same (empty) DB, tune different problems and save one after the
+  // other: the second save must not drop the first one's entries.
+  const auto path = make_temp_dir("perfdb") / "shared.json";
+  auto first = PerfDb::load(path);
+  auto second = PerfDb::load(path);
+  ASSERT_TRUE(first && second);
+  first->put(kH100, "problem-a", "cublaslt.fp32.algo0", PerfRecord{10.0, 1e-7, 15});
+  first->put(kH100, "problem-c", "cublaslt.tf32.algo1", PerfRecord{7.0, 3e-4, 15});
+  second->put(kH100, "problem-b", "cublaslt.bf16.algo0", PerfRecord{5.0, 2e-3, 15});
+  second->put(kH100, "problem-a", "cublaslt.fp32.algo0", PerfRecord{11.0, 1e-7, 15});
+  ASSERT_TRUE(first->save(path).is_ok());
+  ASSERT_TRUE(second->save(path).is_ok());
+  auto merged = PerfDb::load(path);
+  ASSERT_TRUE(merged) << merged.status().message();
+  EXPECT_EQ(merged->size(), 3u);
+  EXPECT_EQ(merged->find(kH100, "problem-c", "cublaslt.tf32.algo1"), (PerfRecord{7.0, 3e-4, 15}));
+  EXPECT_EQ(merged->find(kH100, "problem-b", "cublaslt.bf16.algo0"), (PerfRecord{5.0, 2e-3, 15}));
+  EXPECT_EQ(merged->find(kH100, "problem-a", "cublaslt.fp32.algo0"), (PerfRecord{11.0, 1e-7, 15}))
+      << "the saving run's own measurement wins";
+}
+
 TEST(PerfDb, MissingFileIsEmptyAndBadFilesAreNamed) {
   const auto dir = make_temp_dir("perfdb");
   auto empty = PerfDb::load(dir / "absent.json");
