@@ -51,14 +51,21 @@ struct CompileSettings {
   bool show_progress = false;              ///< progress bars on stderr
 };
 
+class PassCache;
+
 /// What a pass sees besides the graph: its option values, the shared settings,
-/// and a place to report statistics.
+/// the store of results and measurements (when the PassManager has one), and a
+/// place to report statistics.
 class PassContext {
  public:
-  PassContext(const CompileSettings& settings, std::map<std::string, std::string> options)
-      : settings_(settings), options_(std::move(options)) {}
+  PassContext(const CompileSettings& settings, std::map<std::string, std::string> options,
+              const PassCache* cache = nullptr)
+      : settings_(settings), options_(std::move(options)), cache_(cache) {}
 
   const CompileSettings& settings() const { return settings_; }
+  /// Where a pass may keep a measurement it would otherwise repeat (passes/pass_cache.h); null: none.
+  const PassCache* cache() const { return cache_; }
+  const std::map<std::string, std::string>& options() const { return options_; }
   /// Option values, already validated against the pass's PassInfo and defaulted.
   int64_t int_option(const std::string& name) const { return std::stoll(options_.at(name)); }
   double float_option(const std::string& name) const { return std::stod(options_.at(name)); }
@@ -71,6 +78,7 @@ class PassContext {
  private:
   const CompileSettings& settings_;
   std::map<std::string, std::string> options_;
+  const PassCache* cache_;
   std::map<std::string, double> statistics_;
 };
 

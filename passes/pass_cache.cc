@@ -105,40 +105,26 @@ Result<std::string> PassCache::key_text(const std::string& pass, const std::map<
   return text;
 }
 
-fs::path PassCache::entry_path(const std::string& pass, const std::string& key_text) const {
-  return directory_ / fmt::format("{}-{:016x}.json", pass, hash_bytes(key_text));
+fs::path PassCache::entry_path(const std::string& name, const std::string& key_text) const {
+  return directory_ / fmt::format("{}-{:016x}.json", name, hash_bytes(key_text));
 }
 
-std::optional<CachedPassResult> PassCache::load(const std::string& pass, const std::string& key_text) const {
-  auto bytes = read_file(entry_path(pass, key_text));
+std::optional<nlohmann::json> PassCache::load_payload(const std::string& name, const std::string& key_text) const {
+  auto bytes = read_file(entry_path(name, key_text));
   if (!bytes) return std::nullopt;
-  const nlohmann::json entry = nlohmann::json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
-  if (!entry.is_object() || entry.value("key", std::string()) != key_text || !entry.contains("metadata") ||
-      !entry["metadata"].is_object() || !entry.contains("statistics") || !entry["statistics"].is_object())
+  nlohmann::json entry = nlohmann::json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
+  if (!entry.is_object() || entry.value("key", std::string()) != key_text || !entry.contains("payload"))
     return std::nullopt;
-  CachedPassResult result;
-  for (const auto& [name, value] : entry["metadata"].items()) {
-    if (!value.is_string()) return std::nullopt;
-    result.metadata[name] = value.get<std::string>();
-  }
-  for (const auto& [name, value] : entry["statistics"].items()) {
-    if (!value.is_number()) return std::nullopt;
-    result.statistics[name] = value.get<double>();
-  }
-  result.changed = entry.value("changed", false);
-  return result;
+  return std::move(entry["payload"]);
 }
 
-Status PassCache::store(const std::string& pass, const std::string& key_text, const CachedPassResult& result) const {
+Status PassCache::store_payload(const std::string& name, const std::string& key_text,
+                                const nlohmann::json& payload) const {
   std::error_code error;
   fs::create_directories(directory_, error);
   if (error) return Status::error("cannot create " + directory_.string() + ": " + error.message());
-  const nlohmann::json entry = {{"key", key_text},
-                                {"pass", pass},
-                                {"metadata", result.metadata},
-                                {"statistics", result.statistics},
-                                {"changed", result.changed}};
-  const fs::path path = entry_path(pass, key_text);
+  const nlohmann::json entry = {{"key", key_text}, {"name", name}, {"payload", payload}};
+  const fs::path path = entry_path(name, key_text);
   const fs::path temporary = path.string() + fmt::format(".tmp{}", static_cast<long>(::getpid()));
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
@@ -154,6 +140,29 @@ Status PassCache::store(const std::string& pass, const std::string& key_text, co
     return Status::error("cannot rename into " + path.string());
   }
   return Status::ok();
+}
+
+std::optional<CachedPassResult> PassCache::load(const std::string& pass, const std::string& key_text) const {
+  const std::optional<nlohmann::json> payload = load_payload(pass, key_text);
+  if (!payload || !payload->is_object() || !payload->contains("metadata") || !(*payload)["metadata"].is_object() ||
+      !payload->contains("statistics") || !(*payload)["statistics"].is_object())
+    return std::nullopt;
+  CachedPassResult result;
+  for (const auto& [name, value] : (*payload)["metadata"].items()) {
+    if (!value.is_string()) return std::nullopt;
+    result.metadata[name] = value.get<std::string>();
+  }
+  for (const auto& [name, value] : (*payload)["statistics"].items()) {
+    if (!value.is_number()) return std::nullopt;
+    result.statistics[name] = value.get<double>();
+  }
+  result.changed = payload->value("changed", false);
+  return result;
+}
+
+Status PassCache::store(const std::string& pass, const std::string& key_text, const CachedPassResult& result) const {
+  return store_payload(pass, key_text,
+                       {{"metadata", result.metadata}, {"statistics", result.statistics}, {"changed", result.changed}});
 }
 
 std::optional<fs::path> default_pass_cache_dir() {

@@ -17,8 +17,11 @@
 // running executable's bytes (any rebuild invalidates every entry). A hit is
 // taken only when the stored key text matches in full, so a hash collision
 // cannot return another model's result.
-// File: <dir>/<pass>-<key>.json with the key text, the metadata entries
-// after the pass, its statistics and whether it changed the IR. Written
+// File: <dir>/<name>-<key>.json with the key text and a payload: for a pass,
+// the metadata entries after it, its statistics and whether it changed the
+// IR; for a measurement a pass stores itself (migrate-outliers' calibration
+// run, which precedes a rewrite of weights and so cannot be restored as
+// metadata), whatever JSON it chose. Written
 // atomically (temp file + rename); an unreadable or stale file is a miss and
 // is rewritten; failing to write is a warning, never an error.
 // Where: $LOKA_PASS_CACHE if set ("off" disables), else
@@ -30,6 +33,8 @@
 #include <map>
 #include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "loka/status.h"
 #include "passes/ir/graph.h"
@@ -57,8 +62,13 @@ class PassCache {
   /// Stores `result` for `key_text`; the error says why it could not (callers warn and go on).
   Status store(const std::string& pass, const std::string& key_text, const CachedPassResult& result) const;
 
+  /// Any JSON a pass stores itself under `name` (a measurement it would otherwise repeat, as
+  /// migrate-outliers' calibration run), with the same keys and file rules.
+  std::optional<nlohmann::json> load_payload(const std::string& name, const std::string& key_text) const;
+  Status store_payload(const std::string& name, const std::string& key_text, const nlohmann::json& payload) const;
+
   /// The file an entry lives in.
-  std::filesystem::path entry_path(const std::string& pass, const std::string& key_text) const;
+  std::filesystem::path entry_path(const std::string& name, const std::string& key_text) const;
   const std::filesystem::path& directory() const { return directory_; }
 
  private:

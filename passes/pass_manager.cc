@@ -28,8 +28,8 @@ Result<bool> PassManager::run_or_restore(Pass& pass, const PipelineEntry& entry,
                                          PassContext& context, bool& cached) {
   cached = false;
   const PassInfo* info = registry_.find(entry.pass);
-  if (options_.cache_dir.empty() || info == nullptr || !info->result_cacheable) return pass.run(graph, context);
-  const PassCache cache(options_.cache_dir);
+  if (context.cache() == nullptr || info == nullptr || !info->result_cacheable) return pass.run(graph, context);
+  const PassCache& cache = *context.cache();
   LOKA_ASSIGN_OR_RETURN(const std::string key, PassCache::key_text(entry.pass, entry.options, context.settings(), graph));
   if (std::optional<CachedPassResult> stored = cache.load(entry.pass, key)) {
     graph.metadata = std::move(stored->metadata);
@@ -58,7 +58,9 @@ Result<std::vector<PassRunRecord>> PassManager::run(ir::Graph& graph, const Pipe
   for (const PipelineEntry& entry : pipeline) {
     std::unique_ptr<Pass> pass = registry_.create(entry.pass);
     if (!pass) return Status::error("pipeline: unknown pass '" + entry.pass + "'");
-    PassContext context(settings, entry.options);
+    const std::optional<PassCache> cache =
+        options_.cache_dir.empty() ? std::nullopt : std::optional<PassCache>(PassCache(options_.cache_dir));
+    PassContext context(settings, entry.options, cache ? &*cache : nullptr);
     const auto start = std::chrono::steady_clock::now();
     bool cached = false;
     Result<bool> changed = run_or_restore(*pass, entry, graph, context, cached);

@@ -44,11 +44,14 @@ for model in dlrm_dot dlrm_dcnv2 wukong dhen attention_ranker; do
   step "run-cuda-$model" "$build/tools/loka-run" "$zoo/model.onnx" --inputs "$zoo/eval" --device cuda \
        --compare "$zoo/eval" --tol 1e-4
   # The optimized model (FP8 sites, ai.loka ops) on the GPU against the CPU runtime's outputs of it.
+  # 5e-3: Dispatch gives FP32 nodes TF32/BF16 kernels within the budget's reserve, which the CPU
+  # runtime computes in FP32 (tiny attention_ranker, H200, 2026-11-26: 1.8e-7 without dispatch,
+  # 3.0e-3 with it; the eval drift, not this gap, is what the budget bounds).
   if step "opt-$model" "$build/tools/loka-opt" "$zoo/model.onnx" -o "$opt_dir/$model.onnx" --calib "$zoo/calib" \
           --quiet --report "$logs/$model.report.json"; then
     step "cpu-ref-$model" "$build/tools/loka-run" "$opt_dir/$model.onnx" --inputs "$zoo/eval" --outputs "$opt_dir/$model.cpu"
     step "run-cuda-opt-$model" "$build/tools/loka-run" "$opt_dir/$model.onnx" --inputs "$zoo/eval" --device cuda \
-         --compare "$opt_dir/$model.cpu" --tol 2e-3 --bench 200
+         --compare "$opt_dir/$model.cpu" --tol 5e-3 --bench 200
   fi
 done
 # The serving contract under load on the GPU: bit-identical outputs, no device allocation after warm-up.

@@ -12,6 +12,7 @@
 #include "loka/session.h"
 #include "passes/mods/rewrite_helpers.h"
 #include "passes/onnx/onnx_export.h"
+#include "passes/pass_cache.h"
 #include "passes/probe/annotations.h"
 #include "runtime/test_data.h"
 
@@ -139,6 +140,52 @@ Status calibrate(const ir::Graph& graph, std::vector<Site>& sites, const Compile
   return Status::ok();
 }
 
+/// The per-site calibration as JSON (sites in match order) and back; false when `stored` does not
+/// describe these sites.
+nlohmann::json calibration_payload(const std::vector<Site>& sites) {
+  nlohmann::json payload = nlohmann::json::array();
+  for (const Site& site : sites)
+    payload.push_back({{"consumer", site.consumer->name()},
+                       {"activation_amax", site.activation_amax},
+                       {"non_finite", site.non_finite}});
+  return payload;
+}
+
+bool restore_calibration(const nlohmann::json& stored, std::vector<Site>& sites) {
+  if (!stored.is_array() || stored.size() != sites.size()) return false;
+  for (size_t i = 0; i < sites.size(); ++i) {
+    const nlohmann::json& entry = stored[i];
+    if (!entry.is_object() || entry.value("consumer", std::string()) != sites[i].consumer->name() ||
+        !entry.contains("activation_amax") || !entry["activation_amax"].is_array() ||
+        entry["activation_amax"].size() != static_cast<size_t>(sites[i].k))
+      return false;
+  }
+  for (size_t i = 0; i < sites.size(); ++i) {
+    sites[i].activation_amax = stored[i]["activation_amax"].get<std::vector<float>>();
+    sites[i].non_finite = stored[i].value("non_finite", false);
+  }
+  return true;
+}
+
+/// The calibration run, or its stored result: a CPU run over the calibration batches (11-13 s of
+/// a full-size model's loka-opt on the GPU machine) that a second loka-opt of the same model, data
+/// and build need not repeat (passes/pass_cache.h keys it).
+Status calibrate_or_restore(const ir::Graph& graph, std::vector<Site>& sites, PassContext& context) {
+  std::optional<std::string> key;
+  if (const PassCache* cache = context.cache()) {
+    LOKA_ASSIGN_OR_RETURN(key, PassCache::key_text("migrate-outliers-calibration", context.options(),
+                                                   context.settings(), graph));
+    if (auto stored = cache->load_payload("migrate-outliers-calibration", *key); stored && restore_calibration(*stored, sites)) {
+      context.add_statistic("calibration-restored");
+      return Status::ok();
+    }
+  }
+  LOKA_RETURN_IF_ERROR(calibrate(graph, sites, context.settings(), context.int_option("batches")));
+  // A store that cannot be written costs a second run next time, nothing more.
+  if (key) (void)context.cache()->store_payload("migrate-outliers-calibration", *key, calibration_payload(sites));
+  return Status::ok();
+}
+
 // --------------------------------------------------------------- factors --
 
 /// max / median of the channel amax (infinite when the median is 0 and the max is not).
@@ -232,7 +279,7 @@ class MigrateOutliersPass final : public Pass {
       if (auto site = match(node)) sites.push_back(std::move(*site));
     context.add_statistic("sites-considered", static_cast<double>(sites.size()));
     if (sites.empty()) return false;
-    LOKA_RETURN_IF_ERROR(calibrate(graph, sites, context.settings(), context.int_option("batches")));
+    LOKA_RETURN_IF_ERROR(calibrate_or_restore(graph, sites, context));
 
     LOKA_ASSIGN_OR_RETURN(nlohmann::json document, read_annotations(graph));
     bool changed = false;
@@ -268,7 +315,7 @@ PassInfo migrate_outliers_pass_info() {
                    {"min_ratio", OptionType::kFloat, "8", "migrate only where max/median channel amax exceeds this"},
                    {"batches", OptionType::kInt, "8", "calibration batches for the per-channel activation amax"},
                    {"pow2", OptionType::kBool, "true", "round factors to powers of two (bit-exact folds)"}},
-                  {"sites-considered", "sites-migrated", "sites-skipped-non-finite"}};
+                  {"sites-considered", "sites-migrated", "sites-skipped-non-finite", "calibration-restored"}};
 }
 
 std::unique_ptr<Pass> make_migrate_outliers_pass() { return std::make_unique<MigrateOutliersPass>(); }

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "mods_test_util.h"
+#include "passes/ir/text_format.h"
 #include "passes/pass_cache.h"
 #include "passes/pass_manager.h"
 #include "passes/probe/annotations.h"
@@ -136,6 +137,27 @@ TEST(PassCache, DamagedOrForeignEntriesAreMissesAndGetRewritten) {
     std::ofstream(entry, std::ios::trunc) << json.dump();
   }
   EXPECT_FALSE(record_of(run_cached(cache, settings), "probe").cached);
+}
+
+TEST(PassCache, MigrateOutliersRestoresItsCalibrationAndRewritesTheSame) {
+  const fs::path cache = testing::make_temp_dir("loka-pass-cache");
+  const CompileSettings settings = settings_for(zoo_calibration("attention_ranker"));
+  const std::string pipeline = "canonicalize,infer-shapes,migrate-outliers{min_ratio=1}";
+  const auto rewrite = [&](bool restored) {
+    auto graph = testing::load_zoo_model("attention_ranker");
+    EXPECT_TRUE(graph) << graph.status().message();
+    auto parsed = parse_pipeline(pipeline, testing::mods_registry());
+    PassManagerOptions options;
+    options.cache_dir = cache;
+    auto records = PassManager(testing::mods_registry(), options).run(**graph, *parsed, settings);
+    EXPECT_TRUE(records) << records.status().message();
+    const auto& statistics = records->back().statistics;
+    EXPECT_GT(statistics.at("sites-migrated"), 0.0);
+    EXPECT_EQ(statistics.count("calibration-restored"), restored ? 1u : 0u);
+    return ir::print_graph(**graph);
+  };
+  const std::string first = rewrite(false);
+  EXPECT_EQ(rewrite(true), first) << "the restored calibration gives the same factors, bit for bit";
 }
 
 TEST(PassCache, AnUnwritableStoreIsALogLineNotAnError) {
