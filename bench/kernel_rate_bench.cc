@@ -17,6 +17,9 @@
 //                 kernels at the zoo's batch-4096 shapes (same shape, row, column,
 //                 scalar and attention-mask broadcasts; odd widths; short softmax
 //                 rows) vs a copy of the bytes each must read and write.
+//   attention     ai.loka Attention at the zoo's full-size shapes (ranker: 40 tokens,
+//                 8 heads of 16, packed QKV; DHEN: one head of 128) vs a copy of
+//                 Q, K, V and Y once.
 //
 // Prints one table: LoKA median µs, reference median µs, and LoKA's rate as a
 // share of the reference's (issue 6 asks >= 70% at large sizes).
@@ -31,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/dequant_epilogue.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/elementwise.h"
@@ -341,6 +345,26 @@ void bench_softmax(int64_t rows, int64_t n) {
 }
 
 /// Batch 4096 shapes of the model zoo's memory-bound kernels (docs/benchmarks.md traces).
+/// ai.loka Attention on a packed [b, n, 3·h·d + pad] QKV (a fresh buffer per run) into [b, n, h·d];
+/// an odd `pad` leaves rows unaligned, which the kernel stages one float at a time.
+void bench_attention(int64_t b, int64_t n, int64_t heads, int64_t d, int64_t pad = 0) {
+  const size_t in_bytes = static_cast<size_t>(b * n * (3 * heads * d + pad)) * 4;
+  const size_t out_bytes = static_cast<size_t>(b * n * heads * d) * 4;
+  Rotation qkv(in_bytes), y(out_bytes);
+  cuda::AttentionArgs args;
+  args.batch = b, args.nq = args.nk = n, args.heads = heads, args.head_dim = d;
+  args.q_stride = args.k_stride = args.v_stride = 3 * heads * d + pad;
+  args.q_offset = 0, args.k_offset = heads * d, args.v_offset = 2 * heads * d;
+  args.scale = 0.25f;
+  bench_memory_bound("attention", std::to_string(b) + "x" + std::to_string(n) + " " + std::to_string(heads) + "x" +
+                                      std::to_string(d) + (pad ? " unaligned" : ""),
+                     in_bytes, out_bytes, [&](int it) {
+                       args.q = args.k = args.v = static_cast<const float*>(qkv.at(it));
+                       args.y = static_cast<float*>(y.at(it));
+                       check_status(cuda::launch_attention(args, nullptr), "attention");
+                     });
+}
+
 void bench_memory_bound_kernels() {
   using cuda::BinaryOp;
   const int64_t b = 4096;
@@ -357,6 +381,10 @@ void bench_memory_bound_kernels() {
   for (int64_t cols : {256, 1024, 3456}) bench_quantize_tensor(b, cols);
   for (int64_t n : {27, 40, 64}) bench_softmax(b * 4 * n, n);  // 4 heads, n queries over n keys
   for (int64_t n : {200, 1024}) bench_softmax(b * 16, n);
+  bench_attention(b, 40, 8, 16);   // attention ranker
+  bench_attention(b, 40, 8, 16, 1);
+  bench_attention(b, 35, 1, 128);  // DHEN
+  bench_attention(b, 40, 2, 64);
 }
 
 }  // namespace

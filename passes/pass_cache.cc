@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "passes/dispatch/gpu_timer.h"
-#include "passes/onnx/onnx_export.h"
+#include "passes/ir/text_format.h"
 
 namespace loka {
 namespace {
@@ -78,6 +78,23 @@ Result<std::string> data_fingerprint(const fs::path& root) {
   return fmt::format("{:016x} ({} files, {} bytes)", h, files.size(), total);
 }
 
+/// Hash of the graph as the passes see it: its printed structure (nodes, attributes, types,
+/// metadata) and every initializer's name and bytes, hashed in place (serializing a model with
+/// gigabytes of tables to protobuf first cost 1-2 s per cached pass).
+std::string graph_fingerprint(const ir::Graph& graph) {
+  const std::string structure = ir::print_graph_structure(graph);
+  uint64_t h = hash_bytes(structure);
+  uint64_t bytes = structure.size();
+  for (const ir::Value* value : graph.values()) {
+    if (!value->is_initializer()) continue;
+    const Tensor& tensor = *value->initializer();
+    h = hash_bytes(value->name(), h);
+    h = hash_bytes(std::string_view(static_cast<const char*>(tensor.raw()), tensor.byte_size()), h);
+    bytes += tensor.byte_size();
+  }
+  return fmt::format("{:016x} ({} bytes)", h, bytes);
+}
+
 /// The running program's bytes, hashed once: a rebuilt LoKA computes its own results.
 std::string build_fingerprint() {
   static const std::string fingerprint = [] {
@@ -91,14 +108,13 @@ std::string build_fingerprint() {
 
 Result<std::string> PassCache::key_text(const std::string& pass, const std::map<std::string, std::string>& options,
                                         const CompileSettings& settings, const ir::Graph& graph) {
-  LOKA_ASSIGN_OR_RETURN(const std::string model, onnx_io::export_model_bytes(graph));
   LOKA_ASSIGN_OR_RETURN(const std::string calibration, data_fingerprint(settings.calibration_data));
   auto gpu = dispatch::gpu_fingerprint();
   std::string text = std::string(kFormat) + "\npass " + pass + "\noptions";
   for (const auto& [name, value] : options) text += " " + name + "=" + value;
   text += "\nbudget " + settings.budget + "\ndevice " + settings.device + "\npins";
   for (const std::string& pin : settings.pin_rules) text += " " + pin;
-  text += fmt::format("\nmodel {:016x} ({} bytes)", hash_bytes(model), model.size());
+  text += "\nmodel " + graph_fingerprint(graph);
   text += "\ncalibration " + calibration;
   text += "\ngpu " + (gpu ? gpu->to_string() : std::string("none"));
   text += "\nbuild " + build_fingerprint() + "\n";

@@ -12,7 +12,7 @@
 // running it.
 //
 // Key: a 64-bit hash over the pass name, its resolved options, the settings
-// (budget, device, pins), the model's serialized bytes, every calibration
+// (budget, device, pins), the model (printed structure and initializer bytes), every calibration
 // file (relative name and bytes), the GPU fingerprint (or "no GPU") and the
 // running executable's bytes (any rebuild invalidates every entry). A hit is
 // taken only when the stored key text matches in full, so a hash collision

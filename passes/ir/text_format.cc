@@ -114,7 +114,9 @@ std::string print_type(const TensorType& type) {
   return out + "]";
 }
 
-std::string print_graph(const Graph& graph) {
+namespace {
+
+std::string print_graph_text(const Graph& graph, bool with_initializer_values) {
   std::string out = "graph " + quote(graph.name) + " {\n";
   for (const auto& [domain, version] : graph.opsets) out += "  opset " + quote(domain) + " " + std::to_string(version) + "\n";
   for (const auto& [key, value] : graph.metadata) out += "  meta " + quote(key) + " " + quote(value) + "\n";
@@ -122,7 +124,7 @@ std::string print_graph(const Graph& graph) {
   for (const Value* value : graph.values())
     if (value->is_initializer())
       out += "  init " + value_ref(value) + " : " + print_type(value->type()) + " = " +
-             format_tensor_values(*value->initializer()) + "\n";
+             (with_initializer_values ? format_tensor_values(*value->initializer()) : std::string("...")) + "\n";
   auto order = topological_order(graph);
   const std::vector<Node*> nodes = order ? std::move(order).value() : graph.nodes();  // a cyclic graph still prints
   for (const Node* node : nodes) {
@@ -147,6 +149,12 @@ std::string print_graph(const Graph& graph) {
   for (const Value* output : graph.outputs()) out += "  output " + value_ref(output) + "\n";
   return out + "}\n";
 }
+
+}  // namespace
+
+std::string print_graph(const Graph& graph) { return print_graph_text(graph, true); }
+
+std::string print_graph_structure(const Graph& graph) { return print_graph_text(graph, false); }
 
 // ----------------------------------------------------------------- parsing --
 namespace {

@@ -32,6 +32,9 @@ namespace loka::ir {
 
 /// The textual form of `graph`, nodes in topological order.
 std::string print_graph(const Graph& graph);
+/// The same text with each initializer's values left out ("= ..."): the graph's structure, types
+/// and metadata, for fingerprints that hash the values separately (passes/pass_cache.cc).
+std::string print_graph_structure(const Graph& graph);
 /// The textual form of one type, e.g. "f32[batch,4]".
 std::string print_type(const TensorType& type);
 /// Parses the textual form; errors give the line and what was expected.

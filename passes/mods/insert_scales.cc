@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "kernels/cpu/fp8_quantize.h"
+#include "kernels/cpu/parallel_rows.h"
 #include "loka/float8.h"
 #include "passes/ir/graph_algorithms.h"
 #include "passes/probe/annotations.h"
@@ -57,14 +58,17 @@ QuantizedWeight quantize_weight(const Tensor& w, bool transposed, float alpha) {
   const auto at = [&](int64_t row, int64_t col) { return transposed ? data[row * k + col] : data[col * n + row]; };
   QuantizedWeight q{Tensor::zeros(DType::kFloat8E4M3FN, {n, k}), Tensor::zeros(DType::kFloat32, {n})};
   auto* codes = q.codes.data<uint8_t>();
-  for (int64_t row = 0; row < n; ++row) {
-    float amax = 0;
-    for (int64_t col = 0; col < k; ++col)
-      if (std::isfinite(at(row, col))) amax = std::max(amax, std::fabs(at(row, col)));
-    const float scale = cpu::fp8_scale_for_amax(amax, cpu::Fp8Format::kE4M3FN);
-    for (int64_t col = 0; col < k; ++col) codes[row * k + col] = float_to_fp8e4m3fn(at(row, col) / scale);
-    q.scales.data<float>()[row] = scale * alpha;
-  }
+  float* scales = q.scales.data<float>();
+  cpu::parallel_rows(n, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      float amax = 0;
+      for (int64_t col = 0; col < k; ++col)
+        if (std::isfinite(at(row, col))) amax = std::max(amax, std::fabs(at(row, col)));
+      const float scale = cpu::fp8_scale_for_amax(amax, cpu::Fp8Format::kE4M3FN);
+      for (int64_t col = 0; col < k; ++col) codes[row * k + col] = float_to_fp8e4m3fn(at(row, col) / scale);
+      scales[row] = scale * alpha;
+    }
+  });
   return q;
 }
 
@@ -74,14 +78,17 @@ QuantizedWeight quantize_table(const Tensor& table, bool per_row) {
   const float* data = table.data<float>();
   QuantizedWeight q{Tensor::zeros(DType::kFloat8E4M3FN, {v, d}), Tensor::zeros(DType::kFloat32, {per_row ? v : 1})};
   const float table_scale = cpu::fp8_scale_for_amax(cpu::finite_amax(table.values<float>()), cpu::Fp8Format::kE4M3FN);
-  for (int64_t row = 0; row < v; ++row) {
-    const std::span<const float> values(data + row * d, static_cast<size_t>(d));
-    const float scale =
-        per_row ? cpu::fp8_scale_for_amax(cpu::finite_amax(values), cpu::Fp8Format::kE4M3FN) : table_scale;
-    for (int64_t col = 0; col < d; ++col)
-      q.codes.data<uint8_t>()[row * d + col] = float_to_fp8e4m3fn(values[col] / scale);
-    if (per_row) q.scales.data<float>()[row] = scale;
-  }
+  uint8_t* codes = q.codes.data<uint8_t>();
+  float* scales = q.scales.data<float>();
+  cpu::parallel_rows(v, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const std::span<const float> values(data + row * d, static_cast<size_t>(d));
+      const float scale =
+          per_row ? cpu::fp8_scale_for_amax(cpu::finite_amax(values), cpu::Fp8Format::kE4M3FN) : table_scale;
+      for (int64_t col = 0; col < d; ++col) codes[row * d + col] = float_to_fp8e4m3fn(values[col] / scale);
+      if (per_row) scales[row] = scale;
+    }
+  });
   if (!per_row) q.scales.data<float>()[0] = table_scale;
   return q;
 }

@@ -12,11 +12,8 @@
 #include <thread>
 #include <unordered_map>
 
-#ifdef __linux__
-#include <sched.h>
-#endif
-
 #include "kernels/cpu/fp8_quantize.h"
+#include "kernels/cpu/parallel_rows.h"
 #include "loka/engine.h"
 #include "loka/session.h"
 #include "passes/dispatch/gpu_timer.h"
@@ -385,15 +382,7 @@ Result<ProbeMethod> probe_method(const std::string& device, const std::string& m
   return chosen;
 }
 
-/// Cores this process may run on: its CPU affinity (taskset, cgroups' cpusets), which
-/// std::thread::hardware_concurrency ignores; at least 1.
-size_t usable_cores() {
-#ifdef __linux__
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-#endif
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+using cpu::usable_cores;
 
 // ------------------------------------------------------ switched model ----
 
