@@ -16,6 +16,7 @@
 #include <cuda_fp8.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda/device_util.cuh"
@@ -57,11 +58,41 @@ __device__ __forceinline__ void publish_amax(const LayerNormArgs& args, float am
   }
 }
 
+/// Four elements of a row (columns j..j+3) through the element formula, stored together: one
+/// 32-bit store of four codes or one float4. Returns the largest finite |v|.
+__device__ __forceinline__ float normalize_and_store4(const LayerNormArgs& args, int64_t row, int64_t j, float4 x,
+                                                      float mean, float inv_std) {
+  const float in[4] = {x.x, x.y, x.z, x.w};
+  float v[4];
+  float amax = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    v[e] = __fmul_rn(__fmul_rn(__fsub_rn(in[e], mean), inv_std), args.scale[j + e]);
+    if (args.bias) v[e] = __fadd_rn(v[e], args.bias[j + e]);
+    amax = fmaxf(amax, isfinite(v[e]) ? fabsf(v[e]) : 0.0f);
+  }
+  if (args.y_codes) {
+    uint32_t packed = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      packed |= static_cast<uint32_t>(__nv_cvt_float_to_fp8(__fdiv_rn(v[e], args.y_scale), __NV_SATFINITE, __NV_E4M3))
+                << (8 * e);
+    *reinterpret_cast<uint32_t*>(args.y_codes + row * args.cols + j) = packed;
+  } else {
+    *reinterpret_cast<float4*>(args.y + row * args.cols + j) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+  return amax;
+}
+
 /// Rows staged in shared memory: kThreads threads per row (a warp, eight rows to
 /// a block, or the whole block), each reading back only the columns it loaded.
-template <int kThreads>
+/// kVec: columns a multiple of 4 and x, y 16-byte (codes 4-byte) aligned, so each thread moves
+/// float4s: a quarter of the memory instructions (the scalar kernel reached 35-38% of the copy
+/// rate on 65536x1024 and 16384x4096, H200, 2026-11-26).
+template <int kThreads, bool kVec>
 __global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_staged_kernel(LayerNormArgs args) {
-  extern __shared__ float staged[];  // kRowsPerBlock rows of args.cols floats
+  extern __shared__ float4 staged_raw[];  // kRowsPerBlock rows of args.cols floats
+  float* const staged = reinterpret_cast<float*>(staged_raw);
   __shared__ double shared_sum[kThreads / 32];
   constexpr int kRowsPerBlock = kThreadsPerBlock / kThreads;
   const int lane = static_cast<int>(threadIdx.x) % kThreads, slot = static_cast<int>(threadIdx.x) / kThreads;
@@ -73,25 +104,50 @@ __global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_staged_kernel(Lay
   const auto plus = [](double a, double b) { return a + b; };
 
   double sum = 0.0;
-  if (active)
-    for (int j = lane; j < n; j += kThreads) {
-      const float v = in[j];
-      mine[j] = v;
-      sum += v;
+  if (active) {
+    if constexpr (kVec) {
+      for (int j = lane * 4; j < n; j += kThreads * 4) {
+        const float4 v = *reinterpret_cast<const float4*>(in + j);
+        *reinterpret_cast<float4*>(mine + j) = v;
+        sum += (static_cast<double>(v.x) + static_cast<double>(v.y)) + (static_cast<double>(v.z) + static_cast<double>(v.w));
+      }
+    } else {
+      for (int j = lane; j < n; j += kThreads) {
+        const float v = in[j];
+        mine[j] = v;
+        sum += v;
+      }
     }
+  }
   const double mean = row_reduce<kThreads>(sum, plus, shared_sum) / static_cast<double>(n);
   double squares = 0.0;
-  if (active)
-    for (int j = lane; j < n; j += kThreads) {
-      const double d = static_cast<double>(mine[j]) - mean;
-      squares += d * d;
+  if (active) {
+    // Each thread reads back exactly the columns it staged (no barrier needed).
+    if constexpr (kVec) {
+      for (int j = lane * 4; j < n; j += kThreads * 4) {
+        const float4 v = *reinterpret_cast<const float4*>(mine + j);
+        const double d0 = v.x - mean, d1 = v.y - mean, d2 = v.z - mean, d3 = v.w - mean;
+        squares += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+      }
+    } else {
+      for (int j = lane; j < n; j += kThreads) {
+        const double d = static_cast<double>(mine[j]) - mean;
+        squares += d * d;
+      }
     }
+  }
   const double variance = row_reduce<kThreads>(squares, plus, shared_sum) / static_cast<double>(n);
   const float mean_f = static_cast<float>(mean);
   const float inv_std = static_cast<float>(1.0 / sqrt(variance + static_cast<double>(args.epsilon)));
   float amax = 0.0f;
-  if (active)
-    for (int j = lane; j < n; j += kThreads) amax = fmaxf(amax, normalize_and_store(args, row, j, mine[j], mean_f, inv_std));
+  if (active) {
+    if constexpr (kVec) {
+      for (int j = lane * 4; j < n; j += kThreads * 4)
+        amax = fmaxf(amax, normalize_and_store4(args, row, j, *reinterpret_cast<const float4*>(mine + j), mean_f, inv_std));
+    } else {
+      for (int j = lane; j < n; j += kThreads) amax = fmaxf(amax, normalize_and_store(args, row, j, mine[j], mean_f, inv_std));
+    }
+  }
   if (args.amax) publish_amax(args, amax);
 }
 
@@ -132,12 +188,17 @@ Status launch_layer_norm(const LayerNormArgs& args, cudaStream_t stream) {
     return Status::error("layer_norm: y_scale must be finite and > 0, got " + std::to_string(args.y_scale));
   if (args.rows == 0 || args.cols == 0) return Status::ok();
   const size_t row_bytes = static_cast<size_t>(args.cols) * sizeof(float);
+  const auto aligned = [](const void* pointer, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; };
+  const bool vec = args.cols % 4 == 0 && aligned(args.x, 16) &&
+                   (args.y_codes ? aligned(args.y_codes, 4) : aligned(args.y, 16));
   if (args.cols <= 1024) {
     constexpr int kRowsPerBlock = kThreadsPerBlock / 32;
     const int64_t blocks = (args.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    layer_norm_staged_kernel<32><<<static_cast<unsigned>(blocks), kThreadsPerBlock, kRowsPerBlock * row_bytes, stream>>>(args);
+    const auto kernel = vec ? layer_norm_staged_kernel<32, true> : layer_norm_staged_kernel<32, false>;
+    kernel<<<static_cast<unsigned>(blocks), kThreadsPerBlock, kRowsPerBlock * row_bytes, stream>>>(args);
   } else if (row_bytes <= kMaxStagedBytes) {
-    layer_norm_staged_kernel<kThreadsPerBlock><<<static_cast<unsigned>(args.rows), kThreadsPerBlock, row_bytes, stream>>>(args);
+    const auto kernel = vec ? layer_norm_staged_kernel<kThreadsPerBlock, true> : layer_norm_staged_kernel<kThreadsPerBlock, false>;
+    kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, row_bytes, stream>>>(args);
   } else layer_norm_wide_kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, 0, stream>>>(args);
   return launch_status("layer_norm");
 }
