@@ -14,10 +14,10 @@
 // slices in registers. Per 32-key tile the block stages every team's K and V
 // rows in shared memory (coalesced global reads; slices kSkew floats apart and
 // teams skewed by kSkew floats so the lanes' float4 reads fall in different
-// banks). Then, 16 keys at a time, each thread forms its partial dot with key j
+// banks). Then, 8 keys at a time, each thread forms its partial dot with key j
 // (a broadcast read shared by the team's rows), the G slices add theirs with
 // xor-shuffles (every lane gets the same sum, so the G copies of the softmax
-// state agree bit for bit), keeps the 16 scores in registers, rescales
+// state agree bit for bit), keeps the 8 scores in registers, rescales
 // (m, l, acc) once and accumulates p_j · v_j. For D ≤ 16 a thread owns its row
 // outright: no cross-lane traffic at all.
 //
@@ -25,8 +25,8 @@
 // accesses, one float4 per 4 dims per thread), which the key tiles reuse in
 // between. Global traffic is the minimum: each Q element read once, K and V
 // once per query block (once when Nq ≤ 256 / G), each Y element written once:
-// 4·B·(2·Nq + 2·Nk)·H·D bytes. About 80 registers (no spill),
-// 3 blocks of 256 threads per SM; at most 42 KiB of shared memory per block,
+// 4·B·(2·Nq + 2·Nk)·H·D bytes. At most 64 registers,
+// 4 blocks of 256 threads per SM; at most 42 KiB of shared memory per block,
 // so no opt-in attribute is needed. Small Nq (decode-like, one query against
 // many keys) fills blocks poorly: a team is Nq·G threads and shared memory
 // caps the teams per block; it is correct, not tuned, there.
@@ -47,7 +47,7 @@ namespace {
 constexpr int kMaxThreads = 256;  ///< threads per block, and so query-row slices per block
 constexpr int kMaxTeams = 64;     ///< units per block (shared memory caps it lower for every tier)
 constexpr int kTile = 32;         ///< keys staged per step
-constexpr int kScored = 16;       ///< keys scored per softmax update (scores live in registers)
+constexpr int kScored = 8;        ///< keys scored per softmax update (scores live in registers)
 constexpr int kSkew = 4;          ///< floats between slices and between teams' tiles (banks)
 /// Dynamic shared memory a block may take: 48 KiB less the static per-row and per-team offsets.
 constexpr size_t kSharedBudget =
@@ -73,12 +73,14 @@ struct Tier {
   static __device__ __forceinline__ int column(int e) { return (e / kS) * kSlice + e % kS; }
 };
 
-// Three blocks of 256 per SM: ptxas then keeps every tier within 80 registers without spilling.
+// Four blocks of 256 per SM and scores 8 keys at a time: ranker shape 246 -> 232 us against three blocks
+// and 16 keys (H200, 2026-11-26; two blocks: 313 us). Nsight Compute on the old build: 36% occupancy
+// (registers and shared memory), 1.07 TB/s from DRAM, a third of the cycles with no eligible warp.
 /// kVec: every row of Q, K, V and Y starts 16-byte aligned at each head (head_dim, strides and
 /// offsets multiples of 4, aligned pointers), so staging moves float4s: a quarter of the load
 /// instructions and index arithmetic, which the scalar staging spent as much time on as the math.
 template <int kS, int kG, bool kVec>
-__global__ void __launch_bounds__(kMaxThreads, 3) attention_kernel(AttentionArgs a, AttentionLayout layout) {
+__global__ void __launch_bounds__(kMaxThreads, 4) attention_kernel(AttentionArgs a, AttentionLayout layout) {
   using T = Tier<kS, kG>;
   constexpr int kQuads = T::kD / 4;  // float4s per padded row
   const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -187,7 +189,7 @@ __global__ void __launch_bounds__(kMaxThreads, 3) attention_kernel(AttentionArgs
       }
       __syncthreads();
 
-      // Scores of 16 keys at a time (fewer live registers than the whole tile): the dot product
+      // Scores of kScored keys at a time (fewer live registers than the whole tile): the dot product
       // over D, then one multiply by scale.
       for (int j1 = 0; j1 < valid; j1 += kScored) {
         float s[kScored];
