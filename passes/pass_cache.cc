@@ -4,13 +4,14 @@
 // ============================================================================
 #include "passes/pass_cache.h"
 
-#include <algorithm>
 #include <unistd.h>
+
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 
 #include "passes/dispatch/gpu_timer.h"
 #include "passes/ir/text_format.h"
+#include "runtime/file_io.h"
 
 namespace loka {
 namespace {
@@ -38,19 +40,15 @@ uint64_t hash_bytes(std::string_view bytes, uint64_t seed = 0x6c6f6b61u) {
     h = std::rotl(h ^ (word * k2), 31) * k1;
   }
   uint64_t tail = 0;
-  std::memcpy(&tail, bytes.data() + i, bytes.size() - i);
+  if (i < bytes.size()) std::memcpy(&tail, bytes.data() + i, bytes.size() - i);
   h = std::rotl(h ^ (tail * k2), 31) * k1;
   // SplitMix64's finalizer: every input bit reaches every output bit.
   h ^= h >> 30, h *= 0xBF58476D1CE4E5B9ull, h ^= h >> 27, h *= 0x94D049BB133111EBull, h ^= h >> 31;
   return h;
 }
 
-Result<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::error("cannot read " + path.string());
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+std::string_view as_chars(const std::vector<std::byte>& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 /// Hash of every regular file under `root` (or of `root` itself), by relative name and bytes.
@@ -68,11 +66,11 @@ Result<std::string> data_fingerprint(const fs::path& root) {
   std::sort(files.begin(), files.end());
   uint64_t h = hash_bytes("calibration");
   uint64_t total = 0;
+  const bool single_file = files.size() == 1 && files[0] == root;
   for (const fs::path& file : files) {
-    LOKA_ASSIGN_OR_RETURN(const std::string bytes, read_file(file));
-    const std::string name = fs::is_regular_file(root) ? file.filename().string() : fs::relative(file, root).string();
-    h = hash_bytes(name, h);
-    h = hash_bytes(bytes, h);
+    LOKA_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, read_file(file));
+    h = hash_bytes(single_file ? file.filename().string() : fs::relative(file, root).string(), h);
+    h = hash_bytes(as_chars(bytes), h);
     total += bytes.size();
   }
   return fmt::format("{:016x} ({} files, {} bytes)", h, files.size(), total);
@@ -99,7 +97,7 @@ std::string graph_fingerprint(const ir::Graph& graph) {
 std::string build_fingerprint() {
   static const std::string fingerprint = [] {
     auto bytes = read_file("/proc/self/exe");
-    return bytes ? fmt::format("{:016x}", hash_bytes(*bytes)) : std::string("unknown build");
+    return bytes ? fmt::format("{:016x}", hash_bytes(as_chars(*bytes))) : std::string("unknown build");
   }();
   return fingerprint;
 }
@@ -128,7 +126,7 @@ fs::path PassCache::entry_path(const std::string& name, const std::string& key_t
 std::optional<nlohmann::json> PassCache::load_payload(const std::string& name, const std::string& key_text) const {
   auto bytes = read_file(entry_path(name, key_text));
   if (!bytes) return std::nullopt;
-  nlohmann::json entry = nlohmann::json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json entry = nlohmann::json::parse(as_chars(*bytes), nullptr, /*allow_exceptions=*/false);
   if (!entry.is_object() || entry.value("key", std::string()) != key_text || !entry.contains("payload"))
     return std::nullopt;
   return std::move(entry["payload"]);

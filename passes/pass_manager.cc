@@ -55,11 +55,11 @@ Result<std::vector<PassRunRecord>> PassManager::run(ir::Graph& graph, const Pipe
   // tables only; it is printed as text only on failure. (Printing it up front cost a 768 MB
   // model 40 s and several GB of text on every run.)
   const std::unique_ptr<ir::Graph> input = graph.clone();
+  const std::optional<PassCache> cache =
+      options_.cache_dir.empty() ? std::nullopt : std::optional<PassCache>(PassCache(options_.cache_dir));
   for (const PipelineEntry& entry : pipeline) {
     std::unique_ptr<Pass> pass = registry_.create(entry.pass);
     if (!pass) return Status::error("pipeline: unknown pass '" + entry.pass + "'");
-    const std::optional<PassCache> cache =
-        options_.cache_dir.empty() ? std::nullopt : std::optional<PassCache>(PassCache(options_.cache_dir));
     PassContext context(settings, entry.options, cache ? &*cache : nullptr);
     const auto start = std::chrono::steady_clock::now();
     bool cached = false;

@@ -157,7 +157,9 @@ bool restore_calibration(const nlohmann::json& stored, std::vector<Site>& sites)
     const nlohmann::json& entry = stored[i];
     if (!entry.is_object() || entry.value("consumer", std::string()) != sites[i].consumer->name() ||
         !entry.contains("activation_amax") || !entry["activation_amax"].is_array() ||
-        entry["activation_amax"].size() != static_cast<size_t>(sites[i].k))
+        entry["activation_amax"].size() != static_cast<size_t>(sites[i].k) ||
+        !std::all_of(entry["activation_amax"].begin(), entry["activation_amax"].end(),
+                     [](const nlohmann::json& amax) { return amax.is_number(); }))
       return false;
   }
   for (size_t i = 0; i < sites.size(); ++i) {
