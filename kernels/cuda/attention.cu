@@ -73,6 +73,18 @@ struct Tier {
   static __device__ __forceinline__ int column(int e) { return (e / kS) * kSlice + e % kS; }
 };
 
+/// Moves kW consecutive floats (1, or 4 as one float4 when both ends are 16-byte aligned).
+template <int kW>
+__device__ __forceinline__ void copy_floats(float* to, const float* from) {
+  if constexpr (kW == 4) *reinterpret_cast<float4*>(to) = *reinterpret_cast<const float4*>(from);
+  else *to = *from;
+}
+template <int kW>
+__device__ __forceinline__ void zero_floats(float* to) {
+  if constexpr (kW == 4) *reinterpret_cast<float4*>(to) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  else *to = 0.0f;
+}
+
 // Four blocks of 256 per SM and scores 8 keys at a time: ranker shape 246 -> 232 us against three blocks
 // and 16 keys (H200, 2026-11-26; two blocks: 313 us). Nsight Compute on the old build: 36% occupancy
 // (registers and shared memory), 1.07 TB/s from DRAM, a third of the cycles with no eligible warp.
@@ -82,8 +94,8 @@ struct Tier {
 template <int kS, int kG, bool kVec>
 __global__ void __launch_bounds__(kMaxThreads, 4) attention_kernel(AttentionArgs a, AttentionLayout layout) {
   using T = Tier<kS, kG>;
-  constexpr int kQuads = T::kD / 4;  // float4s per padded row
-  const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  constexpr int kW = kVec ? 4 : 1;      // floats moved at once while staging
+  constexpr int kChunks = T::kD / kW;  // moves per padded row
   extern __shared__ float4 shared_raw[];
   // One area, three uses in turn: queries [teams·rows][kRow], then K and V tiles, then outputs.
   float* const stage = reinterpret_cast<float*>(shared_raw);
@@ -134,19 +146,12 @@ __global__ void __launch_bounds__(kMaxThreads, 4) attention_kernel(AttentionArgs
       y_row_at[tid] = valid ? token * out_stride + team_column[p] : -1;
     }
     __syncthreads();
-    if constexpr (kVec) {
-      for (int idx = tid; idx < block_rows * kQuads; idx += blockDim.x) {
-        const int r = idx / kQuads, e = idx % kQuads * 4;
-        const int64_t at = q_row_at[r];
-        *reinterpret_cast<float4*>(stage + r * T::kRow + T::column(e)) =
-            at >= 0 && e < head_dim ? *reinterpret_cast<const float4*>(a.q + at + e) : zero4;
-      }
-    } else {
-      for (int idx = tid; idx < block_rows * T::kD; idx += blockDim.x) {
-        const int r = idx / T::kD, e = idx % T::kD;
-        const int64_t at = q_row_at[r];
-        stage[r * T::kRow + T::column(e)] = at >= 0 && e < head_dim ? a.q[at + e] : 0.0f;
-      }
+    for (int idx = tid; idx < block_rows * kChunks; idx += blockDim.x) {
+      const int r = idx / kChunks, e = idx % kChunks * kW;
+      const int64_t at = q_row_at[r];
+      float* to = stage + r * T::kRow + T::column(e);
+      if (at >= 0 && e < head_dim) copy_floats<kW>(to, a.q + at + e);
+      else zero_floats<kW>(to);
     }
     __syncthreads();
     float q[kS], acc[kS];
@@ -161,30 +166,18 @@ __global__ void __launch_bounds__(kMaxThreads, 4) attention_kernel(AttentionArgs
     for (int64_t j0 = 0; j0 < a.nk; j0 += kTile) {
       const int valid = static_cast<int>(a.nk - j0 < kTile ? a.nk - j0 : kTile);
       __syncthreads();  // the queries (first tile) or the previous tile have been read
-      if constexpr (kVec) {
-        for (int idx = tid; idx < valid * layout.teams * kQuads; idx += blockDim.x) {
-          const int e = idx % kQuads * 4;
-          uint32_t p;
-          const int j = static_cast<int>(layout.by_teams.divmod(static_cast<uint32_t>(idx / kQuads), p));
-          const int64_t k_at = k_team_at[p], v_at = v_team_at[p];
-          const bool load = k_at >= 0 && e < head_dim;
-          const int at = static_cast<int>(p) * T::kTeamTile + j * T::kRow + T::column(e);
-          *reinterpret_cast<float4*>(k_tile + at) =
-              load ? *reinterpret_cast<const float4*>(a.k + k_at + (j0 + j) * a.k_stride + e) : zero4;
-          *reinterpret_cast<float4*>(v_tile + at) =
-              load ? *reinterpret_cast<const float4*>(a.v + v_at + (j0 + j) * a.v_stride + e) : zero4;
-        }
-      } else {
-        for (int idx = tid; idx < valid * layout.teams * T::kD; idx += blockDim.x) {
-          const int e = idx % T::kD;
-          uint32_t p;
-          const int j = static_cast<int>(layout.by_teams.divmod(static_cast<uint32_t>(idx / T::kD), p));
-          const int64_t k_at = k_team_at[p], v_at = v_team_at[p];
-          const bool load = k_at >= 0 && e < head_dim;
-          const float kv = load ? a.k[k_at + (j0 + j) * a.k_stride + e] : 0.0f;
-          const float vv = load ? a.v[v_at + (j0 + j) * a.v_stride + e] : 0.0f;
-          const int at = static_cast<int>(p) * T::kTeamTile + j * T::kRow + T::column(e);
-          k_tile[at] = kv, v_tile[at] = vv;
+      for (int idx = tid; idx < valid * layout.teams * kChunks; idx += blockDim.x) {
+        const int e = idx % kChunks * kW;
+        uint32_t p;
+        const int j = static_cast<int>(layout.by_teams.divmod(static_cast<uint32_t>(idx / kChunks), p));
+        const int64_t k_at = k_team_at[p], v_at = v_team_at[p];
+        const int at = static_cast<int>(p) * T::kTeamTile + j * T::kRow + T::column(e);
+        if (k_at >= 0 && e < head_dim) {
+          copy_floats<kW>(k_tile + at, a.k + k_at + (j0 + j) * a.k_stride + e);
+          copy_floats<kW>(v_tile + at, a.v + v_at + (j0 + j) * a.v_stride + e);
+        } else {
+          zero_floats<kW>(k_tile + at);
+          zero_floats<kW>(v_tile + at);
         }
       }
       __syncthreads();
@@ -252,19 +245,10 @@ __global__ void __launch_bounds__(kMaxThreads, 4) attention_kernel(AttentionArgs
             make_float4(acc[d] / l, acc[d + 1] / l, acc[d + 2] / l, acc[d + 3] / l);
     }
     __syncthreads();
-    if constexpr (kVec) {
-      for (int idx = tid; idx < block_rows * kQuads; idx += blockDim.x) {
-        const int r = idx / kQuads, e = idx % kQuads * 4;
-        const int64_t at = y_row_at[r];
-        if (at >= 0 && e < head_dim)
-          *reinterpret_cast<float4*>(a.y + at + e) = *reinterpret_cast<const float4*>(stage + r * T::kRow + T::column(e));
-      }
-    } else {
-      for (int idx = tid; idx < block_rows * T::kD; idx += blockDim.x) {
-        const int r = idx / T::kD, e = idx % T::kD;
-        const int64_t at = y_row_at[r];
-        if (at >= 0 && e < head_dim) a.y[at + e] = stage[r * T::kRow + T::column(e)];
-      }
+    for (int idx = tid; idx < block_rows * kChunks; idx += blockDim.x) {
+      const int r = idx / kChunks, e = idx % kChunks * kW;
+      const int64_t at = y_row_at[r];
+      if (at >= 0 && e < head_dim) copy_floats<kW>(a.y + at + e, stage + r * T::kRow + T::column(e));
     }
   }
 }

@@ -31,17 +31,30 @@ namespace {
 constexpr size_t kMaxStagedBytes = 32 * 1024;
 
 
-/// The element formula and its store, shared by both kernels; returns |v| when finite, else 0.
-__device__ __forceinline__ float normalize_and_store(const LayerNormArgs& args, int64_t row, int64_t j, float x,
-                                                     float mean, float inv_std) {
+/// The element formula: LayerNorm of x at column j, as the CPU reference rounds it.
+__device__ __forceinline__ float normalized(const LayerNormArgs& args, int64_t j, float x, float mean, float inv_std) {
   float v = __fmul_rn(__fmul_rn(__fsub_rn(x, mean), inv_std), args.scale[j]);
   if (args.bias) v = __fadd_rn(v, args.bias[j]);
+  return v;
+}
+
+/// The E4M3 code of v / y_scale (one IEEE division, as QuantizeLinear).
+__device__ __forceinline__ uint8_t fp8_code(const LayerNormArgs& args, float v) {
+  return __nv_cvt_float_to_fp8(__fdiv_rn(v, args.y_scale), __NV_SATFINITE, __NV_E4M3);
+}
+
+__device__ __forceinline__ float finite_abs(float v) { return isfinite(v) ? fabsf(v) : 0.0f; }
+
+/// One element through the formula and stored; returns |v| when finite, else 0.
+__device__ __forceinline__ float normalize_and_store(const LayerNormArgs& args, int64_t row, int64_t j, float x,
+                                                     float mean, float inv_std) {
+  const float v = normalized(args, j, x, mean, inv_std);
   if (args.y_codes) {
-    args.y_codes[row * args.cols + j] = __nv_cvt_float_to_fp8(__fdiv_rn(v, args.y_scale), __NV_SATFINITE, __NV_E4M3);
+    args.y_codes[row * args.cols + j] = fp8_code(args, v);
   } else {
     args.y[row * args.cols + j] = v;
   }
-  return isfinite(v) ? fabsf(v) : 0.0f;
+  return finite_abs(v);
 }
 
 /// Raises *args.amax to the block's largest |v|: one atomic per block. Every thread calls it.
@@ -67,16 +80,13 @@ __device__ __forceinline__ float normalize_and_store4(const LayerNormArgs& args,
   float amax = 0.0f;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    v[e] = __fmul_rn(__fmul_rn(__fsub_rn(in[e], mean), inv_std), args.scale[j + e]);
-    if (args.bias) v[e] = __fadd_rn(v[e], args.bias[j + e]);
-    amax = fmaxf(amax, isfinite(v[e]) ? fabsf(v[e]) : 0.0f);
+    v[e] = normalized(args, j + e, in[e], mean, inv_std);
+    amax = fmaxf(amax, finite_abs(v[e]));
   }
   if (args.y_codes) {
     uint32_t packed = 0;
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      packed |= static_cast<uint32_t>(__nv_cvt_float_to_fp8(__fdiv_rn(v[e], args.y_scale), __NV_SATFINITE, __NV_E4M3))
-                << (8 * e);
+    for (int e = 0; e < 4; ++e) packed |= static_cast<uint32_t>(fp8_code(args, v[e])) << (8 * e);
     *reinterpret_cast<uint32_t*>(args.y_codes + row * args.cols + j) = packed;
   } else {
     *reinterpret_cast<float4*>(args.y + row * args.cols + j) = make_float4(v[0], v[1], v[2], v[3]);

@@ -60,16 +60,14 @@ Result<DevicePlan> plan_attention(const DeviceOpInit& init) {
   LOKA_ASSIGN_OR_RETURN(args.k_offset, init.attributes.get_int("k_offset", 0));
   LOKA_ASSIGN_OR_RETURN(args.v_offset, init.attributes.get_int("v_offset", 0));
   if (!std::isfinite(args.scale)) return Status::error("attribute 'scale' must be finite");
-  if (args.q_offset < 0 || args.k_offset < 0 || args.v_offset < 0)
-    return Status::error("attributes 'q_offset', 'k_offset' and 'v_offset' must be >= 0");
-  LOKA_RETURN_IF_ERROR(attention_can_implement(args.heads, args.head_dim));
   args.batch = q[0];
   args.nq = q[1];
   args.nk = k[1];
   args.q_stride = q[2];
   args.k_stride = k[2];
   args.v_stride = v[2];
-  // Offsets against each input's last dim, Nk >= 1: the kernel's own check, in one place.
+  // The head the kernel holds, offsets (>= 0, within each input's last dim), Nk >= 1: the kernel's
+  // own check, in one place.
   LOKA_RETURN_IF_ERROR(attention_check_args(args));
   const Shape expected{args.batch, args.nq, args.heads * args.head_dim};
   if (init.outputs[0].shape != expected)
