@@ -3,10 +3,10 @@
 // library path they stand in for, on the same shapes (device events, warm-up,
 // median of 50, inputs rotated through more memory than the 50 MB L2).
 //
-//   fp8-gemm      LoKA's QuantizedGemm as the runtime runs it: FP8 GEMM with
-//                 unit scales (FP32 out) + the scale epilogue (per-row x,
-//                 per-channel w, bias, ReLU)  vs  cuBLASLt's FP8 GEMM alone with
-//                 per-tensor scales, BF16 out and its own bias+ReLU epilogue.
+//   fp8-gemm      LoKA's QuantizedGemm as the runtime runs it (the registry's
+//                 fp8_e4m3 kernel: E4M3 input, per-tensor x scale, per-channel w
+//                 scales, bias, ReLU, FP32 out)  vs  cuBLASLt's FP8 GEMM alone
+//                 with per-tensor scales, BF16 out and its own bias+ReLU epilogue.
 //   fp8-gemm-row  as above with per-row dynamic quantization of an FP32 input in front.
 //   bf16-gemm     LoKA's Gemm (cuBLASLt BF16, bias+ReLU), TFLOP/s.
 //   tf32-vs-bf16  LoKA's Gemm on FP32 operands with TF32 tensor cores vs the BF16 GEMM.
@@ -41,6 +41,7 @@
 #include "kernels/cuda/fp8_convert.h"
 #include "kernels/cuda/fp8_gemm.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_candidate.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/quantize_rows.h"
 #include "kernels/cuda/shape_plan.h"
@@ -131,46 +132,43 @@ std::string tflops(int64_t m, int64_t n, int64_t k, double ms) {
 }
 
 void bench_fp8_gemm(int64_t m, int64_t n, int64_t k, bool row_quantize, void* workspace) {
-  auto unit = cuda::Fp8Gemm::create({m, n, k, false, false, DType::kFloat32, false, cuda::GemmEpilogue::kNone});
+  const kernels::ScaleGranularity granularity = row_quantize ? kernels::ScaleGranularity::kRow : kernels::ScaleGranularity::kTensor;
+  const kernels::GemmKey key{"QuantizedGemm", row_quantize ? DType::kFloat32 : DType::kFloat8E4M3FN, DType::kFloat8E4M3FN,
+                             DType::kFloat32, granularity, kernels::GemmLayout::kNT, true, true, cuda::GemmEpilogue::kRelu};
+  kernels::GemmCandidate candidate;
+  candidate.precision = kernels::GemmPrecision::kFp8E4M3;
+  candidate.granularity = granularity;
+  const Tensor host_bias = Tensor::from_floats({n}, std::vector<float>(static_cast<size_t>(n), 0.0f));
+  cuda::GemmCandidatePlanInputs inputs;
+  inputs.host_bias = &host_bias;
+  inputs.x_scale = 0.01f;
+  auto loka_kernel = cuda::GemmKernel::create(candidate, key, {m, n, k, 1}, inputs);
   auto fused = cuda::Fp8Gemm::create({m, n, k, false, false, DType::kBFloat16, true, cuda::GemmEpilogue::kRelu});
-  check_status(unit.status(), "FP8 GEMM " + shape3(m, n, k));
+  check_status(loka_kernel.status(), "FP8 GEMM " + shape3(m, n, k));
   check_status(fused.status(), "FP8 GEMM with bias " + shape3(m, n, k));
   Rotation x(static_cast<size_t>(m * k) * (row_quantize ? 4 : 1)), w(static_cast<size_t>(n * k));
-  void* codes = device_alloc(static_cast<size_t>(m * k), 0x38);
-  auto* acc = static_cast<float*>(device_alloc(static_cast<size_t>(m * n) * 4));
+  auto* y = static_cast<float*>(device_alloc(static_cast<size_t>(m * n) * 4));
   auto* x_scale = static_cast<float*>(device_alloc(static_cast<size_t>(m) * 4));
   auto* w_scale = static_cast<float*>(device_alloc(static_cast<size_t>(n) * 4));
   void* bias = device_alloc(static_cast<size_t>(n) * 4);
   void* y_bf16 = device_alloc(static_cast<size_t>(m * n) * 2);
 
   const double loka = median_ms([&](int it) {
-    const uint8_t* x_codes = static_cast<const uint8_t*>(x.at(it));
-    if (row_quantize) {
-      check_status(cuda::launch_quantize_rows(x.at(it), DType::kFloat32, m, k, static_cast<uint8_t*>(codes), x_scale,
-                                              nullptr), "quantize_rows");
-      x_codes = static_cast<const uint8_t*>(codes);
-    }
-    check_status((*unit)->run({x_codes, static_cast<const uint8_t*>(w.at(it)), nullptr, nullptr, nullptr, acc},
-                              workspace, nullptr), "FP8 GEMM");
-    cuda::DequantEpilogueArgs epilogue;
-    epilogue.acc = acc;
-    epilogue.x_scale = x_scale;
-    epilogue.per_row_x_scale = true;
-    epilogue.w_scale = w_scale;
-    epilogue.bias = static_cast<const float*>(bias);
-    epilogue.activation = cuda::GemmEpilogue::kRelu;
-    epilogue.y = acc;
-    epilogue.rows = m;
-    epilogue.cols = n;
-    check_status(cuda::launch_dequant_epilogue(epilogue, nullptr), "dequant epilogue");
+    cuda::GemmCandidateArgs args;
+    args.x = x.at(it);
+    args.w = w.at(it);
+    args.w_scale = w_scale;
+    args.x_scale = x_scale;
+    args.bias = static_cast<const float*>(bias);
+    args.y = y;
+    check_status((*loka_kernel)->run(args, workspace, nullptr), "LoKA FP8 GEMM");
   });
   const double reference = median_ms([&](int it) {
     check_status((*fused)->run({static_cast<const uint8_t*>(x.at(it)), static_cast<const uint8_t*>(w.at(it)), x_scale,
                                 w_scale, bias, y_bf16}, workspace, nullptr), "cuBLASLt FP8 GEMM");
   });
   print_row(row_quantize ? "fp8-gemm-row" : "fp8-gemm", shape3(m, n, k), loka, reference, tflops(m, n, k, loka));
-  for (void* p : {codes, static_cast<void*>(acc), static_cast<void*>(x_scale), static_cast<void*>(w_scale), bias, y_bf16})
-    cudaFree(p);
+  for (void* p : {static_cast<void*>(y), static_cast<void*>(x_scale), static_cast<void*>(w_scale), bias, y_bf16}) cudaFree(p);
 }
 
 void bench_bf16_gemm(int64_t m, int64_t n, int64_t k, void* workspace) {

@@ -32,10 +32,8 @@ Status set_cublaslt_epilogue(cublasLtMatmulDesc_t operation, GemmEpilogue epilog
   return Status::ok();
 }
 
-Result<std::vector<cublasLtMatmulAlgo_t>> cublaslt_algorithms(cublasLtMatmulDesc_t operation, cublasLtMatrixLayout_t a,
-                                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
-                                                              int max_count, uint32_t min_alignment_bytes,
-                                                              const std::string& what) {
+Result<std::vector<cublasLtMatmulAlgo_t>> cublaslt_algorithms(const CublasLtPlan& plan, int max_count,
+                                                              uint32_t min_alignment_bytes, const std::string& what) {
   cublasLtMatmulPreference_t preference = nullptr;
   LOKA_LT_CHECK(cublasLtMatmulPreferenceCreate(&preference), "PreferenceCreate");
   const size_t workspace = kGemmWorkspaceBytes;
@@ -45,7 +43,8 @@ Result<std::vector<cublasLtMatmulAlgo_t>> cublaslt_algorithms(cublasLtMatmulDesc
     cublasLtMatmulPreferenceSetAttribute(preference, attribute, &min_alignment_bytes, sizeof min_alignment_bytes);
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(max_count < 1 ? 1 : max_count));
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(cublaslt_thread_handle(), operation, a, b, d, d, preference,
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(cublaslt_thread_handle(), plan.operation, plan.a, plan.b,
+                                                               plan.c_layout(), plan.d, preference,
                                                                static_cast<int>(results.size()), results.data(), &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0)
@@ -60,6 +59,7 @@ Result<std::vector<cublasLtMatmulAlgo_t>> cublaslt_algorithms(cublasLtMatmulDesc
 
 CublasLtPlan::~CublasLtPlan() {
   if (d) cublasLtMatrixLayoutDestroy(d);
+  if (c) cublasLtMatrixLayoutDestroy(c);
   if (b) cublasLtMatrixLayoutDestroy(b);
   if (a) cublasLtMatrixLayoutDestroy(a);
   if (operation) cublasLtMatmulDescDestroy(operation);

@@ -33,22 +33,23 @@ cublasLtHandle_t cublaslt_thread_handle();
 /// kGelu is an error: cuBLASLt's GELU is the tanh approximation, not LoKA's exact one.
 Status set_cublaslt_epilogue(cublasLtMatmulDesc_t operation, GemmEpilogue epilogue, bool has_bias);
 
-/// Up to `max_count` algorithms for the described matmul, best estimate first, each usable with
-/// a kGemmWorkspaceBytes workspace and operands aligned to `min_alignment_bytes`.
-/// An empty list is an error naming `what`.
-Result<std::vector<cublasLtMatmulAlgo_t>> cublaslt_algorithms(cublasLtMatmulDesc_t operation, cublasLtMatrixLayout_t a,
-                                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
-                                                              int max_count, uint32_t min_alignment_bytes,
-                                                              const std::string& what);
-
-/// RAII owner of a cuBLASLt operation descriptor and its A, B and D layouts.
+/// RAII owner of a cuBLASLt operation descriptor and its A, B, C and D layouts.
+/// C is the addend's layout: null means D's (C = D in place, as every LoKA GEMM with
+/// beta = 0 runs); an FP8 D needs a 16-bit C layout of its own (and a null C pointer).
 struct CublasLtPlan {
   cublasLtMatmulDesc_t operation = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatrixLayout_t c_layout() const { return c ? c : d; }
   CublasLtPlan() = default;
   CublasLtPlan(const CublasLtPlan&) = delete;
   CublasLtPlan& operator=(const CublasLtPlan&) = delete;
   ~CublasLtPlan();
 };
+
+/// Up to `max_count` algorithms for `plan`'s matmul, best estimate first, each usable with
+/// a kGemmWorkspaceBytes workspace and operands aligned to `min_alignment_bytes`.
+/// An empty list is an error naming `what`.
+Result<std::vector<cublasLtMatmulAlgo_t>> cublaslt_algorithms(const CublasLtPlan& plan, int max_count,
+                                                              uint32_t min_alignment_bytes, const std::string& what);
 
 }  // namespace loka::cuda

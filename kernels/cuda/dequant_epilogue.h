@@ -10,10 +10,11 @@
 // layer x₀ ⊙ (x W + b) + x (multiplier x₀, residual x), so the GEMM output
 // is not written and read again by separate elementwise kernels.
 //
-// acc is the FP32 result of the FP8 GEMM run with unit scales. cuBLASLt 13 on
-// an H100 has no FP8 algorithm for per-row activation or per-output-channel
-// weight scale vectors (ARCHITECTURE.md), which QuantizedGemm uses, so they are
-// applied here in one pass over the output (in place allowed). The order of
+// acc is the FP32 result of the FP8 GEMM run with unit scales. The registry's
+// FP8 kernel (gemm_candidate.h) lets cuBLASLt apply scales, bias and ReLU where
+// it can (paired OUTER_VEC scales, fp8_gemm.h); this pass remains for what
+// cuBLASLt cannot fuse: exact GELU, the Multiplier/Residual terms, and
+// cuBLASLt versions without vector scales. The order of
 // the two multiplies and the add follows the CPU reference (the scaled operands
 // there are multiplied before summing, so results differ by FP32 rounding).
 // Enqueue only: graph-capturable.

@@ -1,20 +1,37 @@
 // ============================================================================
 // kernels/cuda/fp8_gemm.h — FP8 E4M3 GEMM through cuBLASLt ("TN", FP32 accumulation).
 //
-//   Y[M,N] = act( (Σ_k X[m,k]·W[n,k]) · x_scale[m or 0] · w_scale[n or 0] + bias[n] )
+//   v[M,N] = act( (Σ_k X[m,k]·W[n,k]) · x_scale[m or 0] · w_scale[n or 0] + bias[n] )
+//   Y      = v                          (BF16 or FP32 output)
+//   Y      = E4M3(v · y_scale_inverse)  (FP8 output), *amax = max |v| (optional)
 //
 // X is row-major [M,K] E4M3 codes (activations), W row-major [N,K] E4M3 codes
-// (weights stored output-major, as ai.loka::QuantizedGemm keeps them), Y
-// row-major [M,N] in BF16 or FP32. Scales multiply (ONNX convention) and live
-// in device memory, so a CUDA graph captures their pointers. Per-tensor scales
-// work on sm_90; per-row / per-output-channel vectors (cuBLASLt's OUTER_VEC_32F
-// mode) are requested when asked for, but cuBLASLt 13 on an H100 has no FP8
-// algorithm for them (measured 2026-11-22), so create() refuses them there;
-// nor for a per-channel alpha vector (POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO,
-// measured 2026-11-24), so QuantizedGemm applies those scales in its epilogue. In column-major terms cuBLASLt computes Yᵀ = Wᵀᵀ·Xᵀ with A = W
-// (transposed) and B = X — the "TN" layout FP8 requires on sm_90.
-// The algorithm is chosen once per problem (heuristic, before any capture) and
-// passed explicitly on every run. Host code only; see fp8_convert.cu for kernels.
+// (weights stored output-major, as ai.loka::QuantizedGemm keeps them). Scales
+// multiply (ONNX convention) and live in device memory, so a CUDA graph
+// captures their pointers.
+//
+// Scale vectors: per-output-channel w_scale [N] and per-row x_scale [M] are
+// cuBLASLt's OUTER_VEC_32F mode. On sm_90 cuBLASLt runs it only with vectors on
+// both operands (cuBLASLt 13.1, H100, 2026-11-26: W vector with a scalar X has
+// no algorithm; both vectors run within 0-16% of the scalar kernel, far below
+// the extra pass over the output the scales otherwise cost), so vector scales
+// come in pairs: a per-tensor activation scale is passed as M copies. The
+// heuristic also refuses vector modes while the scale pointers are null, which
+// is why LoKA once concluded sm_90 had no such algorithm (2026-11-22): create()
+// plans with a placeholder pointer. Where cuBLASLt still refuses, create()
+// fails with its reason and callers apply the scales in their own epilogue
+// (dequant_epilogue.h).
+//
+// FP8 output (cuBLASLt's D_SCALE / AMAX_D): per-tensor scales only (no
+// algorithm with vectors); cuBLASLt multiplies by the inverse of the output
+// scale, so a value within an ulp of a rounding midpoint may round to the
+// other code than QuantizeLinear's division would.
+//
+// Bias: cuBLASLt's FP8 kernels read a BF16 bias whatever the output type.
+// In column-major terms cuBLASLt computes Yᵀ = Wᵀᵀ·Xᵀ with A = W (transposed)
+// and B = X — the "TN" layout FP8 requires on sm_90. The algorithm is chosen
+// once per problem (heuristic, before any capture) and passed explicitly on
+// every run. Host code only; see fp8_convert.cu for kernels.
 // ============================================================================
 #pragma once
 
@@ -31,9 +48,9 @@ namespace loka::cuda {
 
 struct Fp8GemmProblem {
   int64_t m = 0, n = 0, k = 0;
-  bool per_row_x_scale = false;      ///< x_scale has M entries (dynamic per-row recipe)
-  bool per_channel_w_scale = false;  ///< w_scale has N entries (per output channel), as an OUTER_VEC scale
-  DType output = DType::kBFloat16;   ///< kBFloat16 or kFloat32
+  bool per_row_x_scale = false;      ///< x_scale has M entries (OUTER_VEC; sm_90: with per_channel_w_scale)
+  bool per_channel_w_scale = false;  ///< w_scale has N entries (OUTER_VEC; sm_90: with per_row_x_scale)
+  DType output = DType::kBFloat16;   ///< kBFloat16, kFloat32, or kFloat8E4M3FN (scalar scales only)
   bool has_bias = false;             ///< BF16 bias [N] (FP8 kernels take no FP32 bias)
   GemmEpilogue epilogue = GemmEpilogue::kNone;
 };
@@ -43,8 +60,10 @@ struct Fp8GemmArgs {
   const uint8_t* w = nullptr;  ///< [N,K] E4M3FN
   const float* x_scale = nullptr;
   const float* w_scale = nullptr;
-  const void* bias = nullptr;
+  const void* bias = nullptr;  ///< BF16 [N]
   void* y = nullptr;           ///< [M,N]
+  const float* y_scale_inverse = nullptr;  ///< FP8 output: one float, 1 / the output's scale
+  float* amax = nullptr;                   ///< FP8 output, optional: set to max |v| (cuBLASLt's AMAX_D)
 };
 
 class Fp8Gemm {
@@ -52,7 +71,8 @@ class Fp8Gemm {
   /// Plans `problem` (descriptors and the heuristic's best algorithm); errors say why it cannot run.
   static Result<std::unique_ptr<Fp8Gemm>> create(const Fp8GemmProblem& problem, const GemmOptions& options = {});
   ~Fp8Gemm();
-  /// Whether cuBLASLt's FP8 path can run this problem (K and leading dims multiples of 16, ...).
+  /// Whether cuBLASLt's FP8 path can run this problem (K and leading dims multiples of 16, vector
+  /// scales in pairs, FP8 output with scalar scales, ...); cuBLASLt itself may still refuse it.
   static Status can_implement(const Fp8GemmProblem& problem);
   /// Enqueues the GEMM on `stream`; `workspace` holds kGemmWorkspaceBytes (256-byte aligned).
   /// Not thread-safe (it sets the scale pointers on its descriptor): one Fp8Gemm per Session.

@@ -100,11 +100,9 @@ Result<std::unique_ptr<Gemm>> Gemm::create(const GemmProblem& p, const GemmOptio
   LOKA_RETURN_IF_ERROR(make_layout(&plan.b, in_type, p.k, p.m, p.k, p.batch, p.broadcast_x));
   LOKA_RETURN_IF_ERROR(make_layout(&plan.d, cuda_type(p.output), p.n, p.m, p.n, p.batch));
 
-  LOKA_ASSIGN_OR_RETURN(impl->algorithms, cublaslt_algorithms(plan.operation, plan.a, plan.b, plan.d,
-                                                              options.max_algorithms, 16, describe(p)));
+  LOKA_ASSIGN_OR_RETURN(impl->algorithms, cublaslt_algorithms(plan, options.max_algorithms, 16, describe(p)));
   LOKA_ASSIGN_OR_RETURN(const std::vector<cublasLtMatmulAlgo_t> unaligned,
-                        cublaslt_algorithms(plan.operation, plan.a, plan.b, plan.d, 1, kMinimumAlignment,
-                                            describe(p) + " (unaligned)"));
+                        cublaslt_algorithms(plan, 1, kMinimumAlignment, describe(p) + " (unaligned)"));
   impl->unaligned = unaligned.front();
   const int count = static_cast<int>(impl->algorithms.size());
   const int selected = options.algorithm < 0 ? 0 : (options.algorithm >= count ? count - 1 : options.algorithm);

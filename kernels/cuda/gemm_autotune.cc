@@ -81,7 +81,9 @@ Result<TuningDevice> tuning_device() {
   LOKA_RETURN_IF_ERROR(check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties"));
   int driver = 0;
   LOKA_RETURN_IF_ERROR(check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion"));
-  return TuningDevice{properties.name, std::to_string(driver), std::to_string(cublasLtGetVersion())};
+  // "130100+loka2": the library's version and the revision of LoKA's candidate kernels.
+  return TuningDevice{properties.name, std::to_string(driver),
+                      std::to_string(cublasLtGetVersion()) + "+loka" + std::to_string(kGemmKernelRevision)};
 }
 
 Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const GemmShape& shape,
@@ -191,7 +193,9 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   } else {
     host_w = Tensor::from_floats({static_cast<int64_t>(w_count)}, w);
   }
-  GemmCandidatePlanInputs plan_inputs{&host_w, fp8_w ? &host_w_scale : nullptr, x_scale, options.max_algorithms};
+  const Tensor host_bias = Tensor::from_floats({n}, bias);
+  GemmCandidatePlanInputs plan_inputs{&host_w, fp8_w ? &host_w_scale : nullptr, key.bias ? &host_bias : nullptr, x_scale,
+                                      options.max_algorithms};
 
   kernels::CandidateOptions expand{options.max_algorithms, options.fast_accum, options.bf16, options.tf32};
   std::vector<GemmMeasurement> measurements;

@@ -30,7 +30,7 @@ namespace loka::cuda {
 struct TuningDevice {
   std::string gpu;       ///< cudaDeviceProp::name of device 0
   std::string driver;    ///< cudaDriverGetVersion
-  std::string cublaslt;  ///< cublasLtGetVersion
+  std::string cublaslt;  ///< cublasLtGetVersion, "+loka" and kGemmKernelRevision (gemm_candidate.h)
 };
 
 /// Device 0's fingerprint; an error when no GPU is usable.

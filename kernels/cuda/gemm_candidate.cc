@@ -84,8 +84,10 @@ struct GemmKernel::Impl {
   std::unique_ptr<Gemm> gemm;        ///< fp32, bf16, fp8_emulated
   std::unique_ptr<Fp8Gemm> fp8;      ///< fp8_e4m3
   DeviceMemory scratch;
-  size_t weights_offset = 0, x_offset = 0, codes_offset = 0, scales_offset = 0, unit_offset = 0;
+  size_t weights_offset = 0, x_offset = 0, codes_offset = 0, scales_offset = 0, unit_offset = 0, bias_offset = 0;
   int algorithms = 1;
+  bool scales_in_gemm = false;  ///< fp8_e4m3: cuBLASLt applies the scales, bias and ReLU (no epilogue pass)
+  bool bias_per_run = false;    ///< ... and the bias is no constant: cast to BF16 on every run
 };
 
 GemmKernel::GemmKernel(GemmCandidate candidate, std::unique_ptr<Impl> impl)
@@ -116,16 +118,49 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
                          key.to_string() + " " + shape.to_string() + " on this device");
   };
   if (c.precision == GemmPrecision::kFp8E4M3) {
-    const Fp8GemmProblem problem{shape.m, shape.n, shape.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
-    LOKA_ASSIGN_OR_RETURN(impl->fp8, Fp8Gemm::create(problem, options));
+    // Scales, bias and ReLU inside cuBLASLt's GEMM where it has an algorithm for them: the
+    // output is written once. GELU (cuBLASLt's is tanh) and older cuBLASLt (no vector scales)
+    // take unit scales and LoKA's epilogue pass instead.
+    if (key.epilogue != GemmEpilogue::kGelu) {
+      auto scaled = Fp8Gemm::create({shape.m, shape.n, shape.k, true, true, DType::kFloat32, key.bias, key.epilogue}, options);
+      if (scaled) {
+        impl->fp8 = std::move(scaled).value();
+        impl->scales_in_gemm = true;
+      }
+    }
+    if (!impl->fp8) {
+      const Fp8GemmProblem unit_scales{shape.m, shape.n, shape.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
+      LOKA_ASSIGN_OR_RETURN(impl->fp8, Fp8Gemm::create(unit_scales, options));
+    }
     impl->algorithms = impl->fp8->algorithm_count();
     if (c.algorithm >= impl->algorithms) return too_few(impl->algorithms);
     impl->unit_offset = 0;
     impl->codes_offset = 256;
     impl->scales_offset = impl->codes_offset + aligned(key.input == DType::kFloat8E4M3FN ? 0 : mk);
-    LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->scales_offset + static_cast<size_t>(shape.m) * sizeof(float)));
+    impl->bias_offset = impl->scales_offset + aligned(static_cast<size_t>(shape.m) * sizeof(float));
+    LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->bias_offset + static_cast<size_t>(shape.n) * sizeof(uint16_t)));
     const float one = 1.0f;
     LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(0), &one, sizeof one, cudaMemcpyHostToDevice), "unit scale"));
+    const bool per_row = key.input != DType::kFloat8E4M3FN && c.granularity == ScaleGranularity::kRow;
+    if (impl->scales_in_gemm && !per_row) {
+      // cuBLASLt pairs the weights' scale vector with a per-row one: the static scale, M times.
+      const std::vector<float> copies(static_cast<size_t>(shape.m), inputs.x_scale);
+      LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(impl->scales_offset), copies.data(),
+                                            copies.size() * sizeof(float), cudaMemcpyHostToDevice),
+                                 "activation scale vector"));
+    }
+    if (impl->scales_in_gemm && key.bias) {
+      if (inputs.host_bias != nullptr && inputs.host_bias->element_count() == shape.n) {
+        const std::vector<float> bias = inputs.host_bias->to_floats();
+        std::vector<uint16_t> codes(bias.size());
+        for (size_t i = 0; i < bias.size(); ++i) codes[i] = float_to_bf16(bias[i]);
+        LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(impl->bias_offset), codes.data(),
+                                              codes.size() * sizeof(uint16_t), cudaMemcpyHostToDevice),
+                                   "BF16 bias"));
+      } else {
+        impl->bias_per_run = true;
+      }
+    }
     return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
   }
   GemmProblem problem;
@@ -215,6 +250,19 @@ Status GemmKernel::run(const GemmCandidateArgs& args, void* workspace, cudaStrea
       Fp8GemmArgs gemm;
       gemm.x = x_codes;
       gemm.w = static_cast<const uint8_t*>(args.w);
+      if (p.scales_in_gemm) {
+        gemm.x_scale = reinterpret_cast<const float*>(p.scratch.at(p.scales_offset));  // row scales, or M copies
+        gemm.w_scale = args.w_scale;
+        gemm.y = args.y;
+        if (p.key.bias) {
+          void* bias = p.scratch.at(p.bias_offset);
+          if (p.bias_per_run)
+            LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.bias, DType::kFloat32, bias, DType::kBFloat16,
+                                              p.shape.n, stream));
+          gemm.bias = bias;
+        }
+        return p.fp8->run(gemm, workspace, stream);
+      }
       gemm.x_scale = unit;
       gemm.w_scale = unit;
       gemm.y = args.y;

@@ -13,8 +13,12 @@
 //                 constant weights converted to BF16 once, when planned, from the host
 //                 copy; a computed W (activation x activation) cast on the device per run
 //   fp8_e4m3      quantize X (per tensor, or per row) unless it is E4M3 already,
-//                 E4M3 GEMM (heuristic algorithm N, optional FAST_ACCUM) into an
-//                 FP32 accumulator, LoKA's scale epilogue (scales, bias, activation)
+//                 E4M3 GEMM (heuristic algorithm N, optional FAST_ACCUM) with the
+//                 per-channel weight and per-row (or M copies of the per-tensor)
+//                 activation scales, BF16 bias and ReLU applied by cuBLASLt
+//                 (fp8_gemm.h), written straight to Y. With GELU (cuBLASLt's is
+//                 tanh), or a cuBLASLt without vector scales: unit scales into an
+//                 FP32 accumulator, then LoKA's scale epilogue (dequant_epilogue.h)
 //   fp8_emulated  quantize + dequantize X, FP32 GEMM on decoded weights (any K)
 // Scratch (codes, BF16 copies, decoded weights) is the kernel's own, allocated
 // when planned, so runs allocate nothing and CUDA graphs can capture them.
@@ -32,6 +36,12 @@
 
 namespace loka::cuda {
 
+/// The revision of what the candidates enqueue. Perf DB timings are valid for one revision: the
+/// tuning fingerprint (gemm_autotune.h) carries it next to the cuBLASLt version, so timings of
+/// older kernels are not reused. Bump it when a candidate's kernel sequence changes.
+/// 2: fp8_e4m3 applies its scales, bias and ReLU inside cuBLASLt's GEMM (paired OUTER_VEC).
+inline constexpr int kGemmKernelRevision = 2;
+
 /// Device operands of one run. Which ones are read depends on the key.
 struct GemmCandidateArgs {
   const void* x = nullptr;          ///< [M,K] (or [batch,M,K]) FP32, or E4M3 codes when key.input is E4M3
@@ -46,6 +56,7 @@ struct GemmCandidateArgs {
 struct GemmCandidatePlanInputs {
   const Tensor* host_w = nullptr;        ///< constant weights (needed by bf16 and fp8_emulated when key.constant_weight)
   const Tensor* host_w_scale = nullptr;  ///< E4M3 weights' per-channel scales (same)
+  const Tensor* host_bias = nullptr;     ///< FP32 [N] bias as a constant: fp8_e4m3 converts it to BF16 once (else per run)
   float x_scale = 1.0f;                  ///< static activation scale (tensor recipe / E4M3 input)
   int max_algorithms = 8;                ///< how many heuristic algorithms to ask cuBLASLt for
 };

@@ -60,16 +60,20 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
       t.gemm_us = gemm_kernel_us(f.bf16_tflops, f.tile, 2 * m * k + 2 * w_batch * n * k + 4 * m * n, s, f);
       break;
     case GemmPrecision::kFp8E4M3: {
-      t.kernels = 2;
+      t.kernels = 1;
       // A separate quantize unless the producer already wrote FP8 (LayerNormQuant).
       if (key.input != DType::kFloat8E4M3FN) {
         const double row_scales = c.granularity == ScaleGranularity::kRow ? 4 * m : 0;
         t.extra_us += memory_kernel_us(in_bytes * m * k + m * k + row_scales, f);
         ++t.kernels;
       }
-      // E4M3 GEMM into an FP32 accumulator, then the scale epilogue (read, write FP32).
+      // The E4M3 GEMM applies scales, bias and ReLU and writes FP32; exact GELU (cuBLASLt's is
+      // tanh) takes unit scales and LoKA's scale epilogue after it (read, write FP32).
       t.gemm_us = gemm_kernel_us(f.fp8_tflops, f.tile, m * k + n * k + 4 * m * n, s, f);
-      t.extra_us += memory_kernel_us(8 * m * n + 8 * n, f);
+      if (key.epilogue == cuda::GemmEpilogue::kGelu) {
+        t.extra_us += memory_kernel_us(8 * m * n + 8 * n, f);
+        ++t.kernels;
+      }
       break;
     }
     case GemmPrecision::kFp8Emulated:

@@ -6,9 +6,10 @@
 //          fixed overhead + max(FLOPs / peak, waves · tile time, bytes / bandwidth)
 // where a wave is one output tile per SM and a tile's time is its FLOPs at one
 // SM's share of the peak: small GEMMs cannot use the whole GPU.
-// The kernels are what the runtime actually enqueues (runtime/cuda/ops/gemm.cc):
-// a separate activation quantize (FP8 from FP32 activations), the GEMM, and
-// the separate FP8 scale epilogue; the BF16 path casts activations first (and
+// The kernels are what the runtime actually enqueues (kernels/cuda/gemm_candidate.h):
+// a separate activation quantize (FP8 from FP32 activations) and the GEMM,
+// which applies the FP8 scales itself (plus LoKA's scale epilogue pass when
+// the activation is the exact GELU); the BF16 path casts activations first (and
 // a computed W: activation x activation); TF32 is the FP32 GEMM alone.
 // Figures (HopperFigures) come from ARCHITECTURE.md's measurements where there
 // is one; docs/dispatch.md lists them with their sources and the derivation.

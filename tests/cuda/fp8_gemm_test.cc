@@ -1,8 +1,8 @@
 // ============================================================================
 // tests/cuda/fp8_gemm_test.cc — cuBLASLt FP8 GEMM vs the CPU reference.
 //
-// Fresh random E4M3 operands and scales; per-tensor and per-row/per-channel
-// scales; BF16 and FP32 outputs; bias + ReLU epilogue; awkward shapes (one
+// Fresh random E4M3 operands and scales; per-tensor and paired per-row /
+// per-channel scales; BF16, FP32 and E4M3 outputs (with AMAX_D); bias + ReLU; awkward shapes (one
 // row, 65536 rows, N and K barely multiples of 16); K not a multiple of 16 is
 // refused by can_implement with a reason. Skips visibly without a GPU.
 // ============================================================================
@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -138,14 +139,109 @@ TEST_F(CudaFp8Gemm, MatchesCpuReferenceAcrossShapesScalesAndOutputs) {
   for (const Case& c : cases) run_case(c);
 }
 
-// Measured on H100 / cuBLASLt 13 (2026-11-22): the OUTER_VEC_32F scale mode has no FP8
-// algorithm on sm_90, so per-row / per-output-channel scales are refused with cuBLASLt's
-// reason; LoKA applies them in its own epilogue instead. This test notices if that changes.
-TEST_F(CudaFp8Gemm, VectorScalesAreRefusedWithAReasonOnSm90) {
-  auto gemm = cuda::Fp8Gemm::create({256, 256, 256, true, true, DType::kBFloat16, false, cuda::GemmEpilogue::kNone});
-  if (gemm) GTEST_SKIP() << "this cuBLASLt supports OUTER_VEC FP8 scales: enable them in Fp8Gemm's users";
-  // cuBLASLt's wording varies by version ("no algorithm", "unsupported value"): check that LoKA's names the GEMM.
-  EXPECT_NE(gemm.status().message().find("FP8 GEMM M=256 N=256 K=256"), std::string::npos) << gemm.status().message();
+// Vector scales (cuBLASLt's OUTER_VEC_32F) run on sm_90 in pairs only: per-row activation
+// scales with per-channel weight scales (cuBLASLt 13.1, H100, 2026-11-26). Where a cuBLASLt has
+// no algorithm for them the registry's FP8 kernel applies them in its own epilogue, and this
+// test skips, saying so.
+TEST_F(CudaFp8Gemm, PairedVectorScalesMatchTheCpuReference) {
+  auto probe = cuda::Fp8Gemm::create({256, 256, 256, true, true, DType::kFloat32, false, cuda::GemmEpilogue::kNone});
+  if (!probe) GTEST_SKIP() << "this cuBLASLt has no FP8 algorithm with vector scales: " << probe.status().message();
+  const std::vector<Case> cases = {
+      {1, 256, 512, true, true, DType::kFloat32, true},
+      {37, 80, 48, true, true, DType::kFloat32, false},
+      {512, 1024, 1024, true, true, DType::kBFloat16, true},
+      {65536, 128, 256, true, true, DType::kFloat32, true},
+      {3, 16, 16, true, true, DType::kFloat32, true},
+      {4096, 512, 1008, true, true, DType::kFloat32, false},  // K a multiple of 16, not of 128
+  };
+  for (const Case& c : cases) run_case(c);
+}
+
+/// E4M3 output: codes of v / y_scale through cuBLASLt's D_SCALE (= 1 / y_scale), and AMAX_D.
+void run_fp8_output_case(int64_t m, int64_t n, int64_t k, bool bias_relu) {
+  SCOPED_TRACE("M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k) +
+               (bias_relu ? " bias+relu" : ""));
+  std::mt19937 rng(static_cast<unsigned>(m * 31 + n * 17 + k));
+  std::normal_distribution<float> normal(0.0f, 60.0f);
+  std::vector<uint8_t> x(static_cast<size_t>(m * k)), w(static_cast<size_t>(n * k));
+  for (auto& v : x) v = float_to_fp8e4m3fn(normal(rng));
+  for (auto& v : w) v = float_to_fp8e4m3fn(normal(rng));
+  const std::vector<float> x_scale = {0.004f}, w_scale = {0.003f};
+  std::vector<uint16_t> bias_bf16(static_cast<size_t>(n));
+  std::vector<float> bias(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    bias_bf16[static_cast<size_t>(j)] = float_to_bf16(normal(rng) / 60.0f);
+    bias[static_cast<size_t>(j)] = bf16_to_float(bias_bf16[static_cast<size_t>(j)]);
+  }
+  const float y_scale = 0.0125f, y_scale_inverse = 1.0f / y_scale;
+  auto gemm = cuda::Fp8Gemm::create({m, n, k, false, false, DType::kFloat8E4M3FN, bias_relu,
+                                     bias_relu ? cuda::GemmEpilogue::kRelu : cuda::GemmEpilogue::kNone});
+  ASSERT_TRUE(gemm) << gemm.status().message();
+  uint8_t* d_x = to_device(x);
+  uint8_t* d_w = to_device(w);
+  float* d_xs = to_device(x_scale);
+  float* d_ws = to_device(w_scale);
+  void* d_bias = to_device(bias_bf16);
+  float* d_inverse = to_device(std::vector<float>{y_scale_inverse});
+  float* d_amax = to_device(std::vector<float>{0.0f});
+  void* d_y = nullptr;
+  void* workspace = nullptr;
+  ASSERT_EQ(cudaMalloc(&d_y, static_cast<size_t>(m * n)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&workspace, cuda::kGemmWorkspaceBytes), cudaSuccess);
+  cuda::Fp8GemmArgs args{d_x, d_w, d_xs, d_ws, bias_relu ? d_bias : nullptr, d_y, d_inverse, d_amax};
+  const Status status = (*gemm)->run(args, workspace, nullptr);
+  ASSERT_TRUE(status) << status.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint8_t> codes(static_cast<size_t>(m * n));
+  float amax = 0;
+  ASSERT_EQ(cudaMemcpy(codes.data(), d_y, codes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(&amax, d_amax, sizeof amax, cudaMemcpyDeviceToHost), cudaSuccess);
+
+  size_t bad = 0;
+  double expected_amax = 0, amax_slack = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0, magnitude = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double term = double(fp8e4m3fn_to_float(x[static_cast<size_t>(i * k + p)])) *
+                            fp8e4m3fn_to_float(w[static_cast<size_t>(j * k + p)]);
+        acc += term;
+        magnitude += std::fabs(term);
+      }
+      const double scale = double(x_scale[0]) * w_scale[0];
+      double v = acc * scale;
+      if (bias_relu) v = std::max(0.0, v + bias[static_cast<size_t>(j)]);
+      const double slack = 2e-3 * magnitude * scale + 1e-6;  // the tensor cores' accumulation (see run_case)
+      if (std::fabs(v) > expected_amax) expected_amax = std::fabs(v), amax_slack = slack;
+      const uint8_t got = codes[static_cast<size_t>(i * n + j)];
+      // Any code the value can reach within the accumulation slack (codes are monotonic in v).
+      const uint8_t low = float_to_fp8e4m3fn(static_cast<float>((v - slack) * y_scale_inverse));
+      const uint8_t high = float_to_fp8e4m3fn(static_cast<float>((v + slack) * y_scale_inverse));
+      const float got_value = fp8e4m3fn_to_float(got);
+      if (!(got_value >= fp8e4m3fn_to_float(low) && got_value <= fp8e4m3fn_to_float(high)) && bad++ < 5)
+        ADD_FAILURE() << "code[" << i << "," << j << "] = " << got_value << ", expected between "
+                      << fp8e4m3fn_to_float(low) << " and " << fp8e4m3fn_to_float(high) << " (v / y_scale = "
+                      << v * y_scale_inverse << ")";
+    }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_NEAR(amax, expected_amax, amax_slack) << "AMAX_D is max |v| before the output scale";
+  for (void* p : {static_cast<void*>(d_x), static_cast<void*>(d_w), static_cast<void*>(d_xs), static_cast<void*>(d_ws),
+                  d_bias, static_cast<void*>(d_inverse), static_cast<void*>(d_amax), d_y, workspace})
+    cudaFree(p);
+}
+
+TEST_F(CudaFp8Gemm, E4M3OutputMatchesTheQuantizedCpuReference) {
+  run_fp8_output_case(1, 256, 512, false);
+  run_fp8_output_case(37, 80, 48, true);
+  run_fp8_output_case(1024, 512, 1024, true);
+}
+
+TEST(Fp8GemmPlan, RefusesUnpairedVectorScalesAndVectorScalesWithE4M3Output) {
+  const Status unpaired = cuda::Fp8Gemm::can_implement({64, 64, 64, false, true});
+  ASSERT_FALSE(unpaired);
+  EXPECT_NE(unpaired.message().find("pairs"), std::string::npos) << unpaired.message();
+  EXPECT_FALSE(cuda::Fp8Gemm::can_implement({64, 64, 64, true, true, DType::kFloat8E4M3FN}));
+  EXPECT_TRUE(cuda::Fp8Gemm::can_implement({64, 64, 64, false, false, DType::kFloat8E4M3FN}));
 }
 
 TEST(Fp8GemmPlan, RefusesKNotAMultipleOf16WithAReason) {

@@ -53,14 +53,18 @@ TEST(CostModel, Deterministic) {
   const ModelledTime a = model_gemm_time(kFp8, quantized(), shape);
   const ModelledTime b = model_gemm_time(kFp8, quantized(), shape);
   EXPECT_EQ(a.total_us, b.total_us);
-  EXPECT_EQ(a.kernels, 3);  // quantize, GEMM, scale epilogue
+  EXPECT_EQ(a.kernels, 2);  // quantize, GEMM (which applies the scales)
+  GemmKey gelu = quantized();
+  gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  EXPECT_EQ(model_gemm_time(kFp8, gelu, shape).kernels, 3);  // ... and LoKA's scale epilogue for exact GELU
   EXPECT_DOUBLE_EQ(a.total_us, a.gemm_us + a.extra_us);
 }
 
 TEST(CostModel, RanksSmallAndLargeGemmsAsMeasured) {
-  // Small rec-shaped GEMMs: the separate quantize and epilogue cost more than FP8 saves.
-  EXPECT_LT(model_gemm_time(kBf16, quantized(), {512, 256, 256, 1}).total_us,
-            model_gemm_time(kFp8, quantized(), {512, 256, 256, 1}).total_us);
+  // Small rec-shaped GEMMs with exact GELU: the separate quantize and epilogue cost more than FP8 saves.
+  GemmKey gelu = quantized();
+  gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  EXPECT_LT(model_gemm_time(kBf16, gelu, {512, 256, 256, 1}).total_us, model_gemm_time(kFp8, gelu, {512, 256, 256, 1}).total_us);
   // Large GEMMs are compute-bound: FP8's rate wins.
   EXPECT_LT(model_gemm_time(kFp8, quantized(), {16384, 8192, 8192, 1}).total_us,
             model_gemm_time(kBf16, quantized(), {16384, 8192, 8192, 1}).total_us);

@@ -125,6 +125,8 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
   GemmCandidatePlanInputs inputs;
   if (slots.w >= 0) inputs.host_w = &init.inputs[static_cast<size_t>(slots.w)].host;
   if (slots.w_scale >= 0) inputs.host_w_scale = &init.inputs[static_cast<size_t>(slots.w_scale)].host;
+  if (slots.bias >= 0 && init.inputs[static_cast<size_t>(slots.bias)].host.defined())
+    inputs.host_bias = &init.inputs[static_cast<size_t>(slots.bias)].host;
   if (slots.x_scale >= 0 && init.inputs[static_cast<size_t>(slots.x_scale)].host.defined())
     inputs.x_scale = init.inputs[static_cast<size_t>(slots.x_scale)].host.to_floats().at(0);
   auto kernel = GemmKernel::create(candidate, key, shape, inputs);
@@ -138,10 +140,13 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
     return fall_back(node, "cannot run the dispatched " + candidate.name() + ": " + kernel.status().message() +
                                "; running the default kernel",
                      std::optional<DevicePlan>());
+  return std::optional<DevicePlan>(gemm_kernel_plan(std::move(kernel).value(), slots, init));
+}
+
+DevicePlan gemm_kernel_plan(std::unique_ptr<GemmKernel> kernel, const GemmInputSlots& slots, const DeviceOpInit& init) {
   Shape addend_shape;
   if (slots.addend >= 0) addend_shape = init.inputs[static_cast<size_t>(slots.addend)].shape;
-  return std::optional<DevicePlan>(DevicePlan{
-      std::make_unique<DispatchedGemmOp>(std::move(kernel).value(), slots, init.outputs[0].shape, addend_shape), -1});
+  return DevicePlan{std::make_unique<DispatchedGemmOp>(std::move(kernel), slots, init.outputs[0].shape, addend_shape), -1};
 }
 
 }  // namespace loka::cuda

@@ -19,6 +19,7 @@
 
 #include <optional>
 
+#include "kernels/cuda/gemm_candidate.h"
 #include "kernels/registry/gemm_kernel_key.h"
 #include "runtime/cuda/device_op.h"
 
@@ -28,6 +29,10 @@ namespace loka::cuda {
 struct GemmInputSlots {
   int x = 0, w = 1, w_scale = -1, bias = -1, x_scale = -1, addend = -1;
 };
+
+/// `kernel` as the node's device op, reading its operands from `slots` (the addend, if any,
+/// is added by a broadcast pass after the GEMM).
+DevicePlan gemm_kernel_plan(std::unique_ptr<GemmKernel> kernel, const GemmInputSlots& slots, const DeviceOpInit& init);
 
 /// The op for the node's Dispatch choice; nothing when it has none (or falls
 /// back to the default path); an error in strict mode or on bad attributes.

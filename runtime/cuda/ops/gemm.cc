@@ -7,10 +7,11 @@
 // matrix on the left of every sample (W [M,K] · X [B,K,N], K ≤ 64) runs LoKA's
 // shared-left kernel instead, also FP32 (kernels/cuda/shared_left_matmul.h).
 // QuantizedGemm runs the FP8 path when cuBLASLt can (K a multiple of 16): the
-// activation is quantized (or already FP8 from LayerNormQuant), the E4M3 GEMM
-// runs with unit scales into
-// the FP32 output, and the scale epilogue applies the per-tensor or per-row
-// activation scale, per-channel weight scales, bias and activation. Otherwise
+// activation is quantized (or already FP8 from LayerNormQuant) and the
+// registry's fp8_e4m3 kernel runs (gemm_candidate.h: cuBLASLt applies the
+// scales, bias and ReLU). With a Multiplier or Residual the E4M3 GEMM runs
+// with unit scales into the FP32 output and LoKA's scale epilogue applies
+// scales, bias, activation and the two terms in one pass. Otherwise
 // it runs the same arithmetic in FP32: weights decoded once when planned, the
 // activation fake-quantized on the device. Scratch buffers (codes, decoded
 // weights) are the op's own, allocated when the bucket is planned.
@@ -391,6 +392,19 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
     if (dispatched) return std::move(*dispatched);
   }
   Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
+  if (Fp8Gemm::can_implement(problem).is_ok() && !config.has_multiplier && !config.has_residual) {
+    // The registry's FP8 kernel (cuBLASLt applies scales, bias and ReLU: gemm_candidate.h).
+    kernels::GemmCandidate candidate;
+    candidate.precision = kernels::GemmPrecision::kFp8E4M3;
+    candidate.granularity = key.activation_scale;
+    GemmCandidatePlanInputs inputs;
+    if (config.has_bias && init.inputs[3].host.defined()) inputs.host_bias = &init.inputs[3].host;
+    inputs.x_scale = config.x_scale;
+    auto kernel = GemmKernel::create(candidate, key, {config.rows, config.n, config.k, 1}, inputs);
+    if (kernel)
+      return gemm_kernel_plan(std::move(kernel).value(),
+                              GemmInputSlots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1, -1}, init);
+  }
   if (Fp8Gemm::can_implement(problem).is_ok()) {
     auto op = QuantizedGemmOp::create(config);
     if (op) return DevicePlan{std::move(op).value(), -1};
