@@ -44,7 +44,7 @@ enum class GemmLayout { kNT, kNN, kBatched };
 
 /// What one GEMM node computes (the registry's functional key).
 struct GemmKey {
-  std::string op;                          ///< "Gemm", "MatMul" or "QuantizedGemm"
+  std::string op;                          ///< "Gemm", "MatMul", "FusedGemm" or "QuantizedGemm"
   DType input = DType::kFloat32;           ///< activation dtype as stored (FP32, or E4M3 from LayerNormQuant)
   DType weight = DType::kFloat32;          ///< FP32, or E4M3 codes for QuantizedGemm
   DType output = DType::kFloat32;

@@ -60,6 +60,14 @@ std::optional<GemmShape> matmul_shape(const ir::Node& node, int64_t bucket) {
   return GemmShape{(*x)[x->size() - 2], n, k, product(*x, 0, x->size() - 2)};
 }
 
+std::optional<GemmShape> fused_gemm_shape(const ir::Node& node, int64_t bucket) {
+  const auto x = shape_at(node.input(0), bucket);
+  const auto w = shape_at(node.input(1), bucket);
+  if (!x || !w || x->size() < 2 || w->size() != 2) return std::nullopt;
+  const bool trans_b = int_attribute(node, "transB") != 0;
+  return GemmShape{product(*x, 0, x->size() - 1), trans_b ? (*w)[0] : (*w)[1], x->back(), 1};
+}
+
 std::optional<GemmShape> quantized_gemm_shape(const ir::Node& node, int64_t bucket) {
   const auto x = shape_at(node.input(0), bucket);
   const auto w = shape_at(node.input(1), bucket);
@@ -131,6 +139,12 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     const ir::Value* w = node.input(1);
     key.layout = w && w->type().rank() == 2 ? GemmLayout::kNN : GemmLayout::kBatched;
     shape_fn = matmul_shape;
+  } else if (node.is("FusedGemm", "ai.loka")) {
+    if (dtype_of(node.input(0)) != DType::kFloat32 || dtype_of(node.input(1)) != DType::kFloat32) return std::nullopt;
+    key.layout = int_attribute(node, "transB") != 0 ? GemmLayout::kNT : GemmLayout::kNN;
+    key.bias = node.input(2) != nullptr;
+    key.epilogue = activation_of(node);
+    shape_fn = fused_gemm_shape;
   } else if (node.is("QuantizedGemm", "ai.loka")) {
     if (dtype_of(node.input(1)) != DType::kFloat8E4M3FN) return std::nullopt;
     key.input = dtype_of(node.input(0)) == DType::kFloat8E4M3FN ? DType::kFloat8E4M3FN : DType::kFloat32;

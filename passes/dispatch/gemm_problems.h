@@ -3,8 +3,9 @@
 // for, with their functional key and their shape at each batch bucket.
 //
 // Gemm (transA = 0, FP32), MatMul (FP32; a 2-D right operand, or equal
-// leading dims: a strided batch) and ai.loka QuantizedGemm (E4M3 weights
-// [N,K], act_recipe tensor|row, optional bias and fused activation). Shapes
+// leading dims: a strided batch), ai.loka FusedGemm (FP32, bias and
+// activation fused) and ai.loka QuantizedGemm (E4M3 weights [N,K],
+// act_recipe tensor|row, optional bias and fused activation). Shapes
 // come from shape inference: a symbolic dim ("batch", "batch*26") is
 // evaluated with the symbol set to the bucket. A GEMM node whose shape
 // cannot be evaluated, or whose operand form has no GEMM kernel (a MatMul

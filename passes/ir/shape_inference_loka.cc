@@ -1,6 +1,6 @@
 // ============================================================================
 // passes/ir/shape_inference_loka.cc — inference rules for the ai.loka ops
-// (docs/loka_ops.md): QuantizedGemm, LayerNormQuant, QuantizedGather,
+// (docs/loka_ops.md): QuantizedGemm, FusedGemm, LayerNormQuant, QuantizedGather,
 // EmbeddingBags, Attention.
 //
 // The compiler creates these ops itself, so the rules double as a static
@@ -129,6 +129,33 @@ Result<TypeList> quantized_gemm(InferenceContext& ctx) {
     for (size_t d = 0; d < shape->size(); ++d)
       LOKA_RETURN_IF_ERROR(check_dim(ctx, (*term.shape)[d], (*shape)[d],
                                      std::string(name) + " " + describe(term) + " must have Y's shape"));
+  }
+  return TypeList{make_type(DType::kFloat32, std::move(shape))};
+}
+
+Result<TypeList> fused_gemm(InferenceContext& ctx) {
+  LOKA_RETURN_IF_ERROR(ctx.require_inputs(2));
+  if (ctx.input_count() > 3) return ctx.error("takes at most 3 inputs, got " + std::to_string(ctx.input_count()));
+  LOKA_ASSIGN_OR_RETURN(const std::string activation,
+                        choice_attribute(ctx, "activation", "none", {"none", "relu", "gelu"}));
+  (void)activation;
+  auto trans_b = ctx.attributes().get_int("transB", 0);
+  if (!trans_b) return ctx.error(trans_b.status().message());
+  if (*trans_b != 0 && *trans_b != 1) return ctx.error("attribute 'transB' must be 0 or 1, got " + std::to_string(*trans_b));
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kFloat32}, "X"));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, 0, 2, INT32_MAX, "X", "of rank >= 2"));
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 1, {DType::kFloat32}, "W"));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, 1, 2, 2, "W", *trans_b ? "2-D [N,K]" : "2-D [K,N]"));
+  const TensorType& x = ctx.input_type(0);
+  const TensorType& w = ctx.input_type(1);
+  const Dim n = dim_of(w, *trans_b ? 0 : 1);
+  LOKA_RETURN_IF_ERROR(check_dim(ctx, dim_of(x, -1), dim_of(w, *trans_b ? 1 : 0),
+                                 "K differs: X " + describe(x) + " vs W " + describe(w) + (*trans_b ? " ([N,K])" : " ([K,N])")));
+  if (ctx.has_input(2)) LOKA_RETURN_IF_ERROR(check_float_vector(ctx, 2, n, "B", "N"));
+  std::optional<Dims> shape;
+  if (x.has_rank()) {
+    shape.emplace(x.shape->begin(), x.shape->end() - 1);
+    shape->push_back(n);
   }
   return TypeList{make_type(DType::kFloat32, std::move(shape))};
 }
@@ -263,6 +290,7 @@ Result<TypeList> attention(InferenceContext& ctx) {
 
 void register_loka_rules(ShapeInferenceRegistry& registry) {
   registry.add("ai.loka", "QuantizedGemm", quantized_gemm);
+  registry.add("ai.loka", "FusedGemm", fused_gemm);
   registry.add("ai.loka", "LayerNormQuant", layer_norm_quant);
   registry.add("ai.loka", "QuantizedGather", quantized_gather);
   registry.add("ai.loka", "EmbeddingBags", embedding_bags);

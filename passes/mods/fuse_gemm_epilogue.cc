@@ -3,6 +3,7 @@
 // ============================================================================
 #include "passes/mods/fuse_gemm_epilogue.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -133,41 +134,145 @@ std::optional<Match> match(ir::Node* gemm) {
   return m;
 }
 
-/// Replaces the GEMM and the chain by one GEMM writing the chain's result value, under the same
-/// name and to the same readers (see the diagram in the header).
-void fuse(ir::Graph& graph, const Match& m) {
-  const std::vector<ir::Node*> chain = m.chain();
+/// The bias input of a fused GEMM: the constant `old_bias` itself when it is already [N], else a
+/// new initializer holding `row` (the [N] row it broadcasts).
+ir::Value* bias_input(ir::Graph& graph, ir::Value* old_bias, const Tensor& row) {
+  const Tensor* stored = mods::float_constant(old_bias);
+  if (stored && stored->rank() == 1 && stored->element_count() == row.element_count()) return old_bias;
+  return graph.add_initializer(old_bias->name() + ".row", row);
+}
+
+/// Replaces `gemm` and `chain` by one ai.loka `op` node reading `inputs` and writing the chain's
+/// last value, under the GEMM's name and to the same readers; `old_bias` leaves the model when
+/// nothing reads it any more (it lives on as the fused node's bias).
+void replace_with_fused(ir::Graph& graph, ir::Node* gemm, const std::vector<ir::Node*>& chain,
+                        const std::vector<ir::Value*>& inputs, ir::Value* old_bias, const char* op,
+                        Attributes attributes) {
   ir::Value* result = chain.back()->output(0);
-  const std::string result_name = result->name(), gemm_name = m.gemm->name();
+  const std::string result_name = result->name(), gemm_name = gemm->name();
   const ir::TensorType type = result->type();
+  // Park the readers (and any graph-output role) on a placeholder while the old nodes go.
+  ir::Value* placeholder = graph.add_value(result_name + "_fusing", type);
+  graph.replace_all_uses_with(result, placeholder);
+  for (auto node = chain.rbegin(); node != chain.rend(); ++node) graph.erase_node(*node);
+  graph.erase_node(gemm);
+  if (old_bias && std::find(inputs.begin(), inputs.end(), old_bias) == inputs.end() && !old_bias->has_uses() &&
+      !old_bias->is_graph_output())
+    graph.erase_value(old_bias);
+  ir::Value* output = graph.add_value(result_name, type);  // the name is free again: it keeps it
+  graph.replace_all_uses_with(placeholder, output);
+  graph.erase_value(placeholder);
+  ir::Node* fused = graph.add_node_with_outputs(op, inputs, {output}, gemm_name, kLokaDomain);
+  fused->mutable_attributes() = std::move(attributes);
+}
+
+/// Replaces the GEMM and the chain by one QuantizedGemm writing the chain's result value (see the
+/// diagram in the header).
+void fuse(ir::Graph& graph, const Match& m) {
   std::vector<ir::Value*> inputs = m.gemm->inputs();
   inputs.resize(kResidualInput + 1, nullptr);
   ir::Value* old_bias = nullptr;
   if (m.bias_add) {
     old_bias = m.bias_add->input(m.bias_add->input(0) == m.gemm->output(0) ? 1 : 0);
-    const Tensor& stored = *old_bias->initializer();
-    inputs[kBiasInput] = stored.rank() == 1 && stored.element_count() == m.bias->element_count()
-                             ? old_bias  // already [N]: shared as is
-                             : graph.add_initializer(old_bias->name() + ".row", *m.bias);
+    inputs[kBiasInput] = bias_input(graph, old_bias, *m.bias);
   }
   inputs[kMultiplierInput] = m.multiplier;
   inputs[kResidualInput] = m.residual;
   while (!inputs.empty() && inputs.back() == nullptr) inputs.pop_back();  // no trailing omitted inputs
   Attributes attributes = m.gemm->attributes();
   if (m.act) attributes.set("activation", m.activation);
-  // Park the readers (and any graph-output role) on a placeholder while the old nodes go.
-  ir::Value* placeholder = graph.add_value(result_name + "_fusing", type);
-  graph.replace_all_uses_with(result, placeholder);
-  for (auto node = chain.rbegin(); node != chain.rend(); ++node) graph.erase_node(*node);
-  graph.erase_node(m.gemm);
-  // A bias constant nobody else reads leaves the model (it lives on as B).
-  if (old_bias && old_bias != inputs[kBiasInput] && !old_bias->has_uses() && !old_bias->is_graph_output())
-    graph.erase_value(old_bias);
-  ir::Value* output = graph.add_value(result_name, type);  // the name is free again: it keeps it
-  graph.replace_all_uses_with(placeholder, output);
-  graph.erase_value(placeholder);
-  ir::Node* fused = graph.add_node_with_outputs("QuantizedGemm", inputs, {output}, gemm_name, kLokaDomain);
-  fused->mutable_attributes() = std::move(attributes);
+  replace_with_fused(graph, m.gemm, m.chain(), inputs, old_bias, "QuantizedGemm", std::move(attributes));
+}
+
+// ------------------------------------------------------------------ FP32 --
+
+/// An FP32 GEMM site (one the Probe kept in FP32 or BF16) and the bias add and activation after it.
+struct FloatMatch {
+  ir::Node* gemm = nullptr;
+  ir::Node* bias_add = nullptr;  ///< a MatMul's bias Add; may be null
+  ir::Node* act = nullptr;       ///< may be null
+  std::optional<Tensor> bias;    ///< the bias row [N]: the Add's, or the Gemm's C
+  ir::Value* gemm_bias = nullptr;  ///< the Gemm's C when it is the bias
+  std::string activation;
+  bool trans_b = false;
+
+  std::vector<ir::Node*> chain() const {
+    std::vector<ir::Node*> nodes;
+    for (ir::Node* node : {bias_add, act})
+      if (node) nodes.push_back(node);
+    return nodes;
+  }
+};
+
+/// The float attribute `name` of `node` equals `expected` (absent: ONNX's default 1).
+bool float_attribute_is(const ir::Node& node, const char* name, float expected) {
+  const Result<float> value = node.attributes().get_float(name, 1.0f);
+  return value.is_ok() && value.value() == expected;
+}
+
+/// A Gemm (transA 0, alpha and beta 1, C absent or a bias row) followed by Relu/Gelu, or a MatMul
+/// of an activation by a 2-D float32 constant followed by a bias Add and/or Relu/Gelu: what one
+/// cuBLASLt GEMM with a bias/ReLU epilogue computes (ai.loka::FusedGemm).
+std::optional<FloatMatch> match_float(ir::Node* gemm) {
+  const bool is_gemm = gemm->is("Gemm", "");
+  if (!is_gemm && !gemm->is("MatMul", "")) return std::nullopt;
+  if (gemm->outputs().size() != 1 || gemm->input(0) == nullptr || gemm->input(1) == nullptr) return std::nullopt;
+  const ir::TensorType& x = gemm->input(0)->type();
+  const ir::TensorType& w = gemm->input(1)->type();
+  if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32 || !x.has_rank() || x.rank() < 2 || w.rank() != 2)
+    return std::nullopt;
+  FloatMatch m;
+  m.gemm = gemm;
+  if (is_gemm) {
+    const Result<int64_t> trans_a = gemm->attributes().get_int("transA", 0);
+    const Result<int64_t> trans_b = gemm->attributes().get_int("transB", 0);
+    if (!trans_a.is_ok() || trans_a.value() != 0 || !trans_b.is_ok() || x.rank() != 2) return std::nullopt;
+    if (!float_attribute_is(*gemm, "alpha", 1.0f) || !float_attribute_is(*gemm, "beta", 1.0f)) return std::nullopt;
+    m.trans_b = trans_b.value() != 0;
+  } else if (!gemm->input(1)->is_initializer()) {
+    return std::nullopt;  // an activation x activation MatMul: no weight, no GEMM epilogue site
+  }
+  const ir::Dim& n_dim = (*w.shape)[m.trans_b ? 0 : 1];
+  if (!n_dim.is_known()) return std::nullopt;
+  const int64_t n = n_dim.value;
+  if (is_gemm && gemm->input(2) != nullptr) {
+    if (!(m.bias = bias_row(gemm->input(2), n, 2))) return std::nullopt;  // C broadcast per row: no bias
+    m.gemm_bias = gemm->input(2);
+  }
+  ir::Value* current = gemm->output(0);
+  ir::Node* reader = mods::sole_reader(current);
+  if (!is_gemm && reader && reader->is("Add", "") && reader->outputs().size() == 1 && reader->inputs().size() == 2 &&
+      reader->input(0) != reader->input(1)) {
+    ir::Value* other = reader->input(0) == current ? reader->input(1) : reader->input(0);
+    if ((m.bias = bias_row(other, n, x.rank()))) {
+      m.bias_add = reader;
+      current = reader->output(0);
+      reader = mods::sole_reader(current);
+    }
+  }
+  if (reader && !(m.activation = activation_of(*reader, current)).empty()) m.act = reader;
+  if (m.chain().empty()) return std::nullopt;  // nothing after the GEMM to fold
+  return m;
+}
+
+/// Replaces the GEMM and its chain by one ai.loka::FusedGemm writing the chain's result value.
+void fuse_float(ir::Graph& graph, const FloatMatch& m) {
+  std::vector<ir::Value*> inputs = {m.gemm->input(0), m.gemm->input(1)};
+  ir::Value* old_bias = m.bias_add ? m.bias_add->input(m.bias_add->input(0) == m.gemm->output(0) ? 1 : 0) : m.gemm_bias;
+  if (m.bias) inputs.push_back(bias_input(graph, old_bias, *m.bias));
+  Attributes attributes;
+  if (m.trans_b) attributes.set("transB", int64_t{1});
+  if (m.act) attributes.set("activation", m.activation);
+  replace_with_fused(graph, m.gemm, m.chain(), inputs, old_bias, "FusedGemm", std::move(attributes));
+}
+
+/// Records the fused nodes' names under the GEMM's annotation entry ("from").
+void note_fusion(nlohmann::json& document, const ir::Node& gemm, const std::vector<ir::Node*>& chain) {
+  nlohmann::json& entry = document["nodes"][gemm.name()];
+  entry["name"] = gemm.name();
+  nlohmann::json from = entry.contains("from") ? entry["from"] : nlohmann::json::array({gemm.name()});
+  for (const ir::Node* node : chain) from.push_back(node->name());
+  entry["from"] = from;
 }
 
 class FuseGemmEpiloguePass final : public Pass {
@@ -179,15 +284,22 @@ class FuseGemmEpiloguePass final : public Pass {
     bool changed = false;
     for (size_t bound = graph.nodes().size(); bound > 0; --bound) {
       std::optional<Match> found;
+      std::optional<FloatMatch> found_float;
       for (ir::Node* node : graph.nodes())
-        if ((found = match(node))) break;
+        if ((found = match(node)) || (found_float = match_float(node))) break;
+      if (found_float) {
+        const FloatMatch& m = *found_float;
+        note_fusion(document, *m.gemm, m.chain());
+        context.add_statistic("float-gemms-fused");
+        if (m.bias_add) context.add_statistic("biases-fused");
+        if (m.act) context.add_statistic(m.activation == "relu" ? "relus-fused" : "gelus-fused");
+        fuse_float(graph, m);
+        changed = true;
+        continue;
+      }
       if (!found) break;
       const Match& m = *found;
-      nlohmann::json& entry = document["nodes"][m.gemm->name()];
-      entry["name"] = m.gemm->name();
-      nlohmann::json from = entry.contains("from") ? entry["from"] : nlohmann::json::array({m.gemm->name()});
-      for (const ir::Node* node : m.chain()) from.push_back(node->name());
-      entry["from"] = from;
+      note_fusion(document, *m.gemm, m.chain());
       if (m.bias_add) context.add_statistic("biases-fused");
       if (m.act) context.add_statistic(m.activation == "relu" ? "relus-fused" : "gelus-fused");
       if (m.mul || m.add)
@@ -206,10 +318,11 @@ class FuseGemmEpiloguePass final : public Pass {
 PassInfo fuse_gemm_epilogue_pass_info() {
   return PassInfo{"fuse-gemm-epilogue",
                   "fold a bias add, a ReLU/GELU, an elementwise multiply (DCN cross) and a residual add after a "
-                  "QuantizedGemm into its epilogue",
+                  "QuantizedGemm into its epilogue, and a bias add and ReLU/GELU after an FP32 Gemm/MatMul into "
+                  "an ai.loka FusedGemm",
                   {},
                   {"biases-fused", "relus-fused", "gelus-fused", "cross-layers-fused", "multiplies-fused",
-                   "residuals-fused"}};
+                   "residuals-fused", "float-gemms-fused"}};
 }
 
 std::unique_ptr<Pass> make_fuse_gemm_epilogue_pass() { return std::make_unique<FuseGemmEpiloguePass>(); }

@@ -1,7 +1,7 @@
 // ============================================================================
 // passes/mods/fuse_gemm_epilogue.h — `fuse-gemm-epilogue`: the bias add,
-// activation, elementwise multiply and residual add after an FP8 GEMM become
-// part of the GEMM.
+// activation, elementwise multiply and residual add after an FP8 GEMM, and
+// the bias add and activation after an FP32 one, become part of the GEMM.
 //
 // What: a QuantizedGemm whose output flows through a chain of single-reader
 // ops, each optional but in this order (the op's own order):
@@ -38,11 +38,20 @@
 // Guarantees: the GEMM keeps its name; its annotation entry lists the fused
 // nodes' names in "from"; the chain's last value keeps its name and readers; a
 // bias constant no longer read is dropped.
+// FP32 sites (those the Probe kept in FP32 or a pin sends to BF16) have no
+// QuantizedGemm: a Gemm (transA = 0, alpha = beta = 1, C absent or a bias
+// row) followed by Relu/Gelu, or a MatMul of an activation by a 2-D float32
+// constant followed by a bias Add and/or Relu/Gelu, becomes
+// ai.loka::FusedGemm(X, W, B) {transB, activation} (docs/loka_ops.md) —
+// one cuBLASLt GEMM with its bias/ReLU epilogue on the GPU instead of two or
+// three kernels (the attention ranker's 3-D MatMul sites ran a separate
+// broadcast bias add, 13% of its time at batch 4096 on an H200). The same
+// float operations in the same order on the CPU: bit-exact.
 // Does not: fuse out of order (a Mul after the residual Add, a bias after the
 // activation, a second bias onto an existing B: (Σ + B₁) + B₂ would round
-// differently), the tanh GELU, other activations, or FP32 Gemm/MatMul nodes
-// (sites the Probe kept in FP32 have no ai.loka op; their bias Add and
-// activation stay separate nodes).
+// differently), the tanh GELU, other activations, a Multiplier or Residual
+// onto a FusedGemm, a Gemm with alpha or beta other than 1, or a MatMul whose
+// right operand is computed (activation x activation).
 // ============================================================================
 #pragma once
 

@@ -160,6 +160,13 @@ Status check_loka_node(const Node& node) {
       return Status::error(node_label(node) + ": input 4 (X_scale) is missing");
     return Status::ok();
   }
+  if (node.op_type() == "FusedGemm") {
+    LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "X"}, {1, "W"}}));
+    LOKA_RETURN_IF_ERROR(check_string_attribute(node, "activation", "none", {"none", "relu", "gelu"}));
+    LOKA_ASSIGN_OR_RETURN(const int64_t trans_b, node.attributes().get_int("transB", 0));
+    if (trans_b != 0 && trans_b != 1) return Status::error(node_label(node) + ": attribute 'transB' must be 0 or 1");
+    return Status::ok();
+  }
   if (node.op_type() == "LayerNormQuant") {
     LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "X"}, {1, "Scale"}, {3, "Y_scale"}}));
     return node.attributes().get_float("epsilon", 1e-5f).status();
@@ -238,6 +245,67 @@ Value* quantize_rows(Emitter& emit, Value* x, const std::string& base) {
   return emit.emit("Mul", {decoded, scale}, f32, base, "xq");
 }
 
+/// Y = act(X · op(W) + B) [· multiplier] [+ residual] in standard ops, the last writing the
+/// node's output: Gemm for a matrix X, MatMul (+ Add) over leading dims otherwise (W
+/// transposed first when it is [N,K]); `act` is the reference kernel's Relu / exact Gelu.
+void emit_float_gemm(Emitter& emit, const Lowering& node, Value* x, Value* w, bool trans_b, Value* bias,
+                     const std::string& activation, Value* multiplier, Value* residual, int64_t opset) {
+  const std::string& base = node.name;
+  const bool last = activation == "none" && !multiplier && !residual;
+  auto gemm_step = [&](const char* op, const std::vector<Value*>& inputs, const char* suffix, Attributes attributes) {
+    if (!last) return emit.emit(op, inputs, float_type_of(node.output), base, suffix, std::move(attributes));
+    emit.emit_into(op, inputs, node.output, node.name, std::move(attributes));
+    return node.output;
+  };
+  Value* y = nullptr;
+  if (x->type().rank() == 2) {
+    Attributes gemm_attributes;
+    if (trans_b) gemm_attributes.set("transB", int64_t{1});
+    std::vector<Value*> inputs{x, w};
+    if (bias) inputs.push_back(bias);
+    y = gemm_step("Gemm", inputs, "gemm", gemm_attributes);
+  } else {
+    Value* w_kn = w;
+    if (trans_b) {
+      Attributes perm;
+      perm.set("perm", std::vector<int64_t>{1, 0});
+      TensorType wt = float_type_of(w);
+      if (wt.shape && wt.shape->size() == 2) std::swap((*wt.shape)[0], (*wt.shape)[1]);
+      w_kn = emit.emit("Transpose", {w}, wt, base, "transpose_w", perm);
+    }
+    if (bias) {
+      Value* product = emit.emit("MatMul", {x, w_kn}, float_type_of(node.output), base, "matmul");
+      y = gemm_step("Add", {product, bias}, "add_bias", {});
+    } else {
+      y = gemm_step("MatMul", {x, w_kn}, "matmul", {});
+    }
+  }
+  if (last) return;
+
+  // Each remaining step writes the output when nothing follows it.
+  const TensorType t = float_type_of(node.output);
+  auto step = [&](const char* op, const std::vector<Value*>& inputs, const char* suffix, bool final_step) {
+    if (!final_step) return emit.emit(op, inputs, t, base, suffix);
+    emit.emit_into(op, inputs, node.output, node.name);
+    return node.output;
+  };
+  const bool activation_last = !multiplier && !residual;
+  if (activation == "relu") {
+    y = step("Relu", {y}, "relu", activation_last);
+  } else if (activation == "gelu" && opset >= kGeluOpset) {
+    y = step("Gelu", {y}, "gelu", activation_last);
+  } else if (activation == "gelu") {
+    // 0.5·v·(1 + erf(v·√½)), in the reference kernel's order of operations.
+    Value* half = emit.emit("Mul", {y, emit.float_constant(0.5f)}, t, base, "gelu_half");
+    Value* inner = emit.emit("Mul", {y, emit.float_constant(static_cast<float>(M_SQRT1_2))}, t, base, "gelu_scaled");
+    Value* erf = emit.emit("Erf", {inner}, t, base, "gelu_erf");
+    Value* one_plus = emit.emit("Add", {erf, emit.float_constant(1.0f)}, t, base, "gelu_one_plus");
+    y = step("Mul", {half, one_plus}, "gelu", activation_last);
+  }
+  if (multiplier) y = step("Mul", {y, multiplier}, "multiply", !residual);
+  if (residual) step("Add", {y, residual}, "residual", true);
+}
+
 void lower_quantized_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
   const std::string& base = node.name;
   Value* x = node.input(0);
@@ -272,62 +340,13 @@ void lower_quantized_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
   per_channel.set("axis", int64_t{0});
   Value* wq = emit.emit("DequantizeLinear", {w, node.input(2)}, float_type_of(w), base, "dequantize_w", per_channel);
 
-  // Y = Σ xq·wqᵀ + B: Gemm for matrices, MatMul (+ Add) over leading dims otherwise. The
-  // last of these writes the node's output when no activation follows.
-  // Multiplier (5) and Residual (6) follow as Mul and Add: then the last of those writes the output.
-  Value* multiplier = node.input(5);
-  Value* residual = node.input(6);
-  const bool last = activation == "none" && !multiplier && !residual;
-  auto gemm_step = [&](const char* op, const std::vector<Value*>& inputs, const char* suffix, Attributes attributes) {
-    if (!last) return emit.emit(op, inputs, float_type_of(node.output), base, suffix, std::move(attributes));
-    emit.emit_into(op, inputs, node.output, node.name, std::move(attributes));
-    return node.output;
-  };
-  Value* bias = node.input(3);
-  Value* y = nullptr;
-  if (x->type().rank() == 2) {
-    Attributes trans_b;
-    trans_b.set("transB", int64_t{1});
-    std::vector<Value*> inputs{xq, wq};
-    if (bias) inputs.push_back(bias);
-    y = gemm_step("Gemm", inputs, "gemm", trans_b);
-  } else {
-    Attributes perm;
-    perm.set("perm", std::vector<int64_t>{1, 0});
-    TensorType wt = float_type_of(w);
-    if (wt.shape && wt.shape->size() == 2) std::swap((*wt.shape)[0], (*wt.shape)[1]);
-    Value* w_kn = emit.emit("Transpose", {wq}, wt, base, "transpose_w", perm);
-    if (bias) {
-      Value* product = emit.emit("MatMul", {xq, w_kn}, float_type_of(node.output), base, "matmul");
-      y = gemm_step("Add", {product, bias}, "add_bias", {});
-    } else {
-      y = gemm_step("MatMul", {xq, w_kn}, "matmul", {});
-    }
-  }
-  if (last) return;
+  emit_float_gemm(emit, node, xq, wq, /*trans_b=*/true, node.input(3), activation, node.input(5), node.input(6), opset);
+}
 
-  // Each remaining step writes the output when nothing follows it.
-  const TensorType t = float_type_of(node.output);
-  auto step = [&](const char* op, const std::vector<Value*>& inputs, const char* suffix, bool final_step) {
-    if (!final_step) return emit.emit(op, inputs, t, base, suffix);
-    emit.emit_into(op, inputs, node.output, node.name);
-    return node.output;
-  };
-  const bool activation_last = !multiplier && !residual;
-  if (activation == "relu") {
-    y = step("Relu", {y}, "relu", activation_last);
-  } else if (activation == "gelu" && opset >= kGeluOpset) {
-    y = step("Gelu", {y}, "gelu", activation_last);
-  } else if (activation == "gelu") {
-    // 0.5·v·(1 + erf(v·√½)), in the reference kernel's order of operations.
-    Value* half = emit.emit("Mul", {y, emit.float_constant(0.5f)}, t, base, "gelu_half");
-    Value* inner = emit.emit("Mul", {y, emit.float_constant(static_cast<float>(M_SQRT1_2))}, t, base, "gelu_scaled");
-    Value* erf = emit.emit("Erf", {inner}, t, base, "gelu_erf");
-    Value* one_plus = emit.emit("Add", {erf, emit.float_constant(1.0f)}, t, base, "gelu_one_plus");
-    y = step("Mul", {half, one_plus}, "gelu", activation_last);
-  }
-  if (multiplier) y = step("Mul", {y, multiplier}, "multiply", !residual);
-  if (residual) step("Add", {y, residual}, "residual", true);
+void lower_fused_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
+  const bool trans_b = *node.attributes.get_int("transB", 0) != 0;
+  const std::string activation = *node.attributes.get_string("activation", "none");
+  emit_float_gemm(emit, node, node.input(0), node.input(1), trans_b, node.input(2), activation, nullptr, nullptr, opset);
 }
 
 void lower_layer_norm_quant(Emitter& emit, const Lowering& node) {
@@ -449,6 +468,7 @@ void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   graph.erase_node(node);
   lowering.output = graph.add_value(output_name, output_type);
   if (lowering.op_type == "QuantizedGemm") lower_quantized_gemm(emit, lowering, opset);
+  else if (lowering.op_type == "FusedGemm") lower_fused_gemm(emit, lowering, opset);
   else if (lowering.op_type == "LayerNormQuant") lower_layer_norm_quant(emit, lowering);
   else if (lowering.op_type == "EmbeddingBags") lower_embedding_bags(emit, lowering);
   else if (lowering.op_type == "Attention") lower_attention(emit, lowering);

@@ -1,6 +1,6 @@
 // ============================================================================
 // runtime/ops/loka_ops.cc — the ai.loka operator domain, version 1, on the CPU:
-// QuantizedGemm, LayerNormQuant, QuantizedGather and EmbeddingBags
+// QuantizedGemm, FusedGemm, LayerNormQuant, QuantizedGather and EmbeddingBags
 // (docs/loka_ops.md).
 //
 // This file is the reference implementation the doc points to, so every FP8
@@ -115,6 +115,15 @@ float apply_activation(Activation activation, float v) {
   return v;
 }
 
+/// The `activation` attribute of QuantizedGemm and FusedGemm.
+Result<Activation> parse_activation(const KernelInit& init) {
+  LOKA_ASSIGN_OR_RETURN(const std::string activation, init.attributes.get_string("activation", "none"));
+  if (activation == "none") return Activation::kNone;
+  if (activation == "relu") return Activation::kRelu;
+  if (activation == "gelu") return Activation::kGelu;
+  return Status::error("attribute 'activation' must be \"none\", \"relu\" or \"gelu\", got \"" + activation + "\"");
+}
+
 Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const Tensor> in, std::span<Tensor> out,
                           KernelContext& context) {
   LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "X"));
@@ -207,13 +216,61 @@ Result<std::unique_ptr<OpKernel>> make_quantized_gemm(const KernelInit& init) {
   if (recipe == "tensor") attrs.recipe = ActRecipe::kTensor;
   else if (recipe == "row") attrs.recipe = ActRecipe::kRow;
   else return Status::error("attribute 'act_recipe' must be \"tensor\" or \"row\", got \"" + recipe + "\"");
-  LOKA_ASSIGN_OR_RETURN(const std::string activation, init.attributes.get_string("activation", "none"));
-  if (activation == "none") attrs.activation = Activation::kNone;
-  else if (activation == "relu") attrs.activation = Activation::kRelu;
-  else if (activation == "gelu") attrs.activation = Activation::kGelu;
-  else return Status::error("attribute 'activation' must be \"none\", \"relu\" or \"gelu\", got \"" + activation + "\"");
+  LOKA_ASSIGN_OR_RETURN(attrs.activation, parse_activation(init));
   return make_function_kernel([attrs](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
     return run_quantized_gemm(attrs, in, out, context);
+  });
+}
+
+// ----------------------------------------------------------------------------
+// FusedGemm: Y = act(X · op(W) + B), FP32.
+
+Status run_fused_gemm(bool trans_b, Activation activation, std::span<const Tensor> in, std::span<Tensor> out,
+                      KernelContext& context) {
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "X"));
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 1, "W"));
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  LOKA_RETURN_IF_ERROR(ops::require_float32(x, "X"));
+  LOKA_RETURN_IF_ERROR(ops::require_float32(w, "W"));
+  if (x.rank() < 2) return Status::error("X must have rank >= 2, got " + shape_to_string(x.shape()));
+  if (w.rank() != 2)
+    return Status::error(std::string("W must be 2-D ") + (trans_b ? "[N,K]" : "[K,N]") + ", got " + shape_to_string(w.shape()));
+  const int64_t k = x.dim(x.rank() - 1);
+  const int64_t n = trans_b ? w.dim(0) : w.dim(1);
+  if ((trans_b ? w.dim(1) : w.dim(0)) != k)
+    return Status::error("inner dims differ: X " + shape_to_string(x.shape()) + " and W " + shape_to_string(w.shape()) +
+                         (trans_b ? " (transB)" : ""));
+  const bool has_bias = has_input(in, 2);
+  if (has_bias) LOKA_RETURN_IF_ERROR(require_float_vector(in[2], n, "B", "N"));
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  const int64_t rows = element_count(out_shape);
+  out_shape.push_back(n);
+  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
+  if (rows == 0 || n == 0) return Status::ok();
+  // Y starts as the bias broadcast over rows so the GEMM adds Σ + B in that order (as the
+  // MatMul + Add, or Gemm with C, it replaces).
+  float* y = out[0].data<float>();
+  float beta = 0.0f;
+  if (has_bias) {
+    const float* bias = in[2].data<float>();
+    for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + n, y + r * n);
+    beta = 1.0f;
+  }
+  cpu::gemm_f32({rows, n, k}, false, trans_b, 1.0f, x.data<float>(), k, w.data<float>(), w.dim(1), beta, y, n);
+  if (activation != Activation::kNone)
+    for (int64_t i = 0; i < rows * n; ++i) y[i] = apply_activation(activation, y[i]);
+  return Status::ok();
+}
+
+Result<std::unique_ptr<OpKernel>> make_fused_gemm(const KernelInit& init) {
+  LOKA_RETURN_IF_ERROR(check_arity(init, 2, 3));
+  LOKA_ASSIGN_OR_RETURN(const int64_t trans_b, init.attributes.get_int("transB", 0));
+  if (trans_b != 0 && trans_b != 1) return Status::error("attribute 'transB' must be 0 or 1, got " + std::to_string(trans_b));
+  LOKA_ASSIGN_OR_RETURN(const Activation activation, parse_activation(init));
+  return make_function_kernel([trans = trans_b == 1, activation](std::span<const Tensor> in, std::span<Tensor> out,
+                                                                 KernelContext& context) {
+    return run_fused_gemm(trans, activation, in, out, context);
   });
 }
 
@@ -438,6 +495,7 @@ Result<std::unique_ptr<OpKernel>> make_embedding_bags(const KernelInit& init) {
 
 void register_loka_ops(OpRegistry& registry) {
   registry.add(kDomain, "QuantizedGemm", 1, 1, make_quantized_gemm);
+  registry.add(kDomain, "FusedGemm", 1, 1, make_fused_gemm);
   registry.add(kDomain, "LayerNormQuant", 1, 1, make_layer_norm_quant);
   registry.add(kDomain, "QuantizedGather", 1, 1, make_quantized_gather);
   registry.add(kDomain, "EmbeddingBags", 1, 1, make_embedding_bags);

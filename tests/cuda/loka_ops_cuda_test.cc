@@ -4,7 +4,8 @@
 //
 // One-node models of QuantizedGemm (both activation recipes, FP8 input,
 // bias, ReLU/GELU, shapes the FP8 tensor cores take and shapes they do not:
-// K or N not a multiple of 16), QuantizedGather (per-row and per-tensor
+// K or N not a multiple of 16), FusedGemm (FP32; 2-D and 3-D X, transB,
+// bias, ReLU/GELU), QuantizedGather (per-row and per-tensor
 // scales), EmbeddingBags (mixed float32/FP8 tables, odd D) and LayerNormQuant run on both runtimes with fresh random inputs at
 // awkward batches (1, 7, 4096). Then each zoo model goes through the default
 // `loka-opt` pipeline and its eval data must agree between the runtimes:
@@ -119,6 +120,35 @@ TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
            {216, 6, "row", "none", true, true},     // ... on the FP32 fallback
        })
     check_quantized_gemm(c);
+}
+
+TEST_F(CudaLokaOps, FusedGemmMatchesTheCpuRuntime) {
+  struct Case {
+    int64_t k, n;
+    bool three_d, trans_b, bias;
+    std::string activation;
+  };
+  for (const Case& c : std::vector<Case>{{64, 32, true, false, true, "relu"},
+                                         {216, 6, false, true, true, "gelu"},
+                                         {13, 7, true, false, false, "relu"},
+                                         {48, 40, false, false, true, "none"}}) {
+    SCOPED_TRACE("K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) + (c.three_d ? " 3-D" : " 2-D") +
+                 (c.trans_b ? " transB" : "") + (c.bias ? " bias " : " ") + c.activation);
+    std::mt19937 rng(static_cast<unsigned>(c.k * 100 + c.n));
+    testing::ModelBuilder builder(17);
+    builder.opset("ai.loka", 1);
+    builder.initializer("w", testing::random_tensor(rng, c.trans_b ? Shape{c.n, c.k} : Shape{c.k, c.n}, -1.0f, 1.0f));
+    builder.initializer("b", testing::random_tensor(rng, {c.n}, -0.5f, 0.5f));
+    const int64_t tokens = 5;
+    builder.input("x", DType::kFloat32, c.three_d ? Shape{-1, tokens, c.k} : Shape{-1, c.k});
+    const Attributes attributes = {{"transB", int64_t{c.trans_b ? 1 : 0}}, {"activation", c.activation}};
+    builder.node("FusedGemm", {"x", "w", c.bias ? "b" : ""}, {"y"}, attributes, "fused", "ai.loka");
+    builder.output_unshaped("y", DType::kFloat32);
+    const int64_t rows = 4096;
+    const Tensor x = testing::random_tensor(rng, c.three_d ? Shape{rows, tokens, c.k} : Shape{rows, c.k}, -2.0f, 2.0f);
+    // cuBLASLt's FP32 GEMM sums in another order than the CPU reference: FP32 rounding only.
+    testing::expect_runtimes_agree(builder.serialize(), {x}, {1, 7, rows}, 1e-4f);
+  }
 }
 
 TEST_F(CudaLokaOps, QuantizedGatherMatchesTheCpuRuntime) {

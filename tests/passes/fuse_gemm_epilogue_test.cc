@@ -268,6 +268,101 @@ CHECK-NEXT: %out = Add(%a, %bias)
   expect_bit_identical(result);
 }
 
+// ------------------------------------------------------------------ FP32 --
+
+/// An FP32 MatMul site on a 3-D activation, y = x·W : [batch,3,2] (W a constant [K,N]), then `tail`.
+std::string float_matmul_then(const std::string& tail, const std::string& outputs = "  output %out\n") {
+  return R"(graph "t" {
+  opset "" 20
+  opset "ai.loka" 1
+  input %x : f32[batch,3,2]
+  init %w : f32[2,2] = [0.5, -1.25, 2, 0.75]
+  init %bias : f32[2] = [0.25, -0.5]
+  %y = MatMul(%x, %w) : f32[batch,3,2] @"gemm"
+)" + tail + outputs + "}";
+}
+
+/// An FP32 Gemm y = x·Wᵀ + C (`attributes` on it; C [1,2]) on a 2-D activation, then `tail`.
+std::string float_gemm_then(const std::string& tail, const std::string& attributes = "{transB = 1}",
+                            const std::string& outputs = "  output %out\n") {
+  return R"(graph "t" {
+  opset "" 20
+  opset "ai.loka" 1
+  input %x : f32[batch,2]
+  init %w : f32[2,2] = [0.5, -1.25, 2, 0.75]
+  init %c : f32[1,2] = [0.25, -0.5]
+  %y = Gemm(%x, %w, %c) )" + attributes + R"( : f32[batch,2] @"gemm"
+)" + tail + outputs + "}";
+}
+
+TEST(FuseGemmEpilogue, FloatMatMulBiasAndReluBecomeOneFusedGemm) {
+  const Fusion result = fuse(float_matmul_then("  %yb = Add(%bias, %y) : f32[batch,3,2] @\"bias\"\n"
+                                               "  %out = Relu(%yb) : f32[batch,3,2] @\"relu\"\n"));
+  EXPECT_TRUE(result.changed);
+  EXPECT_EQ(result.statistics.at("float-gemms-fused"), 1.0);
+  EXPECT_EQ(result.statistics.at("biases-fused"), 1.0);
+  EXPECT_EQ(result.statistics.at("relus-fused"), 1.0);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK-NOT: MatMul(
+CHECK-NOT: Relu(
+CHECK: %out = ai.loka::FusedGemm(%x, %w, %bias) {activation = "relu"} : f32[batch,3,2] @"gemm"
+CHECK-NEXT: output %out
+)"),
+            "")
+      << result.printed;
+  EXPECT_EQ(result.annotations["nodes"]["gemm"]["from"], nlohmann::json::array({"gemm", "bias", "relu"}));
+  expect_bit_identical(result);
+  // The bias alone, or the activation alone, fuses too.
+  const Fusion bias_only = fuse(float_matmul_then("  %out = Add(%y, %bias) : f32[batch,3,2] @\"bias\"\n"));
+  EXPECT_EQ(testing::check_lines(bias_only.printed, "CHECK: %out = ai.loka::FusedGemm(%x, %w, %bias) : f32[batch,3,2]"), "")
+      << bias_only.printed;
+  expect_bit_identical(bias_only);
+  const Fusion gelu_only = fuse(float_matmul_then("  %out = Gelu(%y) : f32[batch,3,2] @\"gelu\"\n"));
+  EXPECT_EQ(testing::check_lines(gelu_only.printed, "CHECK: %out = ai.loka::FusedGemm(%x, %w) {activation = \"gelu\"}"), "")
+      << gelu_only.printed;
+  expect_bit_identical(gelu_only);
+}
+
+TEST(FuseGemmEpilogue, FloatGemmWithABiasRowAndGeluBecomesOneFusedGemm) {
+  const Fusion result = fuse(float_gemm_then("  %out = Gelu(%y) {approximate = \"none\"} : f32[batch,2] @\"gelu\"\n"));
+  EXPECT_EQ(result.statistics.at("float-gemms-fused"), 1.0);
+  EXPECT_EQ(result.statistics.at("gelus-fused"), 1.0);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK: init %c.row : f32[2]
+CHECK-NOT: init %c :
+CHECK: %out = ai.loka::FusedGemm(%x, %w, %c.row) {activation = "gelu", transB = 1} : f32[batch,2] @"gemm"
+)"),
+            "")
+      << result.printed;
+  expect_bit_identical(result);
+  const Fusion plain = fuse(float_gemm_then("  %out = Relu(%y) : f32[batch,2] @\"relu\"\n", ""));
+  EXPECT_EQ(testing::check_lines(plain.printed, "CHECK: %out = ai.loka::FusedGemm(%x, %w, %c.row) {activation = \"relu\"}"), "")
+      << plain.printed;
+  expect_bit_identical(plain);
+}
+
+TEST(FuseGemmEpilogue, NoFloatFusionOfScaledGemmsComputedWeightsLoneGemmsOrReadProducts) {
+  // alpha != 1 or beta != 1: the op has no such scaling.
+  expect_unchanged(float_gemm_then("  %out = Relu(%y) : f32[batch,2] @\"relu\"\n", "{alpha = 2.0f}"));
+  expect_unchanged(float_gemm_then("  %out = Relu(%y) : f32[batch,2] @\"relu\"\n", "{beta = 0.5f}"));
+  // A Gemm with nothing after it: its bias is already in the GEMM.
+  expect_unchanged(float_gemm_then("  %out = Sigmoid(%y) : f32[batch,2] @\"sigmoid\"\n"));
+  // The product is read twice.
+  expect_unchanged(float_gemm_then("  %out = Relu(%y) : f32[batch,2] @\"relu\"\n", "{transB = 1}", "  output %out\n  output %y\n"));
+  // An activation x activation MatMul (no weight), and a per-row addend (not a bias).
+  expect_unchanged(R"(graph "t" {
+  opset "" 20
+  input %x : f32[batch,3,2]
+  input %v : f32[batch,2,2]
+  %y = MatMul(%x, %v) : f32[batch,3,2] @"scores"
+  %out = Relu(%y) : f32[batch,3,2] @"relu"
+  output %out
+})");
+  expect_unchanged(float_matmul_then("  %out = Add(%y, %x) : f32[batch,3,2] @\"residual\"\n"));
+  // tanh GELU is another function.
+  expect_unchanged(float_matmul_then("  %out = Gelu(%y) {approximate = \"tanh\"} : f32[batch,3,2] @\"gelu\"\n"));
+}
+
 // --------------------------------------------------------------- the zoo --
 
 TEST(FuseGemmEpilogue, DcnV2CrossLayersFuseAndTheModelComputesTheSame) {
@@ -320,6 +415,32 @@ TEST(FuseGemmEpilogue, AttentionRankerBiasesGelusAndResidualsFuseAndTheModelComp
   auto difference = testing::max_output_difference_on_data(**graph, *fused, zoo / "eval", 2);
   ASSERT_TRUE(difference) << difference.status().message();
   EXPECT_EQ(*difference, 0.0f);
+}
+
+TEST(FuseGemmEpilogue, FloatSitesOfTheZooFuseComputeTheSameAndLowerToQdq) {
+  for (const std::string name : {"dhen", "wukong"}) {
+    SCOPED_TRACE(name);
+    auto graph = testing::load_zoo_model(name);
+    ASSERT_TRUE(graph) << graph.status().message();
+    const auto zoo = testing::source_dir() / "models" / "zoo" / name;
+    CompileSettings settings;
+    settings.calibration_data = (zoo / "calib").string();
+    auto records = testing::run_pipeline(
+        **graph, "canonicalize,infer-shapes,probe{batches=3,min_batches=3,amax_batches=3},pin-precision,insert-scales,infer-shapes",
+        settings);
+    ASSERT_TRUE(records) << records.status().message();
+    auto fused = (*graph)->clone();
+    auto fusion = testing::run_pipeline(*fused, "fuse-gemm-epilogue,infer-shapes");
+    ASSERT_TRUE(fusion) << fusion.status().message();
+    EXPECT_GE(fusion->at(0).statistics.at("float-gemms-fused"), 1.0);
+    size_t relus = 0;
+    for (const ir::Node* node : fused->nodes()) relus += node->is("Relu");
+    EXPECT_EQ(relus, 0u) << "every Relu follows a GEMM in these models";
+    auto difference = testing::max_output_difference_on_data(**graph, *fused, zoo / "eval", 2);
+    ASSERT_TRUE(difference) << difference.status().message();
+    EXPECT_EQ(*difference, 0.0f);
+    testing::expect_qdq_lowering_computes_the_same(*fused, zoo / "eval");
+  }
 }
 
 }  // namespace

@@ -124,6 +124,26 @@ TEST(ShapeInferenceLoka, QuantizedGemmMismatchesNameTheNode) {
   expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) : bf16[batch,seq,16] @"g")"), "g", "");
 }
 
+TEST(ShapeInferenceLoka, FusedGemmInfersRowsAndMismatchesNameTheNode) {
+  const std::string inputs = R"(
+  input %x : f32[batch,seq,37]
+  input %w : f32[37,16]
+  input %wt : f32[16,37]
+  input %b : f32[16]
+)";
+  const auto gemm = [&](const std::string& extra, const std::string& line) { return infer_node(inputs, extra, line); };
+  EXPECT_EQ(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %w, %b) {activation = "relu"} @"g")"), "y : f32[batch,seq,16]\n");
+  EXPECT_EQ(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %wt) {transB = 1} @"g")"), "y : f32[batch,seq,16]\n");
+  expect_error(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %wt) @"g")"), "g", "K differs");
+  expect_error(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %w) {transB = 1} @"g")"), "g", "K differs");
+  expect_error(gemm("  input %w8 : f8e4m3fn[37,16]\n", R"(  %y = ai.loka::FusedGemm(%x, %w8) @"g")"), "g", "W must be f32");
+  expect_error(gemm("  input %xv : f32[37]\n", R"(  %y = ai.loka::FusedGemm(%xv, %w) @"g")"), "g", "X must be of rank >= 2");
+  expect_error(gemm("  input %b8 : f32[8]\n", R"(  %y = ai.loka::FusedGemm(%x, %w, %b8) @"g")"), "g", "B");
+  expect_error(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %w) {activation = "tanh"} @"g")"), "g", "activation");
+  expect_error(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %w) {transB = 2} @"g")"), "g", "transB");
+  expect_error(gemm("", R"(  %y = ai.loka::FusedGemm(%x) @"g")"), "g", "input 1 is missing");
+}
+
 TEST(ShapeInferenceLoka, LayerNormQuantMismatchesNameTheNode) {
   const std::string inputs = R"(
   input %x : f32[batch,12]

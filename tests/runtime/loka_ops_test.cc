@@ -303,6 +303,56 @@ TEST(QuantizedGemm, MultiplierAndResidualActAfterTheActivationAsMulThenAdd) {
   }
 }
 
+// ---------------------------------------------------------------- FusedGemm --
+
+// Bit-for-bit equality with the MatMul/Gemm + Add + Relu/Gelu nodes it replaces is checked in
+// tests/passes/fuse_gemm_epilogue_test.cc; here the op against its spec, in double.
+TEST(FusedGemm, ComputesTheActivationOfTheProductPlusBias) {
+  std::mt19937 rng(23);
+  const Tensor x3 = testing::random_tensor(rng, {2, 5, 7});  // leading dims are rows
+  const Tensor w_kn = testing::random_tensor(rng, {7, 3});
+  const Tensor bias = testing::random_tensor(rng, {3});
+  for (const std::string activation : {"none", "relu", "gelu"}) {
+    SCOPED_TRACE(activation);
+    auto fused = run_loka_op("FusedGemm", {{"x", x3, true}, {"w", w_kn}, {"b", bias}}, {{"activation", activation}});
+    ASSERT_TRUE(fused) << fused.status().message();
+    ASSERT_EQ((*fused)[0].shape(), (Shape{2, 5, 3}));
+    for (int64_t r = 0; r < 10; ++r)
+      for (int64_t j = 0; j < 3; ++j) {
+        double v = bias.data<float>()[j];
+        for (int64_t p = 0; p < 7; ++p) v += double(x3.data<float>()[r * 7 + p]) * w_kn.data<float>()[p * 3 + j];
+        if (activation == "relu") v = v > 0.0 ? v : 0.0;
+        if (activation == "gelu") v = 0.5 * v * (1.0 + std::erf(v * M_SQRT1_2));
+        EXPECT_NEAR((*fused)[0].data<float>()[r * 3 + j], v, 1e-5) << r << "," << j;
+      }
+  }
+  // transB reads W as [N,K]: the same product as the transposed weight without it.
+  const Tensor x2 = testing::random_tensor(rng, {4, 7});
+  Tensor w_nk = Tensor::zeros(DType::kFloat32, {3, 7});
+  for (int64_t p = 0; p < 7; ++p)
+    for (int64_t j = 0; j < 3; ++j) w_nk.data<float>()[j * 7 + p] = w_kn.data<float>()[p * 3 + j];
+  auto nn = run_loka_op("FusedGemm", {{"x", x2, true}, {"w", w_kn}});
+  auto nt = run_loka_op("FusedGemm", {{"x", x2, true}, {"w", w_nk}}, {{"transB", int64_t{1}}});
+  ASSERT_TRUE(nn && nt);
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ((*nn)[0].data<float>()[i], (*nt)[0].data<float>()[i]) << i;
+}
+
+TEST(FusedGemm, RejectsIllFormedInputsNamingThem) {
+  std::mt19937 rng(29);
+  const Tensor x = testing::random_tensor(rng, {2, 8});
+  const Tensor w = testing::random_tensor(rng, {8, 3});
+  const auto gemm = [&](std::vector<NodeInput> inputs, Attrs attrs = {}) { return run_loka_op("FusedGemm", inputs, attrs); };
+  ASSERT_TRUE(gemm({{"x", x, true}, {"w", w}, {"b", testing::random_tensor(rng, {3})}}));
+  expect_failure(gemm({{"x", x, true}, {"w", testing::random_tensor(rng, {7, 3})}}), "inner dims differ");
+  expect_failure(gemm({{"x", x, true}, {"w", w}}, {{"transB", int64_t{1}}}), "inner dims differ");
+  expect_failure(gemm({{"x", testing::random_tensor(rng, {8}), true}, {"w", w}}), "X must have rank >= 2");
+  expect_failure(gemm({{"x", x, true}, {"w", testing::random_tensor(rng, {8, 3, 1})}}), "W must be 2-D");
+  expect_failure(gemm({{"x", x, true}, {"w", w}, {"b", testing::random_tensor(rng, {1, 3})}}), "B must have shape [N] = [3]");
+  expect_failure(gemm({{"x", x, true}, {"w", w}}, {{"transB", int64_t{2}}}), "transB");
+  expect_failure(gemm({{"x", x, true}, {"w", w}}, {{"activation", std::string("silu")}}), "activation");
+  expect_failure(gemm({{"x", x, true}}), "2 to 3 inputs");
+}
+
 // ----------------------------------------------------------- LayerNormQuant --
 
 TEST(LayerNormQuant, IsOnnxLayerNormalizationThenQuantizeBitForBit) {

@@ -1,5 +1,5 @@
 // ============================================================================
-// runtime/cuda/ops/gemm.cc — Gemm, MatMul and ai.loka.QuantizedGemm on the GPU.
+// runtime/cuda/ops/gemm.cc — Gemm, MatMul, ai.loka.FusedGemm and ai.loka.QuantizedGemm on the GPU.
 //
 // FP32 Gemm/MatMul run cuBLASLt FP32 GEMMs (kernels/cuda/gemm.h; no TF32, so
 // results match the CPU to summation order) unless Dispatch chose another
@@ -106,6 +106,37 @@ Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
   if (dispatched) return std::move(*dispatched);
   LOKA_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(problem));
   return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), layout, init.outputs[0].shape, addend_shape), -1};
+}
+
+/// ai.loka.FusedGemm: Y = act(X · op(W) + B) over X's flattened leading rows — one cuBLASLt GEMM
+/// with its bias/ReLU epilogue (exact GELU in a pass after it, kernels/cuda/gemm.h).
+Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
+  LOKA_RETURN_IF_ERROR(require_all_float32(init, {0, 1}));
+  LOKA_ASSIGN_OR_RETURN(const int64_t trans_b, init.attributes.get_int("transB", 0));
+  LOKA_ASSIGN_OR_RETURN(const std::string activation, init.attributes.get_string("activation", std::string("none")));
+  const Shape& x = init.inputs[0].shape;
+  const Shape& w = init.inputs[1].shape;
+  if (x.size() < 2 || w.size() != 2) return Status::error("X must have rank >= 2 and W be 2-D");
+  GemmProblem problem;
+  problem.k = x.back();
+  problem.m = problem.k == 0 ? 0 : element_count(x) / problem.k;
+  problem.n = trans_b ? w[0] : w[1];
+  if ((trans_b ? w[1] : w[0]) != problem.k) return Status::error("inner dims differ");
+  problem.input = problem.output = DType::kFloat32;
+  problem.transpose_w = trans_b != 0;
+  problem.has_bias = has_input(init, 2);
+  if (problem.has_bias) LOKA_RETURN_IF_ERROR(require_float32(init, 2));
+  problem.epilogue = activation == "relu" ? GemmEpilogue::kRelu : activation == "gelu" ? GemmEpilogue::kGelu : GemmEpilogue::kNone;
+  const kernels::GemmKey key{"FusedGemm", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
+                             trans_b ? kernels::GemmLayout::kNT : kernels::GemmLayout::kNN, init.inputs[1].host.defined(),
+                             problem.has_bias, problem.epilogue};
+  const GemmInputSlots slots{0, 1, -1, problem.has_bias ? 2 : -1, -1, -1};
+  LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, 1}, slots));
+  if (dispatched) return std::move(*dispatched);
+  LOKA_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(problem));
+  Fp32GemmOp::Layout layout;
+  layout.bias = slots.bias;
+  return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), layout, init.outputs[0].shape, Shape{}), -1};
 }
 
 /// Y[b] = A · X[b] with LoKA's kernel: A the MatMul's 2-D (or batch-1) left operand.
@@ -420,6 +451,7 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
 void register_gemm_device_ops(DeviceOpRegistry& registry) {
   registry.add("", "Gemm", plan_gemm);
   registry.add("", "MatMul", plan_matmul);
+  registry.add("ai.loka", "FusedGemm", plan_fused_gemm);
   registry.add("ai.loka", "QuantizedGemm", plan_quantized_gemm);
 }
 
