@@ -10,7 +10,8 @@
 //   fp8-gemm-row  as above with per-row dynamic quantization of an FP32 input in front.
 //   bf16-gemm     LoKA's Gemm (cuBLASLt BF16, bias+ReLU), TFLOP/s.
 //   tf32-vs-bf16  LoKA's Gemm on FP32 operands with TF32 tensor cores vs the BF16 GEMM.
-//   layernorm-fp8 LayerNorm FP32 -> E4M3 with amax  vs  a device-to-device copy
+//   layernorm-fp8 LayerNorm FP32 -> E4M3 with amax (y_scale 0.01, and a power of
+//                 two: "pow2 scale")  vs  a device-to-device copy
 //                 of the same bytes (the bandwidth floor: read 4 B, write 1 B per element).
 //   quantize-rows per-row FP8 quantization vs the same copy floor.
 //   binary, unary-relu, dequant-epi, quantize-fp8, softmax: the memory-bound
@@ -223,7 +224,8 @@ std::string bandwidth(size_t bytes, double ms) {
   return text;
 }
 
-void bench_layer_norm(int64_t rows, int64_t cols) {
+/// y_scale 0.01: a product with 1/y_scale, checked against E4M3 rounding boundaries; a power of two: an exact product.
+void bench_layer_norm(int64_t rows, int64_t cols, float y_scale) {
   const size_t elements = static_cast<size_t>(rows * cols);
   Rotation x(elements * 4);
   void* scale = device_alloc(static_cast<size_t>(cols) * 4);
@@ -238,11 +240,12 @@ void bench_layer_norm(int64_t rows, int64_t cols) {
     args.rows = rows;
     args.cols = cols;
     args.y_codes = static_cast<uint8_t*>(codes);
-    args.y_scale = 0.01f;
+    args.y_scale = y_scale;
     args.amax = static_cast<float*>(amax);
     check_status(cuda::launch_layer_norm(args, nullptr), "layer_norm");
   });
-  print_row("layernorm-fp8", std::to_string(rows) + "x" + std::to_string(cols), ms, copy_floor_ms(elements * 4, elements),
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + (y_scale == 0.01f ? "" : " pow2 scale");
+  print_row("layernorm-fp8", shape, ms, copy_floor_ms(elements * 4, elements),
             bandwidth(elements * 5, ms));
   for (void* p : {scale, bias, codes, amax}) cudaFree(p);
 }
@@ -407,7 +410,8 @@ int main(int argc, char** argv) {
     bench_tf32_gemm(m, n, k, workspace);
   }
   for (const auto& [rows, cols] : std::vector<std::array<int64_t, 2>>{{65536, 1024}, {16384, 4096}, {4096, 256}, {512, 16384}}) {
-    bench_layer_norm(rows, cols);
+    bench_layer_norm(rows, cols, 0.01f);
+    bench_layer_norm(rows, cols, 0.0078125f);
     bench_quantize_rows(rows, cols);
   }
   bench_memory_bound_kernels();

@@ -3,21 +3,48 @@
 //
 // Rows up to 8192 wide are read from memory once: the threads that own a row
 // (a warp up to 1024 columns, eight rows to a block; a block of 256 beyond)
-// stage it in shared memory, each thread reading back only what it loaded, and
-// reduce the double sums from there; only wider rows re-read memory (three
-// passes, as the CPU reference). Shared memory rather than registers: a row
-// kept in registers (32 values per thread) took 192 registers, one block per
-// SM, and ran 3.5x slower on an H100 than re-reading memory (measured
-// 2026-11-24). Explicit _rn intrinsics keep nvcc from contracting the
-// element formula into an FMA, which would change bits. The optional amax is
-// reduced per block first, so a batch of 65536 rows makes a few thousand
-// atomics on one address, not 65536.
+// stage it in shared memory with cp.async, each thread reading back only what
+// it copied, and reduce the double sums from there; only wider rows re-read
+// memory (three passes, as the CPU reference). Shared memory rather than
+// registers: a row kept in registers (32 values per thread) took 192
+// registers, one block per SM, and ran 3.5x slower on an H100 than re-reading
+// memory (measured 2026-11-24). Measured and not kept (2026-11-26): a block of
+// 128 per 4096-column row (137 vs 122 us on an H100 at 16384x4096), four warp
+// rows to a block (no gain), and a persistent grid copying each slot's next
+// row while it computes (24 resident warps per SM instead of 48 starved the
+// compute passes: 119 vs 106 us at 65536x1024 on an H200).
+//
+// The kernels these replaced were bound by instruction issue (Nsight Compute,
+// H200, 2026-11-26: IPC 3.4, 79 instructions an element, 42% of the copy rate
+// at 65536x1024 to FP8), so an element's work is kept to what its result needs
+// (about 26 instructions an element in the warp-row FP8 kernel's SASS):
+//  - the statistics convert each float to double once per pass and add in
+//    double as before; the mean multiplies by 1/cols and inv_std is rsqrt, each
+//    within an ulp or two of the reference's double, far below the float
+//    rounding that follows;
+//  - QuantizeLinear's v / y_scale is v · (1/y_scale): the same float when
+//    y_scale is a power of two, and otherwise the same E4M3 code except within
+//    a few float steps of a code's rounding boundary, where the kernel divides
+//    (needs_division says why that is exact for every v);
+//  - scale and bias load as float4 beside x; row offsets are 64-bit once per
+//    row, column indices 32-bit; two codes convert per instruction;
+//  - |v| for amax is one FMA that makes infinities NaN, which fmaxf skips.
+// With cp.async staging (below), on an H200 (2026-11-26) FP32 -> FP8 runs at
+// 81% of the copy rate at 65536x1024 (106 us, was 203) and 74% at 16384x4096
+// (113 us, was 218); a power-of-two y_scale 3-4% faster; FP32 output 96%.
+// Explicit _rn intrinsics keep nvcc from contracting the element formula into
+// an FMA, which would change bits. The optional amax is reduced per block
+// first, so a batch of 65536 rows makes a few thousand atomics on one address,
+// not 65536.
 // ============================================================================
 #include <cuda_fp8.h>
+#include <cuda_pipeline.h>
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/layer_norm.h"
@@ -30,35 +57,85 @@ namespace {
 /// 48 KiB a block gets without opting in for the static reductions' slots and two blocks per SM.
 constexpr size_t kMaxStagedBytes = 32 * 1024;
 
+/// What a kernel writes, and how an E4M3 code divides by y_scale; chosen once per launch on the host.
+enum class Output {
+  kFloat,            ///< y = v
+  kCodesExactScale,  ///< y_scale a power of two: v · (1/y_scale) is the float v / y_scale
+  kCodes,            ///< any other y_scale: v · (1/y_scale), divided where the code could differ
+};
 
-/// The element formula: LayerNorm of x at column j, as the CPU reference rounds it.
-__device__ __forceinline__ float normalized(const LayerNormArgs& args, int64_t j, float x, float mean, float inv_std) {
-  float v = __fmul_rn(__fmul_rn(__fsub_rn(x, mean), inv_std), args.scale[j]);
-  if (args.bias) v = __fadd_rn(v, args.bias[j]);
-  return v;
+/// What the host derives from LayerNormArgs once per launch.
+struct Derived {
+  double inv_cols = 0.0;    ///< 1 / cols: the means multiply
+  float inv_y_scale = 0.0f; ///< 1 / y_scale rounded to float; NaN where that or y_scale is not a normal float
+};
+
+/// The statistics the element formula uses, rounded to float once.
+struct RowStats {
+  float mean;
+  float inv_std;
+};
+
+/// The element formula (x - mean) · inv_std · scale (+ bias), in float, as the CPU reference rounds it.
+__device__ __forceinline__ float normalized(float x, RowStats stats, float scale, bool has_bias, float bias) {
+  const float v = __fmul_rn(__fmul_rn(__fsub_rn(x, stats.mean), stats.inv_std), scale);
+  return has_bias ? __fadd_rn(v, bias) : v;
 }
 
-/// The E4M3 code of v / y_scale (one IEEE division, as QuantizeLinear).
-__device__ __forceinline__ uint8_t fp8_code(const LayerNormArgs& args, float v) {
-  return __nv_cvt_float_to_fp8(__fdiv_rn(v, args.y_scale), __NV_SATFINITE, __NV_E4M3);
+/// |v| when v is finite, else NaN, which fmaxf skips: v · 0 is ±0 for a finite v (and ±0 + |v| is
+/// |v|) but NaN for an infinity, so one FMA does the work of isfinite, a select and fabsf.
+__device__ __forceinline__ float finite_abs_or_nan(float v) { return __fmaf_rn(v, 0.0f, fabsf(v)); }
+
+/// True when q = v · inv_y_scale (rounded) might not have the E4M3 code of the IEEE quotient
+/// v / y_scale, so the division must decide.
+///
+/// With y_scale and inv_y_scale normal floats and q in the normal float range, q and the quotient
+/// differ by a factor within 1 ± 3·2^-24 (three roundings of at most half an ulp: the reciprocal,
+/// the product, the quotient), so their bit patterns are at most 3 apart. A code (nearest even,
+/// SATFINITE) changes only at a rounding boundary, so the two codes can differ only if one lies
+/// that close:
+///  - |q| in [2^-6, 448]: the boundaries are the midpoints 2^e · (1 + (2i+1)/16) between normal
+///    codes, the floats whose 20 mantissa bits below E4M3's three are exactly 0x80000; q within
+///    kSlack patterns of one divides (the bit patterns of a sign are ordered like the values, and
+///    midpoints are 2^20 patterns apart, binade edges included).
+///  - |q| above 448: past the last boundary (432) every value saturates to ±448, infinities too;
+///    the test above may divide there needlessly, never wrongly.
+///  - |q| <= 2^-11: both lie below the first boundary (2^-10), a zero code with v's sign.
+///  - 2^-11 < |q| < 2^-6: E4M3 subnormals, boundaries elsewhere: divides (rare when y_scale is
+///    near amax / 448: |v| < amax / 28672).
+///  - q NaN (v NaN, or inv_y_scale NaN for a scale without a normal reciprocal): divides.
+__device__ __forceinline__ bool needs_division(float q) {
+  constexpr uint32_t kSlack = 8;  // patterns either side of a midpoint; 3 would do
+  const float magnitude = fabsf(q);
+  const bool small_or_nan = !(magnitude <= 0x1p-11f || magnitude >= 0x1p-6f);
+  // (bits - (0x80000 - kSlack)) mod 2^20 <= 2·kSlack, the modulo by shifting the 12 high bits out.
+  const bool near_midpoint = (__float_as_uint(q) + (kSlack - 0x80000u)) << 12 <= (2 * kSlack) << 12;
+  return small_or_nan || near_midpoint;
 }
 
-__device__ __forceinline__ float finite_abs(float v) { return isfinite(v) ? fabsf(v) : 0.0f; }
-
-/// One element through the formula and stored; returns |v| when finite, else 0.
-__device__ __forceinline__ float normalize_and_store(const LayerNormArgs& args, int64_t row, int64_t j, float x,
-                                                     float mean, float inv_std) {
-  const float v = normalized(args, j, x, mean, inv_std);
-  if (args.y_codes) {
-    args.y_codes[row * args.cols + j] = fp8_code(args, v);
-  } else {
-    args.y[row * args.cols + j] = v;
+/// The quotients v[e] / y_scale as QuantizeLinear rounds them, or values with the same E4M3 codes:
+/// products with the reciprocal, divided (all kN, rarely) where needs_division asks.
+template <Output kOut, int kN>
+__device__ __forceinline__ void quotients(const float (&v)[kN], float y_scale, float inv_y_scale, float (&q)[kN]) {
+  bool divide = false;
+#pragma unroll
+  for (int e = 0; e < kN; ++e) {
+    q[e] = __fmul_rn(v[e], inv_y_scale);
+    if constexpr (kOut == Output::kCodes) divide |= needs_division(q[e]);
   }
-  return finite_abs(v);
+  if (divide) {
+#pragma unroll
+    for (int e = 0; e < kN; ++e) q[e] = __fdiv_rn(v[e], y_scale);
+  }
 }
 
-/// Raises *args.amax to the block's largest |v|: one atomic per block. Every thread calls it.
-__device__ __forceinline__ void publish_amax(const LayerNormArgs& args, float amax) {
+/// E4M3 codes of a and b (nearest even, saturating as QuantizeLinear does), a in the low byte.
+__device__ __forceinline__ uint32_t e4m3_pair(float a, float b) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+}
+
+/// Raises *target to the block's largest |v|: one atomic per block. Every thread calls it.
+__device__ __forceinline__ void publish_amax(float* target, float amax) {
   __shared__ float warp_max[32];
   amax = row_reduce<32>(amax, [](float a, float b) { return fmaxf(a, b); }, static_cast<float*>(nullptr));
   __syncthreads();
@@ -67,123 +144,192 @@ __device__ __forceinline__ void publish_amax(const LayerNormArgs& args, float am
   if (threadIdx.x == 0) {
     for (unsigned w = 1; w < blockDim.x / 32; ++w) amax = fmaxf(amax, warp_max[w]);
     // Non-negative floats order like their bit patterns, so an integer max is a float max.
-    if (amax > *args.amax) atomicMax(reinterpret_cast<int*>(args.amax), __float_as_int(amax));
+    if (amax > *target) atomicMax(reinterpret_cast<int*>(target), __float_as_int(amax));
   }
 }
 
-/// Four elements of a row (columns j..j+3) through the element formula, stored together: one
-/// 32-bit store of four codes or one float4. Returns the largest finite |v|.
-__device__ __forceinline__ float normalize_and_store4(const LayerNormArgs& args, int64_t row, int64_t j, float4 x,
-                                                      float mean, float inv_std) {
-  const float in[4] = {x.x, x.y, x.z, x.w};
-  float v[4];
-  float amax = 0.0f;
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    v[e] = normalized(args, j + e, in[e], mean, inv_std);
-    amax = fmaxf(amax, finite_abs(v[e]));
-  }
-  if (args.y_codes) {
-    uint32_t packed = 0;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) packed |= static_cast<uint32_t>(fp8_code(args, v[e])) << (8 * e);
-    *reinterpret_cast<uint32_t*>(args.y_codes + row * args.cols + j) = packed;
+/// Copies this thread's columns of a row to `stage` (columns lane·4.. a float4 at a time when kVec:
+/// n a multiple of 4, both 16-byte aligned; else lane.. one at a time; kThreads threads to the row)
+/// and waits for them. cp.async puts every load of the row in flight at once without holding
+/// registers: loaded one float4 per loop step, as the sum consumed them, a warp kept one load in
+/// flight and waited on memory latency (65536x1024 to FP8 on an H100, 2026-11-26: 78% of the copy
+/// rate with the per-element work below, 88% with cp.async).
+template <int kThreads, bool kVec>
+__device__ __forceinline__ void stage_row(const float* in, float* stage, int lane, int n) {
+  if constexpr (kVec) {
+    for (int j = lane * 4; j < n; j += kThreads * 4) __pipeline_memcpy_async(stage + j, in + j, 4 * sizeof(float));
   } else {
-    *reinterpret_cast<float4*>(args.y + row * args.cols + j) = make_float4(v[0], v[1], v[2], v[3]);
+    for (int j = lane; j < n; j += kThreads) __pipeline_memcpy_async(stage + j, in + j, sizeof(float));
+  }
+  __pipeline_commit();
+  __pipeline_wait_prior(0);  // this thread's copies only, all it reads back
+}
+
+/// This thread's share of the row's sum, in double, over the columns stage_row gives it (read from
+/// the staged row, or from memory for the widest rows).
+template <int kThreads, bool kVec, typename Index>
+__device__ __forceinline__ double partial_sum(const float* src, int lane, Index n) {
+  double sum = 0.0;
+  if constexpr (kVec) {
+    for (Index j = lane * 4; j < n; j += kThreads * 4) {
+      const float4 v = *reinterpret_cast<const float4*>(src + j);
+      sum += (static_cast<double>(v.x) + static_cast<double>(v.y)) + (static_cast<double>(v.z) + static_cast<double>(v.w));
+    }
+  } else {
+    for (Index j = lane; j < n; j += kThreads) sum += src[j];
+  }
+  return sum;
+}
+
+/// This thread's share of the squared deviations from the double mean, over the columns
+/// partial_sum reads (two FMA chains, so consecutive FMAs do not wait on each other).
+template <int kThreads, bool kVec, typename Index>
+__device__ __forceinline__ double partial_squares(const float* src, int lane, Index n, double mean) {
+  double even = 0.0, odd = 0.0;
+  if constexpr (kVec) {
+    for (Index j = lane * 4; j < n; j += kThreads * 4) {
+      const float4 v = *reinterpret_cast<const float4*>(src + j);
+      const double d0 = v.x - mean, d1 = v.y - mean, d2 = v.z - mean, d3 = v.w - mean;
+      even = fma(d0, d0, even);
+      odd = fma(d1, d1, odd);
+      even = fma(d2, d2, even);
+      odd = fma(d3, d3, odd);
+    }
+  } else {
+    for (Index j = lane; j < n; j += kThreads) {
+      const double d = static_cast<double>(src[j]) - mean;
+      even = fma(d, d, even);
+    }
+  }
+  return even + odd;
+}
+
+/// The row's mean and 1/sqrt(variance + epsilon) from this thread's partial sum and its columns
+/// in `src`. Every thread of the row calls it (the reductions shuffle and, for block rows, sync).
+template <int kThreads, bool kVec, typename Index>
+__device__ __forceinline__ RowStats row_stats(double partial, const float* src, int lane, Index n, const Derived& derived,
+                                              float epsilon, double* shared) {
+  const auto plus = [](double a, double b) { return a + b; };
+  const double mean = row_reduce<kThreads>(partial, plus, shared) * derived.inv_cols;
+  const double squares = row_reduce<kThreads>(partial_squares<kThreads, kVec>(src, lane, n, mean), plus, shared);
+  const double variance = squares * derived.inv_cols;
+  return {static_cast<float>(mean), static_cast<float>(rsqrt(variance + static_cast<double>(epsilon)))};
+}
+
+/// Normalizes this thread's columns of row `row` from `src` (the staged row, or the row in memory)
+/// and stores them: float4s / four codes in 32 bits when kVec (y 16-byte, codes 4-byte, scale and
+/// bias 16-byte aligned), else one at a time. Returns the largest finite |v| (0 if none).
+template <int kThreads, bool kVec, Output kOut, typename Index>
+__device__ __forceinline__ float normalize_row(const LayerNormArgs& args, const Derived& derived, const float* src,
+                                               int64_t row, int lane, Index n, RowStats stats) {
+  const int64_t start = row * args.cols;  // 64-bit once; the columns below index from here
+  float* const y = kOut == Output::kFloat ? args.y + start : nullptr;
+  uint8_t* const codes = kOut == Output::kFloat ? nullptr : args.y_codes + start;
+  const bool has_bias = args.bias != nullptr;
+  float amax = 0.0f;
+  if constexpr (kVec) {
+    for (Index j = lane * 4; j < n; j += kThreads * 4) {
+      const float4 x = *reinterpret_cast<const float4*>(src + j);
+      const float4 s = __ldg(reinterpret_cast<const float4*>(args.scale + j));
+      const float4 b = has_bias ? __ldg(reinterpret_cast<const float4*>(args.bias + j)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float v[4] = {normalized(x.x, stats, s.x, has_bias, b.x), normalized(x.y, stats, s.y, has_bias, b.y),
+                          normalized(x.z, stats, s.z, has_bias, b.z), normalized(x.w, stats, s.w, has_bias, b.w)};
+      amax = fmaxf(amax, fmaxf(fmaxf(finite_abs_or_nan(v[0]), finite_abs_or_nan(v[1])),
+                               fmaxf(finite_abs_or_nan(v[2]), finite_abs_or_nan(v[3]))));
+      if constexpr (kOut == Output::kFloat) {
+        *reinterpret_cast<float4*>(y + j) = make_float4(v[0], v[1], v[2], v[3]);
+      } else {
+        float q[4];
+        quotients<kOut>(v, args.y_scale, derived.inv_y_scale, q);
+        *reinterpret_cast<uint32_t*>(codes + j) = e4m3_pair(q[0], q[1]) | e4m3_pair(q[2], q[3]) << 16;
+      }
+    }
+  } else {
+    for (Index j = lane; j < n; j += kThreads) {
+      const float v[1] = {normalized(src[j], stats, __ldg(args.scale + j), has_bias, has_bias ? __ldg(args.bias + j) : 0.0f)};
+      amax = fmaxf(amax, finite_abs_or_nan(v[0]));
+      if constexpr (kOut == Output::kFloat) {
+        y[j] = v[0];
+      } else {
+        float q[1];
+        quotients<kOut>(v, args.y_scale, derived.inv_y_scale, q);
+        codes[j] = static_cast<uint8_t>(e4m3_pair(q[0], 0.0f));
+      }
+    }
   }
   return amax;
 }
 
-/// Rows staged in shared memory: kThreads threads per row (a warp, eight rows to
-/// a block, or the whole block), each reading back only the columns it loaded.
-/// kVec: columns a multiple of 4 and x, y 16-byte (codes 4-byte) aligned, so each thread moves
-/// float4s: a quarter of the memory instructions (the scalar kernel reached 35-38% of the copy
-/// rate on 65536x1024 and 16384x4096, H200, 2026-11-26).
-template <int kThreads, bool kVec>
-__global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_staged_kernel(LayerNormArgs args) {
+/// Rows staged in shared memory: kThreads threads per row (a warp, eight rows to a block, or the
+/// whole block), each reading back only the columns it copied, so no barrier separates the passes.
+/// kVec: columns a multiple of 4 and every pointer aligned for float4 (codes 4-byte).
+template <int kThreads, bool kVec, Output kOut>
+__global__ void __launch_bounds__(kRowBlockThreads<kThreads>) layer_norm_staged_kernel(LayerNormArgs args, Derived derived) {
   extern __shared__ float4 staged_raw[];  // kRowsPerBlock rows of args.cols floats
-  float* const staged = reinterpret_cast<float*>(staged_raw);
   __shared__ double shared_sum[kThreads / 32];
-  constexpr int kRowsPerBlock = kThreadsPerBlock / kThreads;
+  constexpr int kRowsPerBlock = kRowBlockThreads<kThreads> / kThreads;
   const int lane = static_cast<int>(threadIdx.x) % kThreads, slot = static_cast<int>(threadIdx.x) / kThreads;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + slot;
-  const bool active = row < args.rows;  // inactive rows still join the block's amax reduction
-  const int n = static_cast<int>(args.cols);
-  const float* in = args.x + (active ? row : 0) * args.cols;
-  float* mine = staged + static_cast<int64_t>(slot) * n;
-  const auto plus = [](double a, double b) { return a + b; };
-
-  double sum = 0.0;
-  if (active) {
-    if constexpr (kVec) {
-      for (int j = lane * 4; j < n; j += kThreads * 4) {
-        const float4 v = *reinterpret_cast<const float4*>(in + j);
-        *reinterpret_cast<float4*>(mine + j) = v;
-        sum += (static_cast<double>(v.x) + static_cast<double>(v.y)) + (static_cast<double>(v.z) + static_cast<double>(v.w));
-      }
-    } else {
-      for (int j = lane; j < n; j += kThreads) {
-        const float v = in[j];
-        mine[j] = v;
-        sum += v;
-      }
-    }
+  float amax = 0.0f;  // rows past the end still join the block's amax reduction
+  // Only a warp row can lie past the end (a block row's grid has exactly `rows` blocks), and a
+  // warp row's reductions have no barrier, so skipping the whole row is safe.
+  if (row < args.rows) {
+    const int n = static_cast<int>(args.cols);
+    float* const mine = reinterpret_cast<float*>(staged_raw) + slot * n;
+    stage_row<kThreads, kVec>(args.x + row * args.cols, mine, lane, n);
+    const double partial = partial_sum<kThreads, kVec>(mine, lane, n);
+    const RowStats stats = row_stats<kThreads, kVec>(partial, mine, lane, n, derived, args.epsilon, shared_sum);
+    amax = normalize_row<kThreads, kVec, kOut>(args, derived, mine, row, lane, n, stats);
   }
-  const double mean = row_reduce<kThreads>(sum, plus, shared_sum) / static_cast<double>(n);
-  double squares = 0.0;
-  if (active) {
-    // Each thread reads back exactly the columns it staged (no barrier needed).
-    if constexpr (kVec) {
-      for (int j = lane * 4; j < n; j += kThreads * 4) {
-        const float4 v = *reinterpret_cast<const float4*>(mine + j);
-        const double d0 = v.x - mean, d1 = v.y - mean, d2 = v.z - mean, d3 = v.w - mean;
-        squares += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
-      }
-    } else {
-      for (int j = lane; j < n; j += kThreads) {
-        const double d = static_cast<double>(mine[j]) - mean;
-        squares += d * d;
-      }
-    }
-  }
-  const double variance = row_reduce<kThreads>(squares, plus, shared_sum) / static_cast<double>(n);
-  const float mean_f = static_cast<float>(mean);
-  const float inv_std = static_cast<float>(1.0 / sqrt(variance + static_cast<double>(args.epsilon)));
-  float amax = 0.0f;
-  if (active) {
-    if constexpr (kVec) {
-      for (int j = lane * 4; j < n; j += kThreads * 4)
-        amax = fmaxf(amax, normalize_and_store4(args, row, j, *reinterpret_cast<const float4*>(mine + j), mean_f, inv_std));
-    } else {
-      for (int j = lane; j < n; j += kThreads) amax = fmaxf(amax, normalize_and_store(args, row, j, mine[j], mean_f, inv_std));
-    }
-  }
-  if (args.amax) publish_amax(args, amax);
+  if (args.amax) publish_amax(args.amax, amax);
 }
 
 /// Rows too wide for shared memory: one block per row, three passes over memory.
-__global__ void layer_norm_wide_kernel(LayerNormArgs args) {
+template <bool kVec, Output kOut>
+__global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_wide_kernel(LayerNormArgs args, Derived derived) {
   __shared__ double shared_sum[kThreadsPerBlock / 32];
   const int lane = static_cast<int>(threadIdx.x);
   const int64_t row = blockIdx.x;
-  const int64_t n = args.cols;
-  const float* in = args.x + row * n;
-  const auto plus = [](double a, double b) { return a + b; };
-  double sum = 0.0;
-  for (int64_t j = lane; j < n; j += kThreadsPerBlock) sum += in[j];
-  const double mean = row_reduce<kThreadsPerBlock>(sum, plus, shared_sum) / static_cast<double>(n);
-  double squares = 0.0;
-  for (int64_t j = lane; j < n; j += kThreadsPerBlock) {
-    const double d = static_cast<double>(in[j]) - mean;
-    squares += d * d;
+  const float* const in = args.x + row * args.cols;
+  const double partial = partial_sum<kThreadsPerBlock, kVec>(in, lane, args.cols);
+  const RowStats stats = row_stats<kThreadsPerBlock, kVec>(partial, in, lane, args.cols, derived, args.epsilon, shared_sum);
+  const float amax = normalize_row<kThreadsPerBlock, kVec, kOut>(args, derived, in, row, lane, args.cols, stats);
+  if (args.amax) publish_amax(args.amax, amax);
+}
+
+/// Enqueues the kernel for the row width: staged with a warp (up to 1024 columns) or a block per
+/// row, or the three-pass kernel beyond 8192.
+template <Output kOut>
+void enqueue(const LayerNormArgs& args, const Derived& derived, bool vec, cudaStream_t stream) {
+  const size_t row_bytes = static_cast<size_t>(args.cols) * sizeof(float);
+  if (row_bytes > kMaxStagedBytes) {
+    const auto kernel = vec ? layer_norm_wide_kernel<true, kOut> : layer_norm_wide_kernel<false, kOut>;
+    kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, 0, stream>>>(args, derived);
+    return;
   }
-  const double variance = row_reduce<kThreadsPerBlock>(squares, plus, shared_sum) / static_cast<double>(n);
-  const float mean_f = static_cast<float>(mean);
-  const float inv_std = static_cast<float>(1.0 / sqrt(variance + static_cast<double>(args.epsilon)));
-  float amax = 0.0f;
-  for (int64_t j = lane; j < n; j += kThreadsPerBlock)
-    amax = fmaxf(amax, normalize_and_store(args, row, j, in[j], mean_f, inv_std));
-  if (args.amax) publish_amax(args, amax);
+  const auto staged = [&](auto threads) {
+    constexpr int kThreads = decltype(threads)::value;
+    constexpr int kRowsPerBlock = kRowBlockThreads<kThreads> / kThreads;
+    const int64_t blocks = (args.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    const auto kernel = vec ? layer_norm_staged_kernel<kThreads, true, kOut> : layer_norm_staged_kernel<kThreads, false, kOut>;
+    kernel<<<static_cast<unsigned>(blocks), kRowBlockThreads<kThreads>, kRowsPerBlock * row_bytes, stream>>>(args, derived);
+  };
+  if (args.cols <= 1024) staged(std::integral_constant<int, 32>{});
+  else staged(std::integral_constant<int, kThreadsPerBlock>{});
+}
+
+/// How the codes divide by y_scale (finite, > 0), with 1/y_scale for Derived::inv_y_scale.
+Output fp8_output(float y_scale, float& inv_y_scale) {
+  const float reciprocal = 1.0f / y_scale;
+  int exponent = 0;
+  if (std::frexp(y_scale, &exponent) == 0.5f && std::isfinite(reciprocal)) {
+    // y_scale = 2^k with 2^-k a float: v · 2^-k and v / 2^k are one real number, rounded once.
+    inv_y_scale = reciprocal;
+    return Output::kCodesExactScale;
+  }
+  const bool normal = std::fpclassify(y_scale) == FP_NORMAL && std::fpclassify(reciprocal) == FP_NORMAL;
+  inv_y_scale = normal ? reciprocal : std::numeric_limits<float>::quiet_NaN();  // NaN: every code divides
+  return Output::kCodes;
 }
 
 }  // namespace
@@ -197,19 +343,18 @@ Status launch_layer_norm(const LayerNormArgs& args, cudaStream_t stream) {
   if (args.y_codes && !(args.y_scale > 0.0f && std::isfinite(args.y_scale)))
     return Status::error("layer_norm: y_scale must be finite and > 0, got " + std::to_string(args.y_scale));
   if (args.rows == 0 || args.cols == 0) return Status::ok();
-  const size_t row_bytes = static_cast<size_t>(args.cols) * sizeof(float);
-  const auto aligned = [](const void* pointer, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; };
-  const bool vec = args.cols % 4 == 0 && aligned(args.x, 16) &&
-                   (args.y_codes ? aligned(args.y_codes, 4) : aligned(args.y, 16));
-  if (args.cols <= 1024) {
-    constexpr int kRowsPerBlock = kThreadsPerBlock / 32;
-    const int64_t blocks = (args.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    const auto kernel = vec ? layer_norm_staged_kernel<32, true> : layer_norm_staged_kernel<32, false>;
-    kernel<<<static_cast<unsigned>(blocks), kThreadsPerBlock, kRowsPerBlock * row_bytes, stream>>>(args);
-  } else if (row_bytes <= kMaxStagedBytes) {
-    const auto kernel = vec ? layer_norm_staged_kernel<kThreadsPerBlock, true> : layer_norm_staged_kernel<kThreadsPerBlock, false>;
-    kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, row_bytes, stream>>>(args);
-  } else layer_norm_wide_kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, 0, stream>>>(args);
+  const bool vec = args.cols % 4 == 0 && is_aligned(args.x, 16) && is_aligned(args.scale, 16) &&
+                   (args.bias == nullptr || is_aligned(args.bias, 16)) &&
+                   (args.y_codes ? is_aligned(args.y_codes, 4) : is_aligned(args.y, 16));
+  Derived derived;
+  derived.inv_cols = 1.0 / static_cast<double>(args.cols);
+  if (!args.y_codes) {
+    enqueue<Output::kFloat>(args, derived, vec, stream);
+  } else if (fp8_output(args.y_scale, derived.inv_y_scale) == Output::kCodesExactScale) {
+    enqueue<Output::kCodesExactScale>(args, derived, vec, stream);
+  } else {
+    enqueue<Output::kCodes>(args, derived, vec, stream);
+  }
   return launch_status("layer_norm");
 }
 

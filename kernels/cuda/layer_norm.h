@@ -7,12 +7,14 @@
 //   mean, inv_std : double accumulation, rounded to float once (population variance + epsilon)
 //   v[r, j]       = (x[r, j] - mean) · inv_std · scale[j] (+ bias[j])     in float, no FMA
 //   y[r, j]       = v                      (FP32 output)
-//   codes[r, j]   = E4M3(v / y_scale)      (FP8 output; saturating, nearest even)
+//   codes[r, j]   = E4M3(v / y_scale)      (FP8 output; saturating, nearest even; the kernels
+//                                           multiply by 1/y_scale where that gives the same code)
 //   *amax         = max(*amax, max |v| over finite v)   (optional, for delayed scaling)
 //
 // The same operations in the same order as kernels/cpu/layer_norm.h, so the
-// GPU matches the CPU reference to the last bit except where the double sums'
-// order changes the float rounding of mean or inv_std. One warp per row up to
+// GPU matches the CPU reference to the last bit except where the double
+// statistics' rounding (the sums' order; 1/cols and rsqrt for the divisions)
+// changes the float rounding of mean or inv_std. One warp per row up to
 // 1024 columns, a block per row beyond; rows up to 8192 wide are read from
 // memory once. Enqueue only: graph-capturable.
 // ============================================================================
