@@ -49,6 +49,8 @@ Status Fp8Gemm::can_implement(const Fp8GemmProblem& p) {
                          "pass a per-tensor scale as a vector");
   if (p.output == DType::kFloat8E4M3FN && p.per_row_x_scale)
     return Status::error("FP8 GEMM with E4M3 output takes per-tensor scales only");
+  if (p.has_addend && (p.output == DType::kFloat8E4M3FN || p.epilogue != GemmEpilogue::kNone))
+    return Status::error("FP8 GEMM addend: BF16 or FP32 output without an activation (cuBLASLt adds it before one)");
   return Status::ok();
 }
 
@@ -126,9 +128,11 @@ Status Fp8Gemm::run_algorithm(int index, const Fp8GemmArgs& args, void* workspac
     LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &args.amax, sizeof args.amax),
                   "AMAX_D_POINTER");
   }
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = problem_.has_addend ? 1.0f : 0.0f;
   const CublasLtPlan& plan = impl_->plan;
-  void* addend = fp8_output ? nullptr : args.y;  // never read (beta = 0); an FP8 D may not alias a 16-bit C
+  if (problem_.has_addend && args.addend == nullptr) return Status::error(describe(problem_) + ": the addend is missing");
+  // C: the addend (beta = 1), else never read (beta = 0; an FP8 D may not alias a 16-bit C).
+  const void* addend = problem_.has_addend ? args.addend : (fp8_output ? nullptr : args.y);
   LOKA_LT_CHECK(cublasLtMatmul(cublaslt_thread_handle(), operation, &alpha, args.w, plan.a, args.x, plan.b, &beta, addend,
                                plan.c_layout(), args.y, plan.d, &impl_->algorithms[static_cast<size_t>(index)], workspace,
                                kGemmWorkspaceBytes, stream),

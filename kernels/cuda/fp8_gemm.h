@@ -4,6 +4,7 @@
 //   v[M,N] = act( (Σ_k X[m,k]·W[n,k]) · x_scale[m or 0] · w_scale[n or 0] + bias[n] )
 //   Y      = v                          (BF16 or FP32 output)
 //   Y      = E4M3(v · y_scale_inverse)  (FP8 output), *amax = max |v| (optional)
+//   Y      = v + addend[M,N]            (has_addend: a residual, BF16/FP32 output, no activation)
 //
 // X is row-major [M,K] E4M3 codes (activations), W row-major [N,K] E4M3 codes
 // (weights stored output-major, as ai.loka::QuantizedGemm keeps them). Scales
@@ -53,6 +54,8 @@ struct Fp8GemmProblem {
   DType output = DType::kBFloat16;   ///< kBFloat16, kFloat32, or kFloat8E4M3FN (scalar scales only)
   bool has_bias = false;             ///< BF16 bias [N] (FP8 kernels take no FP32 bias)
   GemmEpilogue epilogue = GemmEpilogue::kNone;
+  /// cuBLASLt's C with beta = 1: a residual [M,N] in the output type (BF16/FP32 output, no activation).
+  bool has_addend = false;
 };
 
 struct Fp8GemmArgs {
@@ -64,6 +67,7 @@ struct Fp8GemmArgs {
   void* y = nullptr;           ///< [M,N]
   const float* y_scale_inverse = nullptr;  ///< FP8 output: one float, 1 / the output's scale
   float* amax = nullptr;                   ///< FP8 output, optional: set to max |v| (cuBLASLt's AMAX_D)
+  const void* addend = nullptr;            ///< [M,N] when has_addend (may be y itself)
 };
 
 class Fp8Gemm {

@@ -67,6 +67,8 @@ Status Gemm::can_implement(const GemmProblem& p) {
   if (p.input == DType::kFloat32 && p.output != DType::kFloat32)
     return Status::error("an FP32 GEMM writes FP32");
   if (p.batch > INT32_MAX) return Status::error("GEMM batch above 2^31: " + describe(p));
+  if (p.has_addend && p.epilogue != GemmEpilogue::kNone)
+    return Status::error("a GEMM addend is added before cuBLASLt's activation, not after: no addend with ReLU/GELU");
   return Status::ok();
 }
 
@@ -133,16 +135,19 @@ Status Gemm::run_algorithm(int index, const GemmArgs& args, void* workspace, cud
                                                  sizeof args.bias),
                   "BIAS_POINTER");
   }
-  for (const void* pointer : {args.x, args.w, static_cast<const void*>(args.y), problem_.has_bias ? args.bias : nullptr})
+  const void* addend = problem_.has_addend ? args.addend : nullptr;
+  if (problem_.has_addend && addend == nullptr) return Status::error(describe(problem_) + ": the addend is missing");
+  for (const void* pointer : {args.x, args.w, static_cast<const void*>(args.y), problem_.has_bias ? args.bias : nullptr, addend})
     if (pointer != nullptr && !aligned_to(pointer, kMinimumAlignment))
       return Status::error(describe(problem_) + ": operands must be 4-byte aligned, got an address ending in " +
                            std::to_string(reinterpret_cast<uintptr_t>(pointer) % 16) + " mod 16");
   const bool aligned = aligned16(args.x) && aligned16(args.w) && aligned16(args.y) &&
-                       (!problem_.has_bias || aligned16(args.bias));
+                       (!problem_.has_bias || aligned16(args.bias)) && (addend == nullptr || aligned16(addend));
   const cublasLtMatmulAlgo_t* algorithm = aligned ? &impl_->algorithms[static_cast<size_t>(index)] : &impl_->unaligned;
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
   LOKA_LT_CHECK(cublasLtMatmul(cublaslt_thread_handle(), plan.operation, &alpha, args.w, plan.a, args.x, plan.b, &beta,
-                               args.y, plan.d, args.y, plan.d, algorithm, workspace, kGemmWorkspaceBytes, stream),
+                               addend ? addend : args.y, plan.d, args.y, plan.d, algorithm, workspace,
+                               kGemmWorkspaceBytes, stream),
                 "Matmul");
   if (problem_.epilogue != GemmEpilogue::kGelu) return Status::ok();
   return launch_unary(UnaryOp::kGelu, args.y, problem_.output, args.y, problem_.output,

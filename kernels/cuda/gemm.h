@@ -2,6 +2,7 @@
 // kernels/cuda/gemm.h — FP32 and BF16 GEMMs through cuBLASLt (FP32 accumulation).
 //
 //   Y[b][M,N] = act( X[b][M,K] · op(W[b]) + bias[N] ),  b < batch
+//   Y[b][M,N] = X[b][M,K] · op(W[b]) + bias[N] + addend[b][M,N]   (has_addend: no activation)
 //
 // All operands row-major. op(W) = W with W stored [K,N], or Wᵀ with W stored
 // [N,K] (`transpose_w`, how ONNX Gemm transB=1 and LoKA's FP8 weights keep
@@ -39,6 +40,9 @@ struct GemmProblem {
   bool transpose_w = false;           ///< W stored [N,K] instead of [K,N]
   bool has_bias = false;              ///< bias [N] in the output type
   GemmEpilogue epilogue = GemmEpilogue::kNone;
+  /// cuBLASLt's C with beta = 1: a residual [batch,M,N] in the output type added in the same
+  /// pass. cuBLASLt would add it before an activation, so only with epilogue kNone.
+  bool has_addend = false;
 };
 
 struct GemmArgs {
@@ -46,6 +50,7 @@ struct GemmArgs {
   const void* w = nullptr;     ///< [batch, K, N], or [batch, N, K] when transpose_w
   const void* bias = nullptr;  ///< [N] or null
   void* y = nullptr;           ///< [batch, M, N]
+  const void* addend = nullptr;  ///< [batch, M, N] when has_addend (may be y itself)
 };
 
 class Gemm {

@@ -135,8 +135,15 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   }
 
   // Shared device operands and the workspace.
-  DeviceBytes d_bias, d_w_scale, d_x_scale, workspace;
+  DeviceBytes d_bias, d_w_scale, d_x_scale, d_residual, workspace;
   LOKA_RETURN_IF_ERROR(d_bias.upload(bias.data(), bias.size() * sizeof(float)));
+  // A residual (the same values for every input set: a GEMM's speed does not depend on them).
+  std::vector<float> residual;
+  if (key.residual) {
+    residual.resize(y_count);
+    fill_repeating(residual, [&] { return normal(random); });
+    LOKA_RETURN_IF_ERROR(d_residual.upload(residual.data(), residual.size() * sizeof(float)));
+  }
   LOKA_RETURN_IF_ERROR(d_w_scale.upload(w_scales.data(), w_scales.size() * sizeof(float)));
   LOKA_RETURN_IF_ERROR(d_x_scale.upload(&x_scale, sizeof x_scale));
   LOKA_RETURN_IF_ERROR(workspace.upload(nullptr, kGemmWorkspaceBytes));
@@ -182,6 +189,8 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
     LOKA_RETURN_IF_ERROR(gemm->run(GemmArgs{rx.data, rw.data, key.bias ? d_bias.data : nullptr, ry.data}, workspace.data, stream));
     LOKA_RETURN_IF_ERROR(check(cudaMemcpyAsync(reference.data(), ry.data, error_count * 4, cudaMemcpyDeviceToHost, stream), "download"));
     LOKA_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "reference GEMM"));
+    if (key.residual)  // Y = act(...) + R: the residual comes after the activation
+      for (size_t i = 0; i < error_count; ++i) reference[i] += residual[i];
   }
 
   // Host constants for the candidates that convert weights when planned.
@@ -223,6 +232,7 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
       args.x_scale = static_cast<const float*>(d_x_scale.data);
       args.bias = key.bias ? static_cast<const float*>(d_bias.data) : nullptr;
       args.y = static_cast<float*>(set.y.data);
+      args.residual = key.residual ? static_cast<const float*>(d_residual.data) : nullptr;
       return args;
     };
     // Error: one run on set 0 against the reference.

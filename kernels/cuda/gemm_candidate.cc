@@ -88,6 +88,7 @@ struct GemmKernel::Impl {
   int algorithms = 1;
   bool scales_in_gemm = false;  ///< fp8_e4m3: cuBLASLt applies the scales, bias and ReLU (no epilogue pass)
   bool bias_per_run = false;    ///< ... and the bias is no constant: cast to BF16 on every run
+  bool residual_in_gemm = false;  ///< key.residual added as cuBLASLt's C (no activation to come after it)
 };
 
 GemmKernel::GemmKernel(GemmCandidate candidate, std::unique_ptr<Impl> impl)
@@ -107,6 +108,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   impl->key = key;
   impl->shape = shape;
   impl->x_scale = inputs.x_scale;
+  impl->residual_in_gemm = key.residual && key.epilogue == GemmEpilogue::kNone;
   GemmOptions options;
   options.max_algorithms = std::max(inputs.max_algorithms, c.algorithm + 1);
   options.algorithm = c.algorithm;
@@ -122,13 +124,15 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     // output is written once. GELU (cuBLASLt's is tanh) and older cuBLASLt (no vector scales)
     // take unit scales and LoKA's epilogue pass instead.
     if (key.epilogue != GemmEpilogue::kGelu) {
-      auto scaled = Fp8Gemm::create({shape.m, shape.n, shape.k, true, true, DType::kFloat32, key.bias, key.epilogue}, options);
+      auto scaled = Fp8Gemm::create(
+          {shape.m, shape.n, shape.k, true, true, DType::kFloat32, key.bias, key.epilogue, impl->residual_in_gemm}, options);
       if (scaled) {
         impl->fp8 = std::move(scaled).value();
         impl->scales_in_gemm = true;
       }
     }
     if (!impl->fp8) {
+      impl->residual_in_gemm = false;  // the scale epilogue adds it
       const Fp8GemmProblem unit_scales{shape.m, shape.n, shape.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
       LOKA_ASSIGN_OR_RETURN(impl->fp8, Fp8Gemm::create(unit_scales, options));
     }
@@ -173,6 +177,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   problem.transpose_w = key.layout == GemmLayout::kNT;
   problem.has_bias = key.bias;
   problem.epilogue = key.epilogue;
+  problem.has_addend = impl->residual_in_gemm;
   LOKA_ASSIGN_OR_RETURN(impl->gemm, Gemm::create(problem, options));
   impl->algorithms = c.precision == GemmPrecision::kFp8Emulated ? 1 : impl->gemm->algorithm_count();
   if (c.algorithm >= impl->algorithms) return too_few(impl->algorithms);
@@ -212,11 +217,23 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
 
 Status GemmKernel::run(const GemmCandidateArgs& args, void* workspace, cudaStream_t stream) const {
   const Impl& p = *impl_;
+  if (p.key.residual && args.residual == nullptr) return Status::error(candidate_.name() + ": the residual is missing");
+  LOKA_RETURN_IF_ERROR(run_gemm(args, workspace, stream));
+  // A residual neither cuBLASLt nor the scale epilogue took: after the activation, as the op says.
+  const bool scale_epilogue = candidate_.precision == GemmPrecision::kFp8E4M3 && !p.scales_in_gemm;
+  if (!p.key.residual || p.residual_in_gemm || scale_epilogue) return Status::ok();
+  const std::vector<int64_t> shape{p.shape.m * p.shape.batch, p.shape.n};
+  return launch_binary(BinaryOp::kAdd, args.y, shape, args.residual, shape, DType::kFloat32, args.y, stream);
+}
+
+Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cudaStream_t stream) const {
+  const Impl& p = *impl_;
+  const float* addend = p.residual_in_gemm ? args.residual : nullptr;
   const int64_t count = p.shape.m * p.shape.k * p.shape.batch;
   switch (candidate_.precision) {
     case GemmPrecision::kFp32:
     case GemmPrecision::kTf32: {  // the same cuBLASLt call; TF32 was chosen when planned (compute type)
-      GemmArgs gemm{args.x, args.w, args.bias, args.y};
+      GemmArgs gemm{args.x, args.w, args.bias, args.y, addend};
       return p.gemm->run(gemm, workspace, stream);
     }
     case GemmPrecision::kBf16: {
@@ -227,7 +244,7 @@ Status GemmKernel::run(const GemmCandidateArgs& args, void* workspace, cudaStrea
         LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.w, DType::kFloat32, w, DType::kBFloat16,
                                           p.shape.n * p.shape.k * (p.key.layout == GemmLayout::kBatched ? p.shape.batch : 1),
                                           stream));
-      GemmArgs gemm{x, w, args.bias, args.y};
+      GemmArgs gemm{x, w, args.bias, args.y, addend};
       return p.gemm->run(gemm, workspace, stream);
     }
     case GemmPrecision::kFp8E4M3: {
@@ -261,6 +278,7 @@ Status GemmKernel::run(const GemmCandidateArgs& args, void* workspace, cudaStrea
                                               p.shape.n, stream));
           gemm.bias = bias;
         }
+        gemm.addend = addend;
         return p.fp8->run(gemm, workspace, stream);
       }
       gemm.x_scale = unit;
@@ -274,6 +292,7 @@ Status GemmKernel::run(const GemmCandidateArgs& args, void* workspace, cudaStrea
       epilogue.w_scale = args.w_scale;
       epilogue.bias = args.bias;
       epilogue.activation = p.key.epilogue;
+      epilogue.residual = p.key.residual ? args.residual : nullptr;
       epilogue.y = args.y;
       epilogue.rows = p.shape.m;
       epilogue.cols = p.shape.n;
@@ -299,7 +318,7 @@ Status GemmKernel::run(const GemmCandidateArgs& args, void* workspace, cudaStrea
         LOKA_RETURN_IF_ERROR(check(launch_dequantize_fp8(codes, xq, count, p.x_scale, Fp8Kind::kE4M3FN, stream),
                                    "FP8 dequantize"));
       }
-      GemmArgs gemm{xq, p.scratch.at(p.weights_offset), args.bias, args.y};
+      GemmArgs gemm{xq, p.scratch.at(p.weights_offset), args.bias, args.y, addend};
       return p.gemm->run(gemm, workspace, stream);
     }
   }

@@ -20,6 +20,9 @@
 //                 tanh), or a cuBLASLt without vector scales: unit scales into an
 //                 FP32 accumulator, then LoKA's scale epilogue (dequant_epilogue.h)
 //   fp8_emulated  quantize + dequantize X, FP32 GEMM on decoded weights (any K)
+// A residual (key.residual) rides in cuBLASLt's C (beta = 1) when there is no
+// activation (cuBLASLt adds C before it), in LoKA's scale epilogue on that
+// path, and otherwise in an elementwise add after the GEMM.
 // Scratch (codes, BF16 copies, decoded weights) is the kernel's own, allocated
 // when planned, so runs allocate nothing and CUDA graphs can capture them.
 // Host logic only; the kernels it launches live in the .cu files.
@@ -50,6 +53,7 @@ struct GemmCandidateArgs {
   const float* x_scale = nullptr;   ///< E4M3 input or the tensor recipe: the static scale (one float)
   const float* bias = nullptr;      ///< FP32 [N] or null
   float* y = nullptr;               ///< FP32 [M,N] (or [batch,M,N])
+  const float* residual = nullptr;  ///< FP32 [M,N] when key.residual: added after the activation
 };
 
 /// What planning needs besides the key and shape.
@@ -80,6 +84,8 @@ class GemmKernel {
  private:
   struct Impl;
   GemmKernel(kernels::GemmCandidate candidate, std::unique_ptr<Impl> impl);
+  /// The candidate's GEMM sequence, with the residual where it rides in it.
+  Status run_gemm(const GemmCandidateArgs& args, void* workspace, cudaStream_t stream) const;
   kernels::GemmCandidate candidate_;
   std::unique_ptr<Impl> impl_;
 };

@@ -83,6 +83,18 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
       t.kernels = 3;
       break;
   }
+  // A residual: read by the GEMM as cuBLASLt's C (or by the scale epilogue) when no activation
+  // comes between; after one, an elementwise add of its own (read Y and R, write Y).
+  if (key.residual) {
+    const bool own_pass = key.epilogue != cuda::GemmEpilogue::kNone &&
+                          !(c.precision == GemmPrecision::kFp8E4M3 && key.epilogue == cuda::GemmEpilogue::kGelu);
+    if (own_pass) {
+      t.extra_us += memory_kernel_us(12 * m * n, f);
+      ++t.kernels;
+    } else {
+      t.extra_us += 4 * m * n / f.bytes_per_second * 1e6;
+    }
+  }
   t.total_us = t.gemm_us + t.extra_us;
   return t;
 }

@@ -78,6 +78,7 @@ std::string GemmKey::to_string() const {
                      layout_name(layout) + (constant_weight ? "" : "~act") + ":";
   text += bias ? "bias+" : "nobias+";
   text += epilogue_name(epilogue);
+  if (residual) text += "+residual";
   return text;
 }
 

@@ -53,9 +53,10 @@ struct GemmKey {
   bool constant_weight = true;             ///< W is a constant (converted once when planned; else cast per run)
   bool bias = false;
   cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone;
+  bool residual = false;                   ///< a full-size addend after the activation (Y + R)
 
-  /// "QuantizedGemm:f8e4m3fn*f8e4m3fn->f32:tensor:nt:bias+relu" ("nn~act" when W is computed) —
-  /// stable, used in perf DB keys.
+  /// "QuantizedGemm:f8e4m3fn*f8e4m3fn->f32:tensor:nt:bias+relu" ("nn~act" when W is computed,
+  /// "+residual" appended with a residual) — stable, used in perf DB keys.
   std::string to_string() const;
   bool operator==(const GemmKey&) const = default;
 };

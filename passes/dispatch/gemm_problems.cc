@@ -144,6 +144,7 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     key.layout = int_attribute(node, "transB") != 0 ? GemmLayout::kNT : GemmLayout::kNN;
     key.bias = node.input(2) != nullptr;
     key.epilogue = activation_of(node);
+    key.residual = node.input(3) != nullptr;
     shape_fn = fused_gemm_shape;
   } else if (node.is("QuantizedGemm", "ai.loka")) {
     if (dtype_of(node.input(1)) != DType::kFloat8E4M3FN) return std::nullopt;
@@ -155,6 +156,9 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     key.layout = GemmLayout::kNT;
     key.bias = node.input(3) != nullptr;
     key.epilogue = activation_of(node);
+    // A Residual alone rides in the candidates; with a Multiplier (the DCN cross) the runtime keeps
+    // its own op and the choice only ranks the GEMM.
+    key.residual = node.input(6) != nullptr && node.input(5) == nullptr;
     shape_fn = quantized_gemm_shape;
   } else {
     return std::nullopt;

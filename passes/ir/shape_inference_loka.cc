@@ -88,6 +88,17 @@ Result<std::string> choice_attribute(const InferenceContext& ctx, const char* na
   return ctx.error("attribute '" + std::string(name) + "' must be one of " + names + ", got \"" + *value + "\"");
 }
 
+/// An elementwise term of exactly Y's shape (no broadcasting): float32, dim by dim where both are known.
+Status check_same_shape(const InferenceContext& ctx, size_t index, const std::optional<Dims>& shape, const char* what) {
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, index, {DType::kFloat32}, what));
+  const TensorType& term = ctx.input_type(index);
+  if (!shape || !term.has_rank()) return Status::ok();
+  const std::string message = std::string(what) + " " + describe(term) + " must have Y's shape";
+  if (term.shape->size() != shape->size()) return ctx.error(message);
+  for (size_t d = 0; d < shape->size(); ++d) LOKA_RETURN_IF_ERROR(check_dim(ctx, (*term.shape)[d], (*shape)[d], message));
+  return Status::ok();
+}
+
 Result<TypeList> quantized_gemm(InferenceContext& ctx) {
   LOKA_RETURN_IF_ERROR(ctx.require_inputs(3));
   LOKA_ASSIGN_OR_RETURN(const std::string recipe, choice_attribute(ctx, "act_recipe", "tensor", {"tensor", "row"}));
@@ -118,24 +129,14 @@ Result<TypeList> quantized_gemm(InferenceContext& ctx) {
     shape.emplace(x.shape->begin(), x.shape->end() - 1);
     shape->push_back(n);
   }
-  // Multiplier and Residual: exactly Y's shape (no broadcasting), dim by dim where both are known.
-  for (const auto& [index, name] : {std::pair<size_t, const char*>{5, "Multiplier"}, {6, "Residual"}}) {
-    if (!ctx.has_input(index)) continue;
-    LOKA_RETURN_IF_ERROR(check_dtype(ctx, index, {DType::kFloat32}, name));
-    const TensorType& term = ctx.input_type(index);
-    if (!shape || !term.has_rank()) continue;
-    if (term.shape->size() != shape->size())
-      return ctx.error(std::string(name) + " " + describe(term) + " must have Y's shape");
-    for (size_t d = 0; d < shape->size(); ++d)
-      LOKA_RETURN_IF_ERROR(check_dim(ctx, (*term.shape)[d], (*shape)[d],
-                                     std::string(name) + " " + describe(term) + " must have Y's shape"));
-  }
+  for (const auto& [index, name] : {std::pair<size_t, const char*>{5, "Multiplier"}, {6, "Residual"}})
+    if (ctx.has_input(index)) LOKA_RETURN_IF_ERROR(check_same_shape(ctx, index, shape, name));
   return TypeList{make_type(DType::kFloat32, std::move(shape))};
 }
 
 Result<TypeList> fused_gemm(InferenceContext& ctx) {
   LOKA_RETURN_IF_ERROR(ctx.require_inputs(2));
-  if (ctx.input_count() > 3) return ctx.error("takes at most 3 inputs, got " + std::to_string(ctx.input_count()));
+  if (ctx.input_count() > 4) return ctx.error("takes at most 4 inputs, got " + std::to_string(ctx.input_count()));
   LOKA_ASSIGN_OR_RETURN(const std::string activation,
                         choice_attribute(ctx, "activation", "none", {"none", "relu", "gelu"}));
   (void)activation;
@@ -157,6 +158,7 @@ Result<TypeList> fused_gemm(InferenceContext& ctx) {
     shape.emplace(x.shape->begin(), x.shape->end() - 1);
     shape->push_back(n);
   }
+  if (ctx.has_input(3)) LOKA_RETURN_IF_ERROR(check_same_shape(ctx, 3, shape, "Residual"));
   return TypeList{make_type(DType::kFloat32, std::move(shape))};
 }
 

@@ -191,14 +191,16 @@ struct FloatMatch {
   ir::Node* gemm = nullptr;
   ir::Node* bias_add = nullptr;  ///< a MatMul's bias Add; may be null
   ir::Node* act = nullptr;       ///< may be null
+  ir::Node* add = nullptr;       ///< the residual Add; may be null
   std::optional<Tensor> bias;    ///< the bias row [N]: the Add's, or the Gemm's C
   ir::Value* gemm_bias = nullptr;  ///< the Gemm's C when it is the bias
+  ir::Value* residual = nullptr;
   std::string activation;
   bool trans_b = false;
 
   std::vector<ir::Node*> chain() const {
     std::vector<ir::Node*> nodes;
-    for (ir::Node* node : {bias_add, act})
+    for (ir::Node* node : {bias_add, act, add})
       if (node) nodes.push_back(node);
     return nodes;
   }
@@ -211,8 +213,9 @@ bool float_attribute_is(const ir::Node& node, const char* name, float expected) 
 }
 
 /// A Gemm (transA 0, alpha and beta 1, C absent or a bias row) followed by Relu/Gelu, or a MatMul
-/// of an activation by a 2-D float32 constant followed by a bias Add and/or Relu/Gelu: what one
-/// cuBLASLt GEMM with a bias/ReLU epilogue computes (ai.loka::FusedGemm).
+/// of an activation by a 2-D float32 constant followed by a bias Add and/or Relu/Gelu, either then
+/// followed by a residual Add: what one cuBLASLt GEMM with a bias/ReLU epilogue and C computes
+/// (ai.loka::FusedGemm).
 std::optional<FloatMatch> match_float(ir::Node* gemm) {
   const bool is_gemm = gemm->is("Gemm", "");
   if (!is_gemm && !gemm->is("MatMul", "")) return std::nullopt;
@@ -250,16 +253,22 @@ std::optional<FloatMatch> match_float(ir::Node* gemm) {
       reader = mods::sole_reader(current);
     }
   }
-  if (reader && !(m.activation = activation_of(*reader, current)).empty()) m.act = reader;
+  if (reader && !(m.activation = activation_of(*reader, current)).empty()) {
+    m.act = reader;
+    current = reader->output(0);
+    reader = mods::sole_reader(current);
+  }
+  if (reader && reader->is("Add", "") && (m.residual = elementwise_partner(*reader, current))) m.add = reader;
   if (m.chain().empty()) return std::nullopt;  // nothing after the GEMM to fold
   return m;
 }
 
 /// Replaces the GEMM and its chain by one ai.loka::FusedGemm writing the chain's result value.
 void fuse_float(ir::Graph& graph, const FloatMatch& m) {
-  std::vector<ir::Value*> inputs = {m.gemm->input(0), m.gemm->input(1)};
+  std::vector<ir::Value*> inputs = {m.gemm->input(0), m.gemm->input(1), nullptr, m.residual};
   ir::Value* old_bias = m.bias_add ? m.bias_add->input(m.bias_add->input(0) == m.gemm->output(0) ? 1 : 0) : m.gemm_bias;
-  if (m.bias) inputs.push_back(bias_input(graph, old_bias, *m.bias));
+  if (m.bias) inputs[2] = bias_input(graph, old_bias, *m.bias);
+  while (inputs.back() == nullptr) inputs.pop_back();  // no trailing omitted inputs
   Attributes attributes;
   if (m.trans_b) attributes.set("transB", int64_t{1});
   if (m.act) attributes.set("activation", m.activation);
@@ -293,6 +302,7 @@ class FuseGemmEpiloguePass final : public Pass {
         context.add_statistic("float-gemms-fused");
         if (m.bias_add) context.add_statistic("biases-fused");
         if (m.act) context.add_statistic(m.activation == "relu" ? "relus-fused" : "gelus-fused");
+        if (m.add) context.add_statistic("residuals-fused");
         fuse_float(graph, m);
         changed = true;
         continue;

@@ -41,17 +41,18 @@
 // FP32 sites (those the Probe kept in FP32 or a pin sends to BF16) have no
 // QuantizedGemm: a Gemm (transA = 0, alpha = beta = 1, C absent or a bias
 // row) followed by Relu/Gelu, or a MatMul of an activation by a 2-D float32
-// constant followed by a bias Add and/or Relu/Gelu, becomes
-// ai.loka::FusedGemm(X, W, B) {transB, activation} (docs/loka_ops.md) —
-// one cuBLASLt GEMM with its bias/ReLU epilogue on the GPU instead of two or
-// three kernels (the attention ranker's 3-D MatMul sites ran a separate
+// constant followed by a bias Add and/or Relu/Gelu, either then followed by a
+// residual Add (or a Gemm followed by a residual Add alone), becomes
+// ai.loka::FusedGemm(X, W, B, Residual) {transB, activation}
+// (docs/loka_ops.md) — one cuBLASLt GEMM with its bias/ReLU epilogue and the
+// residual as its C on the GPU instead of up to four kernels (the attention ranker's 3-D MatMul sites ran a separate
 // broadcast bias add, 13% of its time at batch 4096 on an H200). The same
 // float operations in the same order on the CPU: bit-exact.
 // Does not: fuse out of order (a Mul after the residual Add, a bias after the
 // activation, a second bias onto an existing B: (Σ + B₁) + B₂ would round
-// differently), the tanh GELU, other activations, a Multiplier or Residual
-// onto a FusedGemm, a Gemm with alpha or beta other than 1, or a MatMul whose
-// right operand is computed (activation x activation).
+// differently), the tanh GELU, other activations, a Multiplier onto a
+// FusedGemm, a Gemm with alpha or beta other than 1, or a MatMul whose right
+// operand is computed (activation x activation).
 // ============================================================================
 #pragma once
 

@@ -246,6 +246,9 @@ Status run_fused_gemm(bool trans_b, Activation activation, std::span<const Tenso
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   const int64_t rows = element_count(out_shape);
   out_shape.push_back(n);
+  if (has_input(in, 3) && (in[3].dtype() != DType::kFloat32 || in[3].shape() != out_shape))
+    return Status::error("Residual must be FLOAT " + shape_to_string(out_shape) + " (Y's shape), got " +
+                         std::string(dtype_name(in[3].dtype())) + " " + shape_to_string(in[3].shape()));
   LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
   if (rows == 0 || n == 0) return Status::ok();
   // Y starts as the bias broadcast over rows so the GEMM adds Σ + B in that order (as the
@@ -260,11 +263,13 @@ Status run_fused_gemm(bool trans_b, Activation activation, std::span<const Tenso
   cpu::gemm_f32({rows, n, k}, false, trans_b, 1.0f, x.data<float>(), k, w.data<float>(), w.dim(1), beta, y, n);
   if (activation != Activation::kNone)
     for (int64_t i = 0; i < rows * n; ++i) y[i] = apply_activation(activation, y[i]);
+  if (has_input(in, 3))  // the same float add as the Add node it replaces
+    for (int64_t i = 0; i < rows * n; ++i) y[i] = y[i] + in[3].data<float>()[i];
   return Status::ok();
 }
 
 Result<std::unique_ptr<OpKernel>> make_fused_gemm(const KernelInit& init) {
-  LOKA_RETURN_IF_ERROR(check_arity(init, 2, 3));
+  LOKA_RETURN_IF_ERROR(check_arity(init, 2, 4));
   LOKA_ASSIGN_OR_RETURN(const int64_t trans_b, init.attributes.get_int("transB", 0));
   if (trans_b != 0 && trans_b != 1) return Status::error("attribute 'transB' must be 0 or 1, got " + std::to_string(trans_b));
   LOKA_ASSIGN_OR_RETURN(const Activation activation, parse_activation(init));

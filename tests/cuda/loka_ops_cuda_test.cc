@@ -65,11 +65,12 @@ struct QuantizedGemmCase {
   std::string activation;  // "none", "relu", "gelu"
   bool bias;
   bool epilogue_terms = false;  // Multiplier and Residual (the DCN cross layer)
+  bool residual_only = false;   // a Residual alone (cuBLASLt's C, or an add after the activation)
 };
 
 void check_quantized_gemm(const QuantizedGemmCase& c) {
   SCOPED_TRACE("K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) + " " + c.recipe + " " + c.activation +
-               (c.bias ? " bias" : "") + (c.epilogue_terms ? " multiplier+residual" : ""));
+               (c.bias ? " bias" : "") + (c.epilogue_terms ? " multiplier+residual" : "") + (c.residual_only ? " residual" : ""));
   std::mt19937 rng(static_cast<unsigned>(c.k * 1000 + c.n));
   const int64_t rows = 4096;
   testing::ModelBuilder builder(17);
@@ -92,11 +93,12 @@ void check_quantized_gemm(const QuantizedGemmCase& c) {
                                  {"activation", c.activation}};
   std::vector<std::string> inputs = {"x", "w", "w_scale", c.bias ? "b" : "", "x_scale"};
   std::vector<Tensor> feeds = {x};
-  if (c.epilogue_terms) {
-    builder.input("x0", DType::kFloat32, {-1, c.n}).input("residual", DType::kFloat32, {-1, c.n});
-    inputs.insert(inputs.end(), {"x0", "residual"});
+  if (c.epilogue_terms || c.residual_only) {
+    builder.input("residual", DType::kFloat32, {-1, c.n});
+    if (c.epilogue_terms) builder.input("x0", DType::kFloat32, {-1, c.n});
+    inputs.insert(inputs.end(), {c.epilogue_terms ? "x0" : "", "residual"});
     feeds.push_back(testing::random_tensor(rng, {rows, c.n}, -2.0f, 2.0f));
-    feeds.push_back(testing::random_tensor(rng, {rows, c.n}, -2.0f, 2.0f));
+    if (c.epilogue_terms) feeds.push_back(testing::random_tensor(rng, {rows, c.n}, -2.0f, 2.0f));
   }
   builder.node("QuantizedGemm", inputs, {"y"}, attributes, "qgemm", "ai.loka");
   builder.output_unshaped("y", DType::kFloat32);
@@ -118,6 +120,10 @@ TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
            {13, 7, "fp8", "relu", true},
            {64, 32, "tensor", "none", true, true},  // the DCN cross layer's epilogue
            {216, 6, "row", "none", true, true},     // ... on the FP32 fallback
+           {64, 32, "tensor", "none", true, false, true},  // a residual alone: cuBLASLt's C
+           {64, 32, "fp8", "relu", true, false, true},     // ... after ReLU: an add pass
+           {128, 256, "row", "gelu", false, false, true},  // ... after GELU: the scale epilogue
+           {6, 216, "tensor", "none", true, false, true},  // ... on the FP32 fallback
        })
     check_quantized_gemm(c);
 }
@@ -127,13 +133,17 @@ TEST_F(CudaLokaOps, FusedGemmMatchesTheCpuRuntime) {
     int64_t k, n;
     bool three_d, trans_b, bias;
     std::string activation;
+    bool residual = false;
   };
   for (const Case& c : std::vector<Case>{{64, 32, true, false, true, "relu"},
                                          {216, 6, false, true, true, "gelu"},
                                          {13, 7, true, false, false, "relu"},
-                                         {48, 40, false, false, true, "none"}}) {
+                                         {48, 40, false, false, true, "none"},
+                                         {48, 40, true, false, true, "none", true},   // residual as cuBLASLt's C
+                                         {64, 32, false, true, false, "gelu", true},  // ... after GELU: a pass
+                                         {64, 32, true, false, true, "relu", true}}) {
     SCOPED_TRACE("K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) + (c.three_d ? " 3-D" : " 2-D") +
-                 (c.trans_b ? " transB" : "") + (c.bias ? " bias " : " ") + c.activation);
+                 (c.trans_b ? " transB" : "") + (c.bias ? " bias " : " ") + c.activation + (c.residual ? " residual" : ""));
     std::mt19937 rng(static_cast<unsigned>(c.k * 100 + c.n));
     testing::ModelBuilder builder(17);
     builder.opset("ai.loka", 1);
@@ -141,13 +151,19 @@ TEST_F(CudaLokaOps, FusedGemmMatchesTheCpuRuntime) {
     builder.initializer("b", testing::random_tensor(rng, {c.n}, -0.5f, 0.5f));
     const int64_t tokens = 5;
     builder.input("x", DType::kFloat32, c.three_d ? Shape{-1, tokens, c.k} : Shape{-1, c.k});
+    if (c.residual) builder.input("r", DType::kFloat32, c.three_d ? Shape{-1, tokens, c.n} : Shape{-1, c.n});
     const Attributes attributes = {{"transB", int64_t{c.trans_b ? 1 : 0}}, {"activation", c.activation}};
-    builder.node("FusedGemm", {"x", "w", c.bias ? "b" : ""}, {"y"}, attributes, "fused", "ai.loka");
+    std::vector<std::string> inputs = {"x", "w", c.bias ? "b" : ""};
+    if (c.residual) inputs.push_back("r");
+    builder.node("FusedGemm", inputs, {"y"}, attributes, "fused", "ai.loka");
     builder.output_unshaped("y", DType::kFloat32);
     const int64_t rows = 4096;
-    const Tensor x = testing::random_tensor(rng, c.three_d ? Shape{rows, tokens, c.k} : Shape{rows, c.k}, -2.0f, 2.0f);
+    std::vector<Tensor> feeds = {
+        testing::random_tensor(rng, c.three_d ? Shape{rows, tokens, c.k} : Shape{rows, c.k}, -2.0f, 2.0f)};
+    if (c.residual)
+      feeds.push_back(testing::random_tensor(rng, c.three_d ? Shape{rows, tokens, c.n} : Shape{rows, c.n}, -2.0f, 2.0f));
     // cuBLASLt's FP32 GEMM sums in another order than the CPU reference: FP32 rounding only.
-    testing::expect_runtimes_agree(builder.serialize(), {x}, {1, 7, rows}, 1e-4f);
+    testing::expect_runtimes_agree(builder.serialize(), feeds, {1, 7, rows}, 1e-4f);
   }
 }
 

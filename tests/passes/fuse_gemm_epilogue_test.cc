@@ -341,6 +341,25 @@ CHECK: %out = ai.loka::FusedGemm(%x, %w, %c.row) {activation = "gelu", transB = 
   expect_bit_identical(plain);
 }
 
+TEST(FuseGemmEpilogue, FloatResidualAddsFuseAfterTheActivationOrAlone) {
+  const Fusion result = fuse(float_matmul_then("  %yb = Add(%y, %bias) : f32[batch,3,2] @\"bias\"\n"
+                                               "  %a = Relu(%yb) : f32[batch,3,2] @\"relu\"\n"
+                                               "  %out = Add(%x, %a) : f32[batch,3,2] @\"residual\"\n"));
+  EXPECT_EQ(result.statistics.at("residuals-fused"), 1.0);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK-NOT: Add(
+CHECK: %out = ai.loka::FusedGemm(%x, %w, %bias, %x) {activation = "relu"} : f32[batch,3,2] @"gemm"
+)"),
+            "")
+      << result.printed;
+  EXPECT_EQ(result.annotations["nodes"]["gemm"]["from"], nlohmann::json::array({"gemm", "bias", "relu", "residual"}));
+  expect_bit_identical(result);
+  const Fusion alone = fuse(float_matmul_then("  %out = Add(%y, %x) : f32[batch,3,2] @\"residual\"\n"));
+  EXPECT_EQ(testing::check_lines(alone.printed, "CHECK: %out = ai.loka::FusedGemm(%x, %w, _, %x) : f32[batch,3,2]"), "")
+      << alone.printed;
+  expect_bit_identical(alone);
+}
+
 TEST(FuseGemmEpilogue, NoFloatFusionOfScaledGemmsComputedWeightsLoneGemmsOrReadProducts) {
   // alpha != 1 or beta != 1: the op has no such scaling.
   expect_unchanged(float_gemm_then("  %out = Relu(%y) : f32[batch,2] @\"relu\"\n", "{alpha = 2.0f}"));
@@ -358,7 +377,16 @@ TEST(FuseGemmEpilogue, NoFloatFusionOfScaledGemmsComputedWeightsLoneGemmsOrReadP
   %out = Relu(%y) : f32[batch,3,2] @"relu"
   output %out
 })");
-  expect_unchanged(float_matmul_then("  %out = Add(%y, %x) : f32[batch,3,2] @\"residual\"\n"));
+  // A per-row addend broadcasts: no residual.
+  expect_unchanged(R"(graph "t" {
+  opset "" 20
+  input %x : f32[batch,3,2]
+  input %r : f32[batch,3,1]
+  init %w : f32[2,2] = [0.5, -1.25, 2, 0.75]
+  %y = MatMul(%x, %w) : f32[batch,3,2] @"gemm"
+  %out = Add(%y, %r) : f32[batch,3,2] @"residual"
+  output %out
+})");
   // tanh GELU is another function.
   expect_unchanged(float_matmul_then("  %out = Gelu(%y) {approximate = \"tanh\"} : f32[batch,3,2] @\"gelu\"\n"));
 }

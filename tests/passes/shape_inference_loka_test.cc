@@ -142,6 +142,9 @@ TEST(ShapeInferenceLoka, FusedGemmInfersRowsAndMismatchesNameTheNode) {
   expect_error(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %w) {activation = "tanh"} @"g")"), "g", "activation");
   expect_error(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %w) {transB = 2} @"g")"), "g", "transB");
   expect_error(gemm("", R"(  %y = ai.loka::FusedGemm(%x) @"g")"), "g", "input 1 is missing");
+  EXPECT_EQ(gemm("  input %r : f32[batch,seq,16]\n", R"(  %y = ai.loka::FusedGemm(%x, %w, _, %r) @"g")"), "y : f32[batch,seq,16]\n");
+  expect_error(gemm("  input %r1 : f32[batch,seq,1]\n", R"(  %y = ai.loka::FusedGemm(%x, %w, _, %r1) @"g")"), "g",
+               "Residual");
 }
 
 TEST(ShapeInferenceLoka, LayerNormQuantMismatchesNameTheNode) {

@@ -331,6 +331,14 @@ TEST(FusedGemm, ComputesTheActivationOfTheProductPlusBias) {
   Tensor w_nk = Tensor::zeros(DType::kFloat32, {3, 7});
   for (int64_t p = 0; p < 7; ++p)
     for (int64_t j = 0; j < 3; ++j) w_nk.data<float>()[j * 7 + p] = w_kn.data<float>()[p * 3 + j];
+  // The residual is one add after the activation, as the Add node it replaces.
+  const Tensor residual = testing::random_tensor(rng, {2, 5, 3});
+  const Attrs relu = {{"activation", std::string("relu")}};
+  auto plain = run_loka_op("FusedGemm", {{"x", x3, true}, {"w", w_kn}, {"b", bias}}, relu);
+  auto with_residual = run_loka_op("FusedGemm", {{"x", x3, true}, {"w", w_kn}, {"b", bias}, {"r", residual}}, relu);
+  ASSERT_TRUE(plain && with_residual);
+  for (int64_t i = 0; i < 30; ++i)
+    EXPECT_EQ((*with_residual)[0].data<float>()[i], (*plain)[0].data<float>()[i] + residual.data<float>()[i]) << i;
   auto nn = run_loka_op("FusedGemm", {{"x", x2, true}, {"w", w_kn}});
   auto nt = run_loka_op("FusedGemm", {{"x", x2, true}, {"w", w_nk}}, {{"transB", int64_t{1}}});
   ASSERT_TRUE(nn && nt);
@@ -350,7 +358,9 @@ TEST(FusedGemm, RejectsIllFormedInputsNamingThem) {
   expect_failure(gemm({{"x", x, true}, {"w", w}, {"b", testing::random_tensor(rng, {1, 3})}}), "B must have shape [N] = [3]");
   expect_failure(gemm({{"x", x, true}, {"w", w}}, {{"transB", int64_t{2}}}), "transB");
   expect_failure(gemm({{"x", x, true}, {"w", w}}, {{"activation", std::string("silu")}}), "activation");
-  expect_failure(gemm({{"x", x, true}}), "2 to 3 inputs");
+  expect_failure(gemm({{"x", x, true}, {"w", w}, {"", {}}, {"r", testing::random_tensor(rng, {1, 3})}}),
+                 "Residual must be FLOAT [2,3]");
+  expect_failure(gemm({{"x", x, true}}), "2 to 4 inputs");
 }
 
 // ----------------------------------------------------------- LayerNormQuant --

@@ -33,6 +33,7 @@ class DispatchedGemmOp final : public DeviceOp {
     args.x_scale = static_cast<const float*>(input(slots_.x_scale));
     args.bias = static_cast<const float*>(input(slots_.bias));
     args.y = static_cast<float*>(out[0].data);
+    args.residual = static_cast<const float*>(input(slots_.residual));
     LOKA_RETURN_IF_ERROR(kernel_->run(args, context.workspace, context.stream));
     if (slots_.addend < 0) return Status::ok();
     return launch_binary(BinaryOp::kAdd, out[0].data, y_shape_, input(slots_.addend), addend_shape_, DType::kFloat32,

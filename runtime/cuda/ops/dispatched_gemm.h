@@ -27,7 +27,9 @@ namespace loka::cuda {
 
 /// Where the operands are among the node's inputs (-1: absent).
 struct GemmInputSlots {
-  int x = 0, w = 1, w_scale = -1, bias = -1, x_scale = -1, addend = -1;
+  int x = 0, w = 1, w_scale = -1, bias = -1, x_scale = -1;
+  int addend = -1;    ///< Gemm's C when it is no bias: broadcast-added after the GEMM
+  int residual = -1;  ///< a full-size residual the kernel adds after the activation (key.residual)
 };
 
 /// `kernel` as the node's device op, reading its operands from `slots` (the addend, if any,

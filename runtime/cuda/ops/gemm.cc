@@ -9,9 +9,9 @@
 // QuantizedGemm runs the FP8 path when cuBLASLt can (K a multiple of 16): the
 // activation is quantized (or already FP8 from LayerNormQuant) and the
 // registry's fp8_e4m3 kernel runs (gemm_candidate.h: cuBLASLt applies the
-// scales, bias and ReLU). With a Multiplier or Residual the E4M3 GEMM runs
-// with unit scales into the FP32 output and LoKA's scale epilogue applies
-// scales, bias, activation and the two terms in one pass. Otherwise
+// scales, bias, ReLU and a residual). With a Multiplier (the DCN cross) the
+// E4M3 GEMM runs with unit scales into the FP32 output and LoKA's scale
+// epilogue applies scales, bias, activation and both terms in one pass. Otherwise
 // it runs the same arithmetic in FP32: weights decoded once when planned, the
 // activation fake-quantized on the device. Scratch buffers (codes, decoded
 // weights) are the op's own, allocated when the bucket is planned.
@@ -108,8 +108,9 @@ Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
   return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), layout, init.outputs[0].shape, addend_shape), -1};
 }
 
-/// ai.loka.FusedGemm: Y = act(X · op(W) + B) over X's flattened leading rows — one cuBLASLt GEMM
-/// with its bias/ReLU epilogue (exact GELU in a pass after it, kernels/cuda/gemm.h).
+/// ai.loka.FusedGemm: Y = act(X · op(W) + B) (+ R) over X's flattened leading rows — one cuBLASLt
+/// GEMM with its bias/ReLU epilogue and the residual as C (exact GELU, and a residual after an
+/// activation, in passes after it: kernels/cuda/gemm_candidate.h).
 Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
   LOKA_RETURN_IF_ERROR(require_all_float32(init, {0, 1}));
   LOKA_ASSIGN_OR_RETURN(const int64_t trans_b, init.attributes.get_int("transB", 0));
@@ -117,26 +118,28 @@ Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
   const Shape& x = init.inputs[0].shape;
   const Shape& w = init.inputs[1].shape;
   if (x.size() < 2 || w.size() != 2) return Status::error("X must have rank >= 2 and W be 2-D");
-  GemmProblem problem;
-  problem.k = x.back();
-  problem.m = problem.k == 0 ? 0 : element_count(x) / problem.k;
-  problem.n = trans_b ? w[0] : w[1];
-  if ((trans_b ? w[1] : w[0]) != problem.k) return Status::error("inner dims differ");
-  problem.input = problem.output = DType::kFloat32;
-  problem.transpose_w = trans_b != 0;
-  problem.has_bias = has_input(init, 2);
-  if (problem.has_bias) LOKA_RETURN_IF_ERROR(require_float32(init, 2));
-  problem.epilogue = activation == "relu" ? GemmEpilogue::kRelu : activation == "gelu" ? GemmEpilogue::kGelu : GemmEpilogue::kNone;
-  const kernels::GemmKey key{"FusedGemm", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
-                             trans_b ? kernels::GemmLayout::kNT : kernels::GemmLayout::kNN, init.inputs[1].host.defined(),
-                             problem.has_bias, problem.epilogue};
-  const GemmInputSlots slots{0, 1, -1, problem.has_bias ? 2 : -1, -1, -1};
-  LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, 1}, slots));
+  const int64_t k = x.back(), n = trans_b ? w[0] : w[1];
+  if ((trans_b ? w[1] : w[0]) != k) return Status::error("inner dims differ");
+  const int64_t rows = k == 0 ? 0 : element_count(x) / k;
+  const bool has_bias = has_input(init, 2), has_residual = has_input(init, 3);
+  if (has_bias) LOKA_RETURN_IF_ERROR(require_float32(init, 2));
+  if (has_residual) LOKA_RETURN_IF_ERROR(require_float32(init, 3));
+  const GemmEpilogue epilogue =
+      activation == "relu" ? GemmEpilogue::kRelu : activation == "gelu" ? GemmEpilogue::kGelu : GemmEpilogue::kNone;
+  kernels::GemmKey key{"FusedGemm", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
+                       trans_b ? kernels::GemmLayout::kNT : kernels::GemmLayout::kNN, init.inputs[1].host.defined(),
+                       has_bias, epilogue};
+  key.residual = has_residual;
+  GemmInputSlots slots{0, 1, -1, has_bias ? 2 : -1, -1};
+  slots.residual = has_residual ? 3 : -1;
+  const kernels::GemmShape shape{rows, n, k, 1};
+  LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, shape, slots));
   if (dispatched) return std::move(*dispatched);
-  LOKA_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(problem));
-  Fp32GemmOp::Layout layout;
-  layout.bias = slots.bias;
-  return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), layout, init.outputs[0].shape, Shape{}), -1};
+  // No Dispatch choice: the registry's FP32 kernel (bias, ReLU and a residual ride in cuBLASLt's GEMM).
+  kernels::GemmCandidate fp32;
+  fp32.precision = kernels::GemmPrecision::kFp32;
+  LOKA_ASSIGN_OR_RETURN(auto kernel, GemmKernel::create(fp32, key, shape, GemmCandidatePlanInputs{}));
+  return gemm_kernel_plan(std::move(kernel), slots, init);
 }
 
 /// Y[b] = A · X[b] with LoKA's kernel: A the MatMul's 2-D (or batch-1) left operand.
@@ -414,16 +417,17 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
                        DType::kFloat8E4M3FN, DType::kFloat32,
                        config.x_form == XForm::kRow ? kernels::ScaleGranularity::kRow : kernels::ScaleGranularity::kTensor,
                        kernels::GemmLayout::kNT, w.host.defined(), config.has_bias, config.activation};
-  // Dispatch's candidates have no Multiplier/Residual terms: such a node keeps the built-in op,
-  // whose scale epilogue applies them in the same pass.
-  if (!config.has_multiplier && !config.has_residual) {
-    LOKA_ASSIGN_OR_RETURN(auto dispatched,
-                          plan_dispatched_gemm(init, key, {config.rows, config.n, config.k, 1},
-                                               GemmInputSlots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1, -1}));
+  // Dispatch's candidates take a Residual but no Multiplier: a DCN cross node keeps the built-in
+  // op, whose scale epilogue applies both terms in the same pass.
+  key.residual = config.has_residual;
+  GemmInputSlots slots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1};
+  slots.residual = config.has_residual ? 6 : -1;
+  if (!config.has_multiplier) {
+    LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {config.rows, config.n, config.k, 1}, slots));
     if (dispatched) return std::move(*dispatched);
   }
   Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
-  if (Fp8Gemm::can_implement(problem).is_ok() && !config.has_multiplier && !config.has_residual) {
+  if (Fp8Gemm::can_implement(problem).is_ok() && !config.has_multiplier) {
     // The registry's FP8 kernel (cuBLASLt applies scales, bias and ReLU: gemm_candidate.h).
     kernels::GemmCandidate candidate;
     candidate.precision = kernels::GemmPrecision::kFp8E4M3;
@@ -432,9 +436,7 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
     if (config.has_bias && init.inputs[3].host.defined()) inputs.host_bias = &init.inputs[3].host;
     inputs.x_scale = config.x_scale;
     auto kernel = GemmKernel::create(candidate, key, {config.rows, config.n, config.k, 1}, inputs);
-    if (kernel)
-      return gemm_kernel_plan(std::move(kernel).value(),
-                              GemmInputSlots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1, -1}, init);
+    if (kernel) return gemm_kernel_plan(std::move(kernel).value(), slots, init);
   }
   if (Fp8Gemm::can_implement(problem).is_ok()) {
     auto op = QuantizedGemmOp::create(config);
