@@ -57,6 +57,36 @@ Result<std::vector<cublasLtMatmulAlgo_t>> cublaslt_algorithms(const CublasLtPlan
   return algorithms;
 }
 
+Result<cublasLtMatmulAlgo_t> configure_split_k(const CublasLtPlan& plan, cublasLtMatmulAlgo_t algorithm, int split_k,
+                                               const std::string& what) {
+  const std::string refused = what + ": cuBLASLt refuses split-K " + std::to_string(split_k);
+  int32_t supported = 0;
+  uint32_t schemes = 0;
+  size_t written = 0;
+  LOKA_LT_CHECK(cublasLtMatmulAlgoCapGetAttribute(&algorithm, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &supported,
+                                                  sizeof supported, &written), "ALGO_CAP_SPLITK_SUPPORT");
+  if (supported == 0) return Status::error(refused + " (the heuristic's algorithm has no split-K)");
+  LOKA_LT_CHECK(cublasLtMatmulAlgoCapGetAttribute(&algorithm, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
+                                                  sizeof schemes, &written), "ALGO_CAP_REDUCTION_SCHEME_MASK");
+  const int32_t splits = split_k;
+  for (const uint32_t scheme : {static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE),
+                                static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
+                                static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)}) {
+    if ((schemes & scheme) == 0) continue;
+    cublasLtMatmulAlgo_t configured = algorithm;
+    LOKA_LT_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&configured, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits),
+                  "ALGO_CONFIG_SPLITK_NUM");
+    LOKA_LT_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&configured, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                       sizeof scheme), "ALGO_CONFIG_REDUCTION_SCHEME");
+    cublasLtMatmulHeuristicResult_t result{};
+    if (cublasLtMatmulAlgoCheck(cublaslt_thread_handle(), plan.operation, plan.a, plan.b, plan.c_layout(), plan.d,
+                                &configured, &result) == CUBLAS_STATUS_SUCCESS &&
+        result.state == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= kGemmWorkspaceBytes)
+      return configured;
+  }
+  return Status::error(refused + " (no reduction scheme passes cublasLtMatmulAlgoCheck)");
+}
+
 CublasLtPlan::~CublasLtPlan() {
   if (d) cublasLtMatrixLayoutDestroy(d);
   if (c) cublasLtMatrixLayoutDestroy(c);

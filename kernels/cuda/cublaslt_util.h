@@ -46,6 +46,12 @@ struct CublasLtPlan {
   ~CublasLtPlan();
 };
 
+/// `algorithm` configured explicitly with split-K `split_k` (>= 2) and a reduction scheme cuBLASLt
+/// accepts for it (in place first: no extra workspace), checked against `plan` with a
+/// kGemmWorkspaceBytes workspace. An error names `what` and says why cuBLASLt refuses it.
+Result<cublasLtMatmulAlgo_t> configure_split_k(const CublasLtPlan& plan, cublasLtMatmulAlgo_t algorithm, int split_k,
+                                               const std::string& what);
+
 /// Up to `max_count` algorithms for `plan`'s matmul, best estimate first, each usable with
 /// a kGemmWorkspaceBytes workspace and operands aligned to `min_alignment_bytes`.
 /// An empty list is an error naming `what`.

@@ -41,6 +41,7 @@ struct AutotuneOptions {
   bool fast_accum = false;  ///< also time FP8 FAST_ACCUM variants (biased sums: see docs/dispatch.md)
   bool bf16 = true;        ///< also time BF16 candidates
   bool tf32 = true;        ///< also time TF32 candidates (FP32 keys)
+  std::vector<int> split_k = {2, 4};  ///< explicit split-K configurations of each family's algorithm 0
   int warmup = 3;
   int repeats = 15;                       ///< timed launches; the median is kept
   size_t rotate_bytes = size_t{96} << 20; ///< input sets rotated through at least this much memory

@@ -25,6 +25,9 @@ struct GemmOptions {
   /// FP32 inputs only: TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32; 10-bit mantissa products,
   /// FP32 sums): several times the FP32 rate, more precise than BF16. A Dispatch candidate.
   bool tf32 = false;
+  /// Split-K forced on the selected algorithm (0: the heuristic's own): an explicit cuBLASLt
+  /// configuration, a Dispatch candidate (cublaslt.*.algo0.splitkN). The plan then holds only it.
+  int split_k = 0;
 };
 
 /// 32 MiB: what cuBLASLt's large FP8 and split-K kernels may ask for.

@@ -89,7 +89,7 @@ std::string GemmShape::to_string() const {
 }
 
 std::string GemmCandidate::name() const {
-  const std::string algo = ".algo" + std::to_string(algorithm);
+  const std::string algo = ".algo" + std::to_string(algorithm) + (split_k > 0 ? ".splitk" + std::to_string(split_k) : "");
   switch (precision) {
     case GemmPrecision::kFp32: return "cublaslt.fp32" + algo;
     case GemmPrecision::kTf32: return "cublaslt.tf32" + algo;
@@ -104,6 +104,7 @@ std::string GemmCandidate::name() const {
 GemmCandidate GemmCandidate::family_default() const {
   GemmCandidate copy = *this;
   copy.algorithm = 0;
+  copy.split_k = 0;
   return copy;
 }
 
@@ -117,8 +118,17 @@ Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
     c.granularity = ScaleGranularity::kNone;
     return c;
   }
-  const std::vector<std::string> parts = split(name, '.');
+  std::vector<std::string> parts = split(name, '.');
   if (parts.size() < 3 || parts[0] != "cublaslt") return bad("expected cublaslt.<precision>...algo<N> or loka.fp8_emulated_fp32");
+  if (parts.back().rfind("splitk", 0) == 0) {
+    const std::string digits = parts.back().substr(6);
+    int value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || value < 2)
+      return bad("split-K must be splitk<N> with N >= 2");
+    c.split_k = value;
+    parts.pop_back();
+  }
   const std::optional<int> algorithm = parse_algorithm(parts.back());
   if (!algorithm) return bad("the last part must be algo<N>");
   c.algorithm = *algorithm;
@@ -149,6 +159,8 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
   if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0 || shape.batch <= 0)
     return Status::error("needs positive sizes, got " + shape.to_string());
   if (c.algorithm < 0) return Status::error("negative algorithm index");
+  if (c.split_k < 0 || c.split_k == 1) return Status::error("split-K must be 0 (the heuristic's) or >= 2");
+  if (c.split_k > 0 && c.precision == GemmPrecision::kFp8Emulated) return Status::error("split-K is a cuBLASLt configuration");
   if (c.fast_accum && c.precision != GemmPrecision::kFp8E4M3) return Status::error("fast accumulation is FP8-only");
   const bool fp8_weights = key.weight == DType::kFloat8E4M3FN;
   switch (c.precision) {

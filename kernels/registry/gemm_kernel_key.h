@@ -13,6 +13,7 @@
 //   cublaslt.bf16.algo2                      BF16 operands, FP32 accumulation
 //   cublaslt.fp8.e4m3.tensor.algo3           E4M3, per-tensor activation scale
 //   cublaslt.fp8.e4m3.row.fast_accum.algo1   E4M3, per-row scale, FAST_ACCUM
+//   cublaslt.bf16.algo0.splitk4              algorithm 0 configured explicitly: split-K 4
 //   loka.fp8_emulated_fp32                   FP8 rounding, FP32 arithmetic (any K)
 //
 // Algorithm indices are positions in cuBLASLt's heuristic list for the same
@@ -78,10 +79,15 @@ struct GemmCandidate {
   ScaleGranularity granularity = ScaleGranularity::kNone;  ///< FP8: the activation scale
   int algorithm = 0;        ///< cuBLASLt heuristic index (0: the heuristic's best)
   bool fast_accum = false;  ///< FP8: CUBLASLT_MATMUL_DESC_FAST_ACCUM
+  /// An explicit configuration of the heuristic's algorithm: CUBLASLT_ALGO_CONFIG_SPLITK_NUM
+  /// forced to this (0: the heuristic's own). Small-M recommendation GEMMs leave most SMs idle
+  /// with one output tile per SM; splitting K fills them.
+  int split_k = 0;
 
   /// The stable name (see the file banner).
   std::string name() const;
-  /// The same candidate with algorithm 0: what to run when an index is not valid here.
+  /// The same candidate with algorithm 0 as the heuristic configures it: what to run when an
+  /// index or configuration is not valid here.
   GemmCandidate family_default() const;
   bool operator==(const GemmCandidate&) const = default;
 };

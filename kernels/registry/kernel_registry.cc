@@ -46,6 +46,15 @@ std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& 
       c.granularity = family.precision == GemmPrecision::kFp8E4M3 ? granularity : ScaleGranularity::kNone;
       if (can_implement(c, key, shape).is_ok()) out.push_back(c);
     }
+    if (!family.cublaslt) continue;
+    for (int split_k : options.split_k) {
+      GemmCandidate c;
+      c.precision = family.precision;
+      c.fast_accum = family.fast_accum;
+      c.split_k = split_k;
+      c.granularity = family.precision == GemmPrecision::kFp8E4M3 ? granularity : ScaleGranularity::kNone;
+      if (can_implement(c, key, shape).is_ok()) out.push_back(c);
+    }
   }
   return out;
 }

@@ -23,6 +23,7 @@ struct CandidateOptions {
   bool fast_accum = false;  ///< add FP8 FAST_ACCUM variants (their error must be measured)
   bool bf16 = true;         ///< add BF16 candidates
   bool tf32 = true;         ///< add TF32 candidates (FP32 operands on the TF32 tensor cores)
+  std::vector<int> split_k;  ///< explicit split-K configurations of each cuBLASLt family's algorithm 0
 };
 
 /// Every candidate that can compute `key` at `shape`, in the registry's fixed order.

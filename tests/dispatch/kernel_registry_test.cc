@@ -33,6 +33,8 @@ TEST(GemmKernelKey, NamesRoundTrip) {
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 3, false}, "cublaslt.fp8.e4m3.tensor.algo3"},
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kRow, 1, true}, "cublaslt.fp8.e4m3.row.fast_accum.algo1"},
       {{GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false}, "loka.fp8_emulated_fp32"},
+      {{GemmPrecision::kBf16, ScaleGranularity::kNone, 0, false, 4}, "cublaslt.bf16.algo0.splitk4"},
+      {{GemmPrecision::kFp8E4M3, ScaleGranularity::kRow, 0, true, 2}, "cublaslt.fp8.e4m3.row.fast_accum.algo0.splitk2"},
   };
   for (const auto& [candidate, name] : cases) {
     EXPECT_EQ(candidate.name(), name);
@@ -42,13 +44,17 @@ TEST(GemmKernelKey, NamesRoundTrip) {
   }
   EXPECT_EQ((GemmCandidate{GemmPrecision::kBf16, ScaleGranularity::kNone, 5, false}).family_default().name(),
             "cublaslt.bf16.algo0");
+  // An explicit configuration falls back to the heuristic's own.
+  EXPECT_EQ((GemmCandidate{GemmPrecision::kTf32, ScaleGranularity::kNone, 0, false, 4}).family_default().name(),
+            "cublaslt.tf32.algo0");
 }
 
 TEST(GemmKernelKey, BadNamesAreErrorsQuotingThem) {
   for (const char* name : {"", "cublaslt", "cublaslt.fp16.algo0", "cublaslt.fp32.algoX", "cublaslt.fp32.algo-1",
                            "cublaslt.fp8.e4m3.block.algo0", "cublaslt.fp8.e4m3.tensor.slow.algo0",
                            "cutlass.fp8.algo0", "cublaslt.fp32.extra.algo0", "cublaslt.tf32.algo",
-                           "cublaslt.tf32.fast.algo0"}) {
+                           "cublaslt.tf32.fast.algo0", "cublaslt.bf16.algo0.splitk1", "cublaslt.bf16.algo0.splitk",
+                           "cublaslt.bf16.algo0.splitkx", "cublaslt.bf16.splitk2"}) {
     auto parsed = parse_gemm_candidate(name);
     ASSERT_FALSE(parsed.is_ok()) << name;
     EXPECT_NE(parsed.status().message().find(std::string("'") + name + "'"), std::string::npos) << parsed.status().message();
@@ -138,6 +144,13 @@ TEST(KernelRegistry, ExpandsFamiliesInAFixedOrder) {
   EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kTensor, DType::kFloat8E4M3FN), {512, 256, 512, 1},
                                   {1, false, false})),
             (std::vector<std::string>{"cublaslt.fp8.e4m3.tensor.algo0", "loka.fp8_emulated_fp32"}));
+  // Explicit split-K configurations follow each cuBLASLt family's heuristic algorithms; the emulation has none.
+  EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kTensor, DType::kFloat8E4M3FN), {512, 256, 512, 1},
+                                  {1, false, false, true, {2, 4}})),
+            (std::vector<std::string>{"cublaslt.fp8.e4m3.tensor.algo0", "cublaslt.fp8.e4m3.tensor.algo0.splitk2",
+                                      "cublaslt.fp8.e4m3.tensor.algo0.splitk4", "loka.fp8_emulated_fp32"}));
+  EXPECT_FALSE(can_implement({GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false, 2},
+                             quantized(ScaleGranularity::kTensor), {512, 256, 512, 1}));
   EXPECT_EQ(reference_precision(fp32_gemm()), GemmPrecision::kFp32);
   EXPECT_EQ(reference_precision(quantized(ScaleGranularity::kRow)), GemmPrecision::kFp8E4M3);
 }
