@@ -87,6 +87,17 @@ Result<cublasLtMatmulAlgo_t> configure_split_k(const CublasLtPlan& plan, cublasL
   return Status::error(refused + " (no reduction scheme passes cublasLtMatmulAlgoCheck)");
 }
 
+Result<int> choose_algorithm(const CublasLtPlan& plan, std::vector<cublasLtMatmulAlgo_t>& algorithms,
+                             const GemmOptions& options, const std::string& what) {
+  const int count = static_cast<int>(algorithms.size());
+  const int selected = options.algorithm < 0 ? 0 : (options.algorithm >= count ? count - 1 : options.algorithm);
+  if (options.split_k <= 0) return selected;
+  LOKA_ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t configured,
+                        configure_split_k(plan, algorithms[static_cast<size_t>(selected)], options.split_k, what));
+  algorithms = {configured};
+  return 0;
+}
+
 CublasLtPlan::~CublasLtPlan() {
   if (d) cublasLtMatrixLayoutDestroy(d);
   if (c) cublasLtMatrixLayoutDestroy(c);

@@ -52,6 +52,12 @@ struct CublasLtPlan {
 Result<cublasLtMatmulAlgo_t> configure_split_k(const CublasLtPlan& plan, cublasLtMatmulAlgo_t algorithm, int split_k,
                                                const std::string& what);
 
+/// The index `options.algorithm` (clamped to the list) of `algorithms`, the heuristic's list for
+/// `plan`; with options.split_k, that algorithm configured explicitly (configure_split_k) becomes
+/// the list's only entry and the index 0.
+Result<int> choose_algorithm(const CublasLtPlan& plan, std::vector<cublasLtMatmulAlgo_t>& algorithms,
+                             const GemmOptions& options, const std::string& what);
+
 /// Up to `max_count` algorithms for `plan`'s matmul, best estimate first, each usable with
 /// a kGemmWorkspaceBytes workspace and operands aligned to `min_alignment_bytes`.
 /// An empty list is an error naming `what`.

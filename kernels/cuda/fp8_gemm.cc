@@ -92,15 +92,7 @@ Result<std::unique_ptr<Fp8Gemm>> Fp8Gemm::create(const Fp8GemmProblem& p, const 
     LOKA_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.m), p.n), "layout C");
   // FP8 operands must be 16-byte aligned on sm_90 anyway: ask for exactly that.
   LOKA_ASSIGN_OR_RETURN(impl->algorithms, cublaslt_algorithms(plan, options.max_algorithms, 16, describe(p)));
-  int count = static_cast<int>(impl->algorithms.size());
-  int selected = options.algorithm < 0 ? 0 : (options.algorithm >= count ? count - 1 : options.algorithm);
-  if (options.split_k > 0) {  // the selected algorithm, explicitly configured, is the plan's only one
-    LOKA_ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t configured,
-                          configure_split_k(plan, impl->algorithms[static_cast<size_t>(selected)], options.split_k, describe(p)));
-    impl->algorithms = {configured};
-    count = 1;
-    selected = 0;
-  }
+  LOKA_ASSIGN_OR_RETURN(const int selected, choose_algorithm(plan, impl->algorithms, options, describe(p)));
   return std::unique_ptr<Fp8Gemm>(new Fp8Gemm(p, options, std::move(impl), selected));
 }
 

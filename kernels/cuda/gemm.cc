@@ -106,15 +106,7 @@ Result<std::unique_ptr<Gemm>> Gemm::create(const GemmProblem& p, const GemmOptio
   LOKA_ASSIGN_OR_RETURN(const std::vector<cublasLtMatmulAlgo_t> unaligned,
                         cublaslt_algorithms(plan, 1, kMinimumAlignment, describe(p) + " (unaligned)"));
   impl->unaligned = unaligned.front();
-  int count = static_cast<int>(impl->algorithms.size());
-  int selected = options.algorithm < 0 ? 0 : (options.algorithm >= count ? count - 1 : options.algorithm);
-  if (options.split_k > 0) {  // the selected algorithm, explicitly configured, is the plan's only one
-    LOKA_ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t configured,
-                          configure_split_k(plan, impl->algorithms[static_cast<size_t>(selected)], options.split_k, describe(p)));
-    impl->algorithms = {configured};
-    count = 1;
-    selected = 0;
-  }
+  LOKA_ASSIGN_OR_RETURN(const int selected, choose_algorithm(plan, impl->algorithms, options, describe(p)));
   return std::unique_ptr<Gemm>(new Gemm(p, std::move(impl), selected));
 }
 
