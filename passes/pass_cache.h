@@ -16,7 +16,10 @@
 // file (relative name and bytes), the GPU fingerprint (or "no GPU") and the
 // running executable's bytes (any rebuild invalidates every entry). A hit is
 // taken only when the stored key text matches in full, so a hash collision
-// cannot return another model's result.
+// cannot return another model's result. The costly parts (gigabytes of
+// initializers, the calibration files) are hashed once per PassCache, that is
+// once per pipeline run, and an initializer again only when a pass gave it new
+// data (passes/pass_cache_fingerprints.h).
 // File: <dir>/<name>-<key>.json with the key text and a payload: for a pass,
 // the metadata entries after it, its statistics and whether it changed the
 // IR; for a measurement a pass stores itself (migrate-outliers' calibration
@@ -31,6 +34,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -39,6 +43,7 @@
 #include "loka/status.h"
 #include "passes/ir/graph.h"
 #include "passes/pass.h"
+#include "passes/pass_cache_fingerprints.h"
 
 namespace loka {
 
@@ -51,11 +56,13 @@ struct CachedPassResult {
 
 class PassCache {
  public:
-  explicit PassCache(std::filesystem::path directory) : directory_(std::move(directory)) {}
+  explicit PassCache(std::filesystem::path directory)
+      : directory_(std::move(directory)), fingerprints_(std::make_unique<KeyFingerprints>()) {}
 
-  /// The identity of one run of `pass` on `graph` (the text the stored entry must match).
-  static Result<std::string> key_text(const std::string& pass, const std::map<std::string, std::string>& options,
-                                      const CompileSettings& settings, const ir::Graph& graph);
+  /// The identity of one run of `pass` on `graph` (the text the stored entry must match). Safe to
+  /// call from several threads.
+  Result<std::string> key_text(const std::string& pass, const std::map<std::string, std::string>& options,
+                               const CompileSettings& settings, const ir::Graph& graph) const;
 
   /// The stored result for `key_text`, if a valid one exists.
   std::optional<CachedPassResult> load(const std::string& pass, const std::string& key_text) const;
@@ -70,9 +77,13 @@ class PassCache {
   /// The file an entry lives in.
   std::filesystem::path entry_path(const std::string& name, const std::string& key_text) const;
   const std::filesystem::path& directory() const { return directory_; }
+  /// What the keys were made of so far (tests check what was hashed once).
+  const KeyFingerprints& fingerprints() const { return *fingerprints_; }
 
  private:
   std::filesystem::path directory_;
+  /// Remembered across key_text calls, which are const: the store hands passes a const PassCache.
+  std::unique_ptr<KeyFingerprints> fingerprints_;
 };
 
 /// $LOKA_PASS_CACHE, else $XDG_CACHE_HOME/loka/passes, else $HOME/.cache/loka/passes; nothing

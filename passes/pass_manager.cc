@@ -30,7 +30,7 @@ Result<bool> PassManager::run_or_restore(Pass& pass, const PipelineEntry& entry,
   const PassInfo* info = registry_.find(entry.pass);
   if (context.cache() == nullptr || info == nullptr || !info->result_cacheable) return pass.run(graph, context);
   const PassCache& cache = *context.cache();
-  LOKA_ASSIGN_OR_RETURN(const std::string key, PassCache::key_text(entry.pass, entry.options, context.settings(), graph));
+  LOKA_ASSIGN_OR_RETURN(const std::string key, cache.key_text(entry.pass, entry.options, context.settings(), graph));
   if (std::optional<CachedPassResult> stored = cache.load(entry.pass, key)) {
     graph.metadata = std::move(stored->metadata);
     for (const auto& [name, amount] : stored->statistics) context.add_statistic(name, amount);
@@ -55,6 +55,8 @@ Result<std::vector<PassRunRecord>> PassManager::run(ir::Graph& graph, const Pipe
   // tables only; it is printed as text only on failure. (Printing it up front cost a 768 MB
   // model 40 s and several GB of text on every run.)
   const std::unique_ptr<ir::Graph> input = graph.clone();
+  // One store per run: what its keys hash (the model's initializers, the calibration files) is
+  // remembered from one stored pass to the next (passes/pass_cache_fingerprints.h).
   const std::optional<PassCache> cache =
       options_.cache_dir.empty() ? std::nullopt : std::optional<PassCache>(PassCache(options_.cache_dir));
   for (const PipelineEntry& entry : pipeline) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -25,12 +26,17 @@ class TensorProto;
 namespace loka {
 
 /// Decodes `proto`. External data is read relative to `external_data_dir`;
-/// an empty dir refuses external data.
+/// an empty dir refuses external data. `raw_data`, when given, stands for a raw_data field the
+/// proto was parsed without (runtime/initializer_payloads.h): decoded as if the proto had it.
 Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto,
-                                 const std::filesystem::path& external_data_dir = {});
+                                 const std::filesystem::path& external_data_dir = {},
+                                 std::optional<std::span<const std::byte>> raw_data = std::nullopt);
 
 /// Encodes `tensor` as raw_data with the given name.
 void tensor_to_proto(const Tensor& tensor, const std::string& name, onnx::TensorProto* proto);
+/// Everything tensor_to_proto writes but raw_data (for a writer that streams the data itself,
+/// runtime/initializer_payloads.h).
+void tensor_header_to_proto(const Tensor& tensor, const std::string& name, onnx::TensorProto* proto);
 
 /// Reads a serialized TensorProto file (an `input_<i>.pb`), naming the file in errors.
 Result<std::pair<std::string, Tensor>> read_tensor_file(const std::filesystem::path& path);

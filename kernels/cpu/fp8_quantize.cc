@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/e4m3_encode.h"
 #include "loka/float8.h"
 
 namespace loka::cpu {
@@ -30,6 +31,11 @@ float finite_amax(std::span<const float> values) {
   for (float v : values)
     if (std::isfinite(v)) amax = std::max(amax, std::fabs(v));
   return amax;
+}
+
+void quantize_e4m3fn(std::span<const float> values, float scale, uint8_t* codes) {
+  // Divide (not multiply by a reciprocal): bit-exact with ONNX QuantizeLinear.
+  for (size_t i = 0; i < values.size(); ++i) codes[i] = e4m3fn_code(values[i] / scale);
 }
 
 void fake_quantize_per_tensor(std::span<float> values, float scale, Fp8Format format) {

@@ -32,4 +32,9 @@ void fake_quantize_per_column(std::span<float> values, int64_t rows, int64_t col
 /// Largest finite |v| (NaN and infinities ignored).
 float finite_amax(std::span<const float> values);
 
+/// codes[i] = the E4M3FN code of values[i] / scale, rounded to nearest even and saturating (ONNX
+/// QuantizeLinear): exactly float_to_fp8e4m3fn(values[i] / scale), at a few instructions an
+/// element (e4m3_encode.h), for the compile-time quantization of whole embedding tables.
+void quantize_e4m3fn(std::span<const float> values, float scale, uint8_t* codes);
+
 }  // namespace loka::cpu

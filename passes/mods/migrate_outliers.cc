@@ -175,8 +175,8 @@ bool restore_calibration(const nlohmann::json& stored, std::vector<Site>& sites)
 Status calibrate_or_restore(const ir::Graph& graph, std::vector<Site>& sites, PassContext& context) {
   std::optional<std::string> key;
   if (const PassCache* cache = context.cache()) {
-    LOKA_ASSIGN_OR_RETURN(key, PassCache::key_text("migrate-outliers-calibration", context.options(),
-                                                   context.settings(), graph));
+    LOKA_ASSIGN_OR_RETURN(key, cache->key_text("migrate-outliers-calibration", context.options(),
+                                               context.settings(), graph));
     if (auto stored = cache->load_payload("migrate-outliers-calibration", *key); stored && restore_calibration(*stored, sites)) {
       context.add_statistic("calibration-restored");
       return Status::ok();

@@ -5,9 +5,12 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <climits>
 #include <fstream>
+#include <span>
 
 #include "passes/ir/graph_algorithms.h"
+#include "runtime/initializer_payloads.h"
 #include "runtime/tensor_proto.h"
 
 namespace loka::onnx_io {
@@ -57,9 +60,13 @@ Status fill_attribute(const std::string& name, const AttributeValue& value, onnx
   return Status::ok();
 }
 
-}  // namespace
+/// Initializers at least this large go from their tensors to the file without a copy in protobuf.
+constexpr size_t kMinPayloadBytes = size_t{64} << 10;
 
-Status export_model(const ir::Graph& graph, onnx::ModelProto& model) {
+/// export_model, leaving the raw_data of initializers of `payloads_from` bytes or more out of
+/// `model` and listing them in `payloads` instead (when given).
+Status export_model_with_payloads(const ir::Graph& graph, onnx::ModelProto& model, size_t payloads_from,
+                                  InitializerPayloads* payloads) {
   model.Clear();
   model.set_ir_version(graph.ir_version);
   model.set_producer_name(graph.producer_name);
@@ -76,8 +83,17 @@ Status export_model(const ir::Graph& graph, onnx::ModelProto& model) {
   }
   onnx::GraphProto* proto = model.mutable_graph();
   proto->set_name(graph.name);
-  for (ir::Value* value : graph.values())
-    if (value->is_initializer()) tensor_to_proto(*value->initializer(), value->name(), proto->add_initializer());
+  for (ir::Value* value : graph.values()) {
+    if (!value->is_initializer()) continue;
+    const Tensor& tensor = *value->initializer();
+    if (payloads == nullptr || tensor.byte_size() < payloads_from) {
+      tensor_to_proto(tensor, value->name(), proto->add_initializer());
+      continue;
+    }
+    payloads->resize(static_cast<size_t>(proto->initializer_size()));
+    payloads->emplace_back(std::span(static_cast<const std::byte*>(tensor.raw()), tensor.byte_size()));
+    tensor_header_to_proto(tensor, value->name(), proto->add_initializer());
+  }
   for (ir::Value* input : graph.inputs()) fill_value_info(*input, proto->add_input());
   for (ir::Value* output : graph.outputs()) fill_value_info(*output, proto->add_output());
 
@@ -100,6 +116,12 @@ Status export_model(const ir::Graph& graph, onnx::ModelProto& model) {
   return Status::ok();
 }
 
+}  // namespace
+
+Status export_model(const ir::Graph& graph, onnx::ModelProto& model) {
+  return export_model_with_payloads(graph, model, 0, nullptr);
+}
+
 Result<std::string> export_model_bytes(const ir::Graph& graph) {
   onnx::ModelProto model;
   LOKA_RETURN_IF_ERROR(export_model(graph, model));
@@ -109,9 +131,17 @@ Result<std::string> export_model_bytes(const ir::Graph& graph) {
 }
 
 Status write_model_file(const ir::Graph& graph, const std::filesystem::path& path) {
-  LOKA_ASSIGN_OR_RETURN(const std::string bytes, export_model_bytes(graph));
+  // The model less its large initializers' bytes, which then go from the tensors to the file:
+  // the same bytes as serializing the whole model, without two copies of the weights first.
+  onnx::ModelProto model;
+  InitializerPayloads payloads;
+  LOKA_RETURN_IF_ERROR(export_model_with_payloads(graph, model, kMinPayloadBytes, &payloads));
+  std::string skeleton;
+  if (!model.SerializeToString(&skeleton)) return Status::error("the model is too large to serialize (over 2 GiB)");
+  LOKA_ASSIGN_OR_RETURN(const size_t size, joined_model_size(skeleton, payloads));
+  if (size > static_cast<size_t>(INT_MAX)) return Status::error("the model is too large to serialize (over 2 GiB)");
   std::ofstream out(path, std::ios::binary);
-  if (!out || !out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) || !out.flush())
+  if (!out || !write_with_initializer_payloads(skeleton, payloads, out) || !out.flush())
     return Status::error("cannot write '" + path.string() + "'");
   return Status::ok();
 }

@@ -5,7 +5,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <climits>
+#include <optional>
 #include <set>
+#include <span>
 
 #include "runtime/execution_plan.h"
 #include "runtime/file_io.h"
@@ -39,11 +42,14 @@ Status check_declared_type(const std::string& what, const ir::TensorType& type) 
   return Status::ok();
 }
 
+/// Initializers at least this large bypass protobuf's copy (smaller ones cost nothing to copy).
+constexpr size_t kMinPayloadBytes = size_t{64} << 10;
+
 }  // namespace
 
 Result<std::unique_ptr<ir::Graph>> import_model(const onnx::ModelProto& model,
                                                 const std::filesystem::path& external_data_dir,
-                                                const std::string& source) {
+                                                const std::string& source, const InitializerPayloads& payloads) {
   const auto fail = [&source](const std::string& message) { return Status::error(source + ": " + message); };
   const onnx::GraphProto& proto = model.graph();
   auto graph = std::make_unique<ir::Graph>();
@@ -59,9 +65,12 @@ Result<std::unique_ptr<ir::Graph>> import_model(const onnx::ModelProto& model,
   for (const auto& function : model.functions()) function_domains.insert(function.domain() + "::" + function.name());
 
   std::map<std::string, ir::Value*> by_name;
-  for (const auto& initializer : proto.initializer()) {
+  for (int i = 0; i < proto.initializer_size(); ++i) {
+    const onnx::TensorProto& initializer = proto.initializer(i);
     if (by_name.count(initializer.name())) return fail("initializer '" + initializer.name() + "' is defined twice");
-    auto tensor = tensor_from_proto(initializer, external_data_dir);
+    const size_t index = static_cast<size_t>(i);
+    auto tensor = tensor_from_proto(initializer, external_data_dir,
+                                    index < payloads.size() ? payloads[index] : std::nullopt);
     if (!tensor) return fail(tensor.status().message());
     by_name[initializer.name()] = graph->add_initializer(initializer.name(), std::move(tensor).value());
   }
@@ -138,10 +147,24 @@ Result<std::unique_ptr<ir::Graph>> import_model(const onnx::ModelProto& model,
 }
 
 Result<std::unique_ptr<ir::Graph>> import_model_file(const std::filesystem::path& path) {
-  LOKA_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, read_file(path));
-  LOKA_ASSIGN_OR_RETURN(auto model, parse_model_bytes(bytes, path.string()));
-  return import_model(*model, path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path(),
-                      path.string());
+  const std::filesystem::path folder = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+  // Mapped, not read: the large raw_data are copied from the page cache into their tensors once.
+  auto mapped = map_file(path);
+  if (!mapped) {  // not a regular file (a pipe, say): read it whole, as before
+    LOKA_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, read_file(path));
+    LOKA_ASSIGN_OR_RETURN(auto model, parse_model_bytes(bytes, path.string()));
+    return import_model(*model, folder, path.string());
+  }
+  const std::span<const std::byte> bytes = mapped->bytes();
+  std::optional<SplitModel> split;
+  if (bytes.size() <= static_cast<size_t>(INT_MAX))  // larger: parse_model_bytes says why not
+    split = split_initializer_payloads(bytes, kMinPayloadBytes);
+  if (!split) {
+    LOKA_ASSIGN_OR_RETURN(auto model, parse_model_bytes(bytes, path.string()));
+    return import_model(*model, folder, path.string());
+  }
+  LOKA_ASSIGN_OR_RETURN(auto model, parse_model_bytes(std::as_bytes(std::span(split->skeleton)), path.string()));
+  return import_model(*model, folder, path.string(), split->payloads);
 }
 
 }  // namespace loka::onnx_io

@@ -17,6 +17,7 @@
 
 #include "loka/status.h"
 #include "passes/ir/graph.h"
+#include "runtime/initializer_payloads.h"
 
 namespace onnx {
 class ModelProto;
@@ -24,11 +25,15 @@ class ModelProto;
 
 namespace loka::onnx_io {
 
-/// Reads and imports a model file (external data resolved inside its folder).
+/// Reads and imports a model file (external data resolved inside its folder). Large
+/// initializers are copied from the mapped file into their tensors once, never through
+/// protobuf (runtime/initializer_payloads.h).
 Result<std::unique_ptr<ir::Graph>> import_model_file(const std::filesystem::path& path);
-/// Imports a parsed model; `source` names it in errors.
+/// Imports a parsed model; `source` names it in errors. `payloads` holds raw_data the model was
+/// parsed without, by initializer position (split_initializer_payloads).
 Result<std::unique_ptr<ir::Graph>> import_model(const onnx::ModelProto& model,
                                                 const std::filesystem::path& external_data_dir,
-                                                const std::string& source);
+                                                const std::string& source,
+                                                const InitializerPayloads& payloads = {});
 
 }  // namespace loka::onnx_io

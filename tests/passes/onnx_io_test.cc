@@ -1,10 +1,13 @@
 // ============================================================================
-// tests/passes/onnx_io_test.cc — ONNX import/export: round trips, equivalence, errors.
+// tests/passes/onnx_io_test.cc — ONNX import/export: round trips, equivalence, errors; model
+// files with large tables, whose bytes bypass protobuf both ways, read and write the same.
 // ============================================================================
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "loka/engine.h"
 #include "loka/session.h"
@@ -144,6 +147,73 @@ TEST(OnnxIo, StructuralDefectsAreOneLineErrors) {
     ASSERT_FALSE(graph);
     EXPECT_NE(graph.status().message().find("garbage.onnx"), std::string::npos);
   }
+}
+
+ModelBuilder model_with_tables(std::mt19937& rng) {
+  ModelBuilder builder(17);
+  builder.input("ids", DType::kInt64, {-1})
+      .initializer("table", testing::random_tensor(rng, {40000, 8}))  // 1.28 MB: streamed
+      .initializer("small", testing::random_tensor(rng, {4, 8}))      // stays in protobuf
+      .initializer("table2", testing::random_tensor(rng, {30000, 8}))
+      .node("Gather", {"table", "ids"}, {"a"}, {}, "gather")
+      .node("Gather", {"small", "ids"}, {"b"}, {}, "gather_small")
+      .node("Gather", {"table2", "ids"}, {"c"}, {}, "gather2")
+      .node("Sum", {"a", "b", "c"}, {"y"}, {}, "sum")
+      .output("y", DType::kFloat32, {-1, 8});
+  builder.proto().add_metadata_props()->set_key("loka.note");
+  builder.proto().mutable_metadata_props(0)->set_value("kept");
+  return builder;
+}
+
+std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(OnnxIo, LargeTablesAreWrittenAsTheSerializedModelBytes) {
+  std::mt19937 rng(5);
+  auto graph = onnx_io::import_model(model_with_tables(rng).proto(), {}, "tables");
+  ASSERT_TRUE(graph) << graph.status().message();
+  const auto dir = testing::make_temp_dir("loka-onnx-io");
+  ASSERT_TRUE(onnx_io::write_model_file(**graph, dir / "tables.onnx"));
+  auto serialized = onnx_io::export_model_bytes(**graph);
+  ASSERT_TRUE(serialized);
+  EXPECT_EQ(file_bytes(dir / "tables.onnx"), *serialized);
+}
+
+TEST(OnnxIo, AModelFileWithLargeTablesImportsAsItsParsedProto) {
+  std::mt19937 rng(6);
+  ModelBuilder builder = model_with_tables(rng);
+  const auto dir = testing::make_temp_dir("loka-onnx-io");
+  std::ofstream(dir / "tables.onnx", std::ios::binary) << builder.serialize();
+  auto from_file = onnx_io::import_model_file(dir / "tables.onnx");
+  auto from_proto = onnx_io::import_model(builder.proto(), {}, "tables");
+  ASSERT_TRUE(from_file) << from_file.status().message();
+  ASSERT_TRUE(from_proto) << from_proto.status().message();
+  EXPECT_EQ(ir::print_graph(**from_file), ir::print_graph(**from_proto));  // values included
+  for (const char* name : {"table", "small", "table2"}) {
+    const Tensor& a = *(*from_file)->find_value(name)->initializer();
+    const Tensor& b = *(*from_proto)->find_value(name)->initializer();
+    ASSERT_EQ(a.byte_size(), b.byte_size()) << name;
+    EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.byte_size()), 0) << name;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.raw()) % 64, 0u) << name << ": tensors keep their aligned storage";
+  }
+  // A table whose dims disagree with its bytes is refused as before, naming it.
+  onnx::ModelProto broken = builder.proto();
+  broken.mutable_graph()->mutable_initializer(0)->set_dims(0, 40001);
+  std::ofstream(dir / "broken.onnx", std::ios::binary) << broken.SerializeAsString();
+  auto refused = onnx_io::import_model_file(dir / "broken.onnx");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.status().message().find("'table'"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("raw_data has 1280000 bytes"), std::string::npos)
+      << refused.status().message();
+  // A truncated file is the parse error it always was.
+  const std::string whole = builder.serialize();
+  std::ofstream(dir / "truncated.onnx", std::ios::binary) << whole.substr(0, whole.size() - 100);
+  auto truncated = onnx_io::import_model_file(dir / "truncated.onnx");
+  ASSERT_FALSE(truncated);
+  EXPECT_NE(truncated.status().message().find("protobuf parse failed"), std::string::npos)
+      << truncated.status().message();
 }
 
 }  // namespace

@@ -4,13 +4,16 @@
 // same annotations and statistics without running; any change of model,
 // options, settings or calibration data runs again; a damaged or foreign
 // entry is a miss and is rewritten; an unwritable store costs nothing but a
-// log line; passes that are not cacheable always run.
+// log line; passes that are not cacheable always run. Keys hash each
+// initializer once per run, again exactly when a pass gave it new data, and
+// come out as a fresh store would make them.
 // ============================================================================
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "mods_test_util.h"
@@ -167,6 +170,111 @@ TEST(PassCache, AnUnwritableStoreIsALogLineNotAnError) {
   EXPECT_FALSE(record_of(run, "probe").cached);
   EXPECT_FALSE(run.annotations.empty());
   EXPECT_NE(run.log.find("probe: result not stored: cannot create"), std::string::npos) << run.log;
+}
+
+std::string key_of(const PassCache& cache, const ir::Graph& graph, const CompileSettings& settings) {
+  auto key = cache.key_text("probe", {{"batches", "3"}}, settings, graph);
+  EXPECT_TRUE(key) << key.status().message();
+  return key ? *key : std::string();
+}
+
+TEST(PassCache, KeysHashEachInitializerOncePerRunAndAgainOnlyWhenAPassGivesItNewData) {
+  auto loaded = testing::load_zoo_model("dlrm_dot");
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  ir::Graph& graph = **loaded;
+  const CompileSettings settings = settings_for(zoo_calibration("dlrm_dot"));
+  const PassCache cache(testing::make_temp_dir("loka-pass-cache"));
+  const auto hashed = [&] { return cache.fingerprints().initializer_bytes_hashed(); };
+  uint64_t total = 0;
+  ir::Value* largest = nullptr;
+  for (ir::Value* value : graph.values()) {
+    if (!value->is_initializer()) continue;
+    total += value->initializer()->byte_size();
+    if (value->initializer()->dtype() == DType::kFloat32 &&
+        (!largest || value->initializer()->byte_size() > largest->initializer()->byte_size()))
+      largest = value;
+  }
+  ASSERT_NE(largest, nullptr);
+  const size_t largest_bytes = largest->initializer()->byte_size();
+
+  const std::string first = key_of(cache, graph, settings);
+  EXPECT_EQ(hashed(), total);
+  EXPECT_EQ(key_of(cache, graph, settings), first);
+  EXPECT_EQ(hashed(), total) << "initializers whose data did not change are not hashed again";
+
+  // A pass gives one initializer new data: that one alone is hashed, and the key is the one a
+  // fresh store makes.
+  const Tensor original = *largest->initializer();
+  Tensor changed = original.clone();
+  changed.data<float>()[0] += 1.0f;
+  graph.set_initializer(largest, changed);
+  const std::string after = key_of(cache, graph, settings);
+  EXPECT_NE(after, first);
+  EXPECT_EQ(hashed(), total + largest_bytes);
+  EXPECT_EQ(after, key_of(PassCache(testing::make_temp_dir("loka-pass-cache")), graph, settings));
+  // The original bytes in new storage: the first key again (keys follow content, not storage).
+  graph.set_initializer(largest, original.clone());
+  EXPECT_EQ(key_of(cache, graph, settings), first);
+
+  // Only the structure changes (a pass writes metadata): a new key, no initializer hashed.
+  const uint64_t before = hashed();
+  graph.metadata["loka.test"] = "changed";
+  EXPECT_NE(key_of(cache, graph, settings), first);
+  EXPECT_EQ(hashed(), before);
+}
+
+TEST(PassCache, AStorageFreedAndMadeAgainOverTheSameMemoryIsHashedAgain) {
+  // Digests are remembered by storage, held weakly. A storage freed and a new one made over the
+  // same memory, now holding other values, must not pass for the old one (the weak reference
+  // keeps a remembered address from being handed out again while it is remembered).
+  std::vector<float> memory(1024, 1.0f);
+  ir::Graph graph;
+  ir::Value* weight = graph.add_initializer("w", Tensor::wrap(DType::kFloat32, {1024}, memory.data()));
+  const CompileSettings settings;
+  const PassCache cache(testing::make_temp_dir("loka-pass-cache"));
+  const std::string first = key_of(cache, graph, settings);
+  graph.set_initializer(weight, Tensor::scalar_float(0.0f));  // frees the storage: the store holds none
+  std::fill(memory.begin(), memory.end(), 2.0f);
+  graph.set_initializer(weight, Tensor::wrap(DType::kFloat32, {1024}, memory.data()));
+  const std::string second = key_of(cache, graph, settings);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(second, key_of(PassCache(testing::make_temp_dir("loka-pass-cache")), graph, settings));
+}
+
+TEST(PassCache, APassThatRewritesWeightsBetweenStoredPassesChangesTheLaterKey) {
+  // migrate-outliers keys its calibration run (hashing every initializer), then rescales
+  // weights; a second migrate-outliers, keyed by the same store, must see the rescaled ones.
+  const fs::path cache = testing::make_temp_dir("loka-pass-cache");
+  const CompileSettings settings = settings_for(zoo_calibration("attention_ranker"));
+  const std::string migrate = "migrate-outliers{min_ratio=1}";
+  const std::string prefix = "canonicalize,infer-shapes," + migrate + ",infer-shapes";
+  const PipelineRun run = run_cached(cache, settings, prefix + "," + migrate, "attention_ranker");
+  ASSERT_GT(record_of(run, "migrate-outliers").statistics.at("sites-migrated"), 0.0);
+  std::set<std::string> stored_keys;
+  for (const auto& entry : fs::directory_iterator(cache)) {
+    std::ifstream in(entry.path());
+    stored_keys.insert(nlohmann::json::parse(in).at("key").get<std::string>());
+  }
+  ASSERT_EQ(stored_keys.size(), 2u) << "one calibration key before the migration, one after";
+
+  // The same model, passes and data without a store, keyed afresh.
+  const auto graph_after = [&](const std::string& pipeline) {
+    auto graph = testing::load_zoo_model("attention_ranker");
+    EXPECT_TRUE(graph) << graph.status().message();
+    auto records = testing::run_pipeline(**graph, pipeline, settings);
+    EXPECT_TRUE(records) << records.status().message();
+    return std::move(graph).value();
+  };
+  auto parsed = parse_pipeline(migrate, testing::mods_registry());
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  const auto fresh_key = [&](const ir::Graph& graph) {
+    auto key = PassCache(testing::make_temp_dir("loka-pass-cache"))
+                   .key_text("migrate-outliers-calibration", parsed->front().options, settings, graph);
+    EXPECT_TRUE(key) << key.status().message();
+    return key ? *key : std::string();
+  };
+  EXPECT_EQ(stored_keys.count(fresh_key(*graph_after("canonicalize,infer-shapes"))), 1u) << "before the migration";
+  EXPECT_EQ(stored_keys.count(fresh_key(*graph_after(prefix))), 1u) << "after it";
 }
 
 TEST(PassCache, TheDefaultStoreFollowsTheEnvironment) {
