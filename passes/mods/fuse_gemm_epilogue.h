@@ -21,10 +21,12 @@
 //      becomes
 //        x ──▶ QuantizedGemm(x, W, Ws, b, xs, x0, r) {activation = "gelu"} ──▶ out
 //
-// Why: on the GPU, QuantizedGemm already makes one pass over its output (the
-// scale epilogue sm_90's cuBLASLt cannot fuse); bias, activation, multiply and
-// add ride on that pass instead of up to four more kernels that read and write
-// the output again (for the attention ranker's FFN: Add + Gelu over [B·T, 4d]).
+// Why: on the GPU the FP8 GEMM applies its scales, bias, ReLU and a residual
+// inside cuBLASLt (vector scales, C with beta 1), and LoKA's scale epilogue
+// pass takes GELU and the DCN cross's multiply; either way bias, activation,
+// multiply and add ride on the GEMM instead of up to four more kernels that
+// read and write the output again (the attention ranker's FFN: Add + Gelu
+// over [B·T, 4d]).
 // On the CPU the op performs the same float operations in the same order as
 // the nodes (Σ + B, then the ONNX Relu/Gelu formula, then Mul and Add), so the
 // rewrite is bit-exact.
