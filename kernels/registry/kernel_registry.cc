@@ -37,24 +37,20 @@ std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& 
     if (family.fast_accum && !options.fast_accum) continue;
     if (family.precision == GemmPrecision::kBf16 && !options.bf16) continue;
     if (family.precision == GemmPrecision::kTf32 && !options.tf32) continue;
-    const int count = family.cublaslt ? (options.algorithms < 1 ? 1 : options.algorithms) : 1;
-    for (int algorithm = 0; algorithm < count; ++algorithm) {
+    // Heuristic algorithm `algorithm`, or algorithm 0 with an explicit split-K.
+    const auto offer = [&](int algorithm, int split_k) {
       GemmCandidate c;
       c.precision = family.precision;
       c.fast_accum = family.fast_accum;
       c.algorithm = algorithm;
-      c.granularity = family.precision == GemmPrecision::kFp8E4M3 ? granularity : ScaleGranularity::kNone;
-      if (can_implement(c, key, shape).is_ok()) out.push_back(c);
-    }
-    if (!family.cublaslt) continue;
-    for (int split_k : options.split_k) {
-      GemmCandidate c;
-      c.precision = family.precision;
-      c.fast_accum = family.fast_accum;
       c.split_k = split_k;
       c.granularity = family.precision == GemmPrecision::kFp8E4M3 ? granularity : ScaleGranularity::kNone;
       if (can_implement(c, key, shape).is_ok()) out.push_back(c);
-    }
+    };
+    const int count = family.cublaslt ? (options.algorithms < 1 ? 1 : options.algorithms) : 1;
+    for (int algorithm = 0; algorithm < count; ++algorithm) offer(algorithm, 0);
+    if (family.cublaslt)
+      for (int split_k : options.split_k) offer(0, split_k);
   }
   return out;
 }

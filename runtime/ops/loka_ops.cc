@@ -115,6 +115,32 @@ float apply_activation(Activation activation, float v) {
   return v;
 }
 
+/// Error unless `term` (a Multiplier or Residual) is float32 of exactly Y's shape: no broadcasting.
+Status require_y_shaped(const Tensor& term, const Shape& y_shape, const char* what) {
+  if (term.dtype() == DType::kFloat32 && term.shape() == y_shape) return Status::ok();
+  return Status::error(std::string(what) + " must be FLOAT " + shape_to_string(y_shape) + " (Y's shape), got " +
+                       std::string(dtype_name(term.dtype())) + " " + shape_to_string(term.shape()));
+}
+
+/// y[rows,n] = act(x · op(w) + bias) [· multiplier] [+ residual] (each optional, null when absent):
+/// the float operations of the nodes QuantizedGemm and FusedGemm replace, in their order — y starts
+/// as the bias broadcast over rows so the GEMM adds Σ + B, then the ONNX activation formula, then
+/// the Mul and Add. w is [K,N], or [N,K] when trans_w; ldw its row length.
+void gemm_then_epilogue(cpu::GemmShape shape, const float* x, const float* w, bool trans_w, int64_t ldw,
+                        const float* bias, Activation activation, const float* multiplier, const float* residual,
+                        float* y) {
+  const int64_t count = shape.m * shape.n;
+  if (bias)
+    for (int64_t r = 0; r < shape.m; ++r) std::copy(bias, bias + shape.n, y + r * shape.n);
+  cpu::gemm_f32(shape, false, trans_w, 1.0f, x, shape.k, w, ldw, bias ? 1.0f : 0.0f, y, shape.n);
+  if (activation != Activation::kNone)
+    for (int64_t i = 0; i < count; ++i) y[i] = apply_activation(activation, y[i]);
+  if (multiplier)
+    for (int64_t i = 0; i < count; ++i) y[i] = y[i] * multiplier[i];
+  if (residual)
+    for (int64_t i = 0; i < count; ++i) y[i] = y[i] + residual[i];
+}
+
 /// The `activation` attribute of QuantizedGemm and FusedGemm.
 Result<Activation> parse_activation(const KernelInit& init) {
   LOKA_ASSIGN_OR_RETURN(const std::string activation, init.attributes.get_string("activation", "none"));
@@ -160,12 +186,8 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   const int64_t rows = element_count(out_shape);
   out_shape.push_back(n);
-  for (const auto& [index, name] : {std::pair<size_t, const char*>{5, "Multiplier"}, {6, "Residual"}}) {
-    if (!has_input(in, index)) continue;
-    if (in[index].dtype() != DType::kFloat32 || in[index].shape() != out_shape)
-      return Status::error(std::string(name) + " must be FLOAT " + shape_to_string(out_shape) + " (Y's shape), got " +
-                           std::string(dtype_name(in[index].dtype())) + " " + shape_to_string(in[index].shape()));
-  }
+  for (const auto& [index, name] : {std::pair<size_t, const char*>{5, "Multiplier"}, {6, "Residual"}})
+    if (has_input(in, index)) LOKA_RETURN_IF_ERROR(require_y_shaped(in[index], out_shape, name));
   LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
   if (rows == 0 || n == 0) return Status::ok();
 
@@ -190,22 +212,9 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   for (int64_t j = 0; j < n; ++j)
     for (int64_t p = 0; p < k; ++p) wq[static_cast<size_t>(j * k + p)] = decode[w_codes[j * k + p]] * w_scale[j];
 
-  // Y starts as the bias broadcast over rows so the GEMM adds Σ + B in that order.
-  float* y = out[0].data<float>();
-  float beta = 0.0f;
-  if (has_bias) {
-    const float* bias = in[3].data<float>();
-    for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + n, y + r * n);
-    beta = 1.0f;
-  }
-  cpu::gemm_f32({rows, n, k}, false, true, 1.0f, xq.data(), k, wq.data(), k, beta, y, n);
-  if (attrs.activation != Activation::kNone)
-    for (int64_t i = 0; i < rows * n; ++i) y[i] = apply_activation(attrs.activation, y[i]);
-  // The fused elementwise epilogue: the same float operations as Mul and Add nodes after the op.
-  if (has_input(in, 5))
-    for (int64_t i = 0; i < rows * n; ++i) y[i] = y[i] * in[5].data<float>()[i];
-  if (has_input(in, 6))
-    for (int64_t i = 0; i < rows * n; ++i) y[i] = y[i] + in[6].data<float>()[i];
+  gemm_then_epilogue({rows, n, k}, xq.data(), wq.data(), /*trans_w=*/true, k, has_bias ? in[3].data<float>() : nullptr,
+                     attrs.activation, has_input(in, 5) ? in[5].data<float>() : nullptr,
+                     has_input(in, 6) ? in[6].data<float>() : nullptr, out[0].data<float>());
   return Status::ok();
 }
 
@@ -246,25 +255,12 @@ Status run_fused_gemm(bool trans_b, Activation activation, std::span<const Tenso
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   const int64_t rows = element_count(out_shape);
   out_shape.push_back(n);
-  if (has_input(in, 3) && (in[3].dtype() != DType::kFloat32 || in[3].shape() != out_shape))
-    return Status::error("Residual must be FLOAT " + shape_to_string(out_shape) + " (Y's shape), got " +
-                         std::string(dtype_name(in[3].dtype())) + " " + shape_to_string(in[3].shape()));
+  if (has_input(in, 3)) LOKA_RETURN_IF_ERROR(require_y_shaped(in[3], out_shape, "Residual"));
   LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
   if (rows == 0 || n == 0) return Status::ok();
-  // Y starts as the bias broadcast over rows so the GEMM adds Σ + B in that order (as the
-  // MatMul + Add, or Gemm with C, it replaces).
-  float* y = out[0].data<float>();
-  float beta = 0.0f;
-  if (has_bias) {
-    const float* bias = in[2].data<float>();
-    for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + n, y + r * n);
-    beta = 1.0f;
-  }
-  cpu::gemm_f32({rows, n, k}, false, trans_b, 1.0f, x.data<float>(), k, w.data<float>(), w.dim(1), beta, y, n);
-  if (activation != Activation::kNone)
-    for (int64_t i = 0; i < rows * n; ++i) y[i] = apply_activation(activation, y[i]);
-  if (has_input(in, 3))  // the same float add as the Add node it replaces
-    for (int64_t i = 0; i < rows * n; ++i) y[i] = y[i] + in[3].data<float>()[i];
+  gemm_then_epilogue({rows, n, k}, x.data<float>(), w.data<float>(), trans_b, w.dim(1),
+                     has_bias ? in[2].data<float>() : nullptr, activation, nullptr,
+                     has_input(in, 3) ? in[3].data<float>() : nullptr, out[0].data<float>());
   return Status::ok();
 }
 
