@@ -52,9 +52,21 @@ struct CublasLtPlan {
 Result<cublasLtMatmulAlgo_t> configure_split_k(const CublasLtPlan& plan, cublasLtMatmulAlgo_t algorithm, int split_k,
                                                const std::string& what);
 
+/// `algorithm` configured explicitly with tile `tile` (a cublasLtMatmulTile_t value) and, when
+/// `stages` > 0, that cublasLtMatmulStages_t; checked against `plan` with a kGemmWorkspaceBytes
+/// workspace. The heuristic chose the rest of the configuration for its own tile, so where
+/// cuBLASLt refuses it with the new tile, other values are tried, in a fixed order (the same
+/// configuration for the same library): stages — the heuristic's, then each of the algorithm's
+/// stage ids —, cluster shape — the heuristic's, then automatic — and custom option — the
+/// heuristic's, then 0. The first that cublasLtMatmulAlgoCheck accepts is returned. An error
+/// names `what` and says why (a tile or stage id the algorithm does not have, or no accepted
+/// combination).
+Result<cublasLtMatmulAlgo_t> configure_tile(const CublasLtPlan& plan, cublasLtMatmulAlgo_t algorithm, int tile,
+                                            int stages, const std::string& what);
+
 /// The index `options.algorithm` (clamped to the list) of `algorithms`, the heuristic's list for
-/// `plan`; with options.split_k, that algorithm configured explicitly (configure_split_k) becomes
-/// the list's only entry and the index 0.
+/// `plan`; with options.split_k or options.tile, that algorithm configured explicitly
+/// (configure_split_k, configure_tile) becomes the list's only entry and the index 0.
 Result<int> choose_algorithm(const CublasLtPlan& plan, std::vector<cublasLtMatmulAlgo_t>& algorithms,
                              const GemmOptions& options, const std::string& what);
 

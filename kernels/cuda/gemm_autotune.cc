@@ -206,7 +206,8 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   GemmCandidatePlanInputs plan_inputs{&host_w, fp8_w ? &host_w_scale : nullptr, key.bias ? &host_bias : nullptr, x_scale,
                                       options.max_algorithms};
 
-  kernels::CandidateOptions expand{options.max_algorithms, options.fast_accum, options.bf16, options.tf32, options.split_k};
+  kernels::CandidateOptions expand{options.max_algorithms, options.fast_accum, options.bf16,
+                                   options.tf32, options.split_k, options.tiles};
   std::vector<GemmMeasurement> measurements;
   // One event pair per timed launch, all enqueued before waiting: the GPU never
   // idles between launches waiting for the host, so host launch cost stays out.

@@ -7,7 +7,7 @@
 // activation's static scale from its amax); the FP32 cuBLASLt GEMM of the
 // unquantized operands is the reference. Each candidate the registry offers
 // (every heuristic algorithm cuBLASLt returns, FAST_ACCUM variants, TF32,
-// BF16, emulation) is planned, run once for its relative L2 error against the
+// BF16, emulation, explicit split-K and tile configurations) is planned, run once for its relative L2 error against the
 // reference, then captured in CUDA graphs (one per input set, as the runtime
 // replays whole-model graphs) and timed with CUDA events: warm-up launches,
 // then `repeats` timed launches rotating through enough input sets to exceed
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/registry/cublaslt_tiles.h"
 #include "kernels/registry/gemm_kernel_key.h"
 #include "loka/status.h"
 
@@ -42,6 +43,9 @@ struct AutotuneOptions {
   bool bf16 = true;        ///< also time BF16 candidates
   bool tf32 = true;        ///< also time TF32 candidates (FP32 keys)
   std::vector<int> split_k = {2, 4};  ///< explicit split-K configurations of each family's algorithm 0
+  /// Explicit tile configurations of each family's algorithm 0: this many of the tiles
+  /// kernels/registry/cublaslt_tiles.h ranks best for the shape (0: none).
+  int tiles = kernels::kOfferedTilesPerFamily;
   int warmup = 3;
   int repeats = 15;                       ///< timed launches; the median is kept
   size_t rotate_bytes = size_t{96} << 20; ///< input sets rotated through at least this much memory

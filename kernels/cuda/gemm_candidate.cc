@@ -115,6 +115,8 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   options.fast_accum = c.fast_accum;
   options.tf32 = c.precision == GemmPrecision::kTf32;
   options.split_k = c.split_k;
+  options.tile = c.tile;
+  options.stages = c.stages;
   const size_t mk = static_cast<size_t>(shape.m * shape.k * shape.batch);
   const auto too_few = [&](int count) {
     return Status::error(c.name() + ": cuBLASLt offers " + std::to_string(count) + " algorithm(s) for " +

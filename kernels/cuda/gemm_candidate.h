@@ -20,6 +20,9 @@
 //                 tanh), or a cuBLASLt without vector scales: unit scales into an
 //                 FP32 accumulator, then LoKA's scale epilogue (dequant_epilogue.h)
 //   fp8_emulated  quantize + dequantize X, FP32 GEMM on decoded weights (any K)
+// Explicit configurations (.splitkN, .tileT[.stagesS]) run the same sequence with
+// the GEMM's algorithm configured (cublaslt_util.h); one cuBLASLt refuses is an
+// error from create() saying why, and no candidate.
 // A residual (key.residual) rides in cuBLASLt's C (beta = 1) when there is no
 // activation (cuBLASLt adds C before it), in LoKA's scale epilogue on that
 // path, and otherwise in an elementwise add after the GEMM.

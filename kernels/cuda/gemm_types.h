@@ -28,6 +28,11 @@ struct GemmOptions {
   /// Split-K forced on the selected algorithm (0: the heuristic's own): an explicit cuBLASLt
   /// configuration, a Dispatch candidate (cublaslt.*.algo0.splitkN). The plan then holds only it.
   int split_k = 0;
+  /// A tile (cublasLtMatmulTile_t value) forced on the selected algorithm (0: the heuristic's),
+  /// with `stages` (cublasLtMatmulStages_t, 0: the heuristic's or the first accepted): an explicit
+  /// configuration, a Dispatch candidate (cublaslt.*.algo0.tileT[.stagesS]). Not with split_k.
+  int tile = 0;
+  int stages = 0;
 };
 
 /// 32 MiB: what cuBLASLt's large FP8 and split-K kernels may ask for.

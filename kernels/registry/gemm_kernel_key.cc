@@ -39,16 +39,18 @@ std::vector<std::string> split(const std::string& text, char separator) {
   }
 }
 
-/// "algo<N>" -> N.
-std::optional<int> parse_algorithm(const std::string& part) {
-  if (part.rfind("algo", 0) != 0 || part.size() == 4) return std::nullopt;
+/// "<prefix><N>" -> N when N >= minimum.
+std::optional<int> parse_numbered(const std::string& part, const std::string& prefix, int minimum) {
+  if (part.rfind(prefix, 0) != 0 || part.size() == prefix.size()) return std::nullopt;
   int value = -1;
-  const char* first = part.data() + 4;
+  const char* first = part.data() + prefix.size();
   const char* last = part.data() + part.size();
   const auto [end, error] = std::from_chars(first, last, value);
-  if (error != std::errc() || end != last || value < 0) return std::nullopt;
+  if (error != std::errc() || end != last || value < minimum) return std::nullopt;
   return value;
 }
+
+bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
 
 }  // namespace
 
@@ -89,7 +91,10 @@ std::string GemmShape::to_string() const {
 }
 
 std::string GemmCandidate::name() const {
-  const std::string algo = ".algo" + std::to_string(algorithm) + (split_k > 0 ? ".splitk" + std::to_string(split_k) : "");
+  std::string algo = ".algo" + std::to_string(algorithm);
+  if (split_k > 0) algo += ".splitk" + std::to_string(split_k);
+  if (tile > 0) algo += ".tile" + std::to_string(tile);
+  if (stages > 0) algo += ".stages" + std::to_string(stages);
   switch (precision) {
     case GemmPrecision::kFp32: return "cublaslt.fp32" + algo;
     case GemmPrecision::kTf32: return "cublaslt.tf32" + algo;
@@ -105,6 +110,8 @@ GemmCandidate GemmCandidate::family_default() const {
   GemmCandidate copy = *this;
   copy.algorithm = 0;
   copy.split_k = 0;
+  copy.tile = 0;
+  copy.stages = 0;
   return copy;
 }
 
@@ -120,17 +127,27 @@ Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
   }
   std::vector<std::string> parts = split(name, '.');
   if (parts.size() < 3 || parts[0] != "cublaslt") return bad("expected cublaslt.<precision>...algo<N> or loka.fp8_emulated_fp32");
-  if (parts.back().rfind("splitk", 0) == 0) {
-    const std::string digits = parts.back().substr(6);
-    int value = 0;
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || value < 2)
-      return bad("split-K must be splitk<N> with N >= 2");
-    c.split_k = value;
+  // An explicit configuration follows the algorithm: splitk<N>, or tile<T> with optional stages<S>.
+  if (starts_with(parts.back(), "stages")) {
+    const std::optional<int> stages = parse_numbered(parts.back(), "stages", 1);
+    if (!stages) return bad("stages must be stages<S> with S >= 1");
+    c.stages = *stages;
+    parts.pop_back();
+    if (!starts_with(parts.back(), "tile")) return bad("stages<S> follows tile<T>");
+  }
+  if (starts_with(parts.back(), "tile")) {
+    const std::optional<int> tile = parse_numbered(parts.back(), "tile", 1);
+    if (!tile) return bad("a tile must be tile<T> with T >= 1 (a cublasLtMatmulTile_t value)");
+    c.tile = *tile;
+    parts.pop_back();
+  } else if (starts_with(parts.back(), "splitk")) {
+    const std::optional<int> split_k = parse_numbered(parts.back(), "splitk", 2);
+    if (!split_k) return bad("split-K must be splitk<N> with N >= 2");
+    c.split_k = *split_k;
     parts.pop_back();
   }
-  const std::optional<int> algorithm = parse_algorithm(parts.back());
-  if (!algorithm) return bad("the last part must be algo<N>");
+  const std::optional<int> algorithm = parse_numbered(parts.back(), "algo", 0);
+  if (!algorithm) return bad("the last part must be algo<N>, optionally followed by splitk<N> or tile<T>[.stages<S>]");
   c.algorithm = *algorithm;
   for (const GemmPrecision plain : {GemmPrecision::kFp32, GemmPrecision::kTf32, GemmPrecision::kBf16}) {
     if (parts[1] != precision_name(plain)) continue;
@@ -160,7 +177,11 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
     return Status::error("needs positive sizes, got " + shape.to_string());
   if (c.algorithm < 0) return Status::error("negative algorithm index");
   if (c.split_k < 0 || c.split_k == 1) return Status::error("split-K must be 0 (the heuristic's) or >= 2");
-  if (c.split_k > 0 && c.precision == GemmPrecision::kFp8Emulated) return Status::error("split-K is a cuBLASLt configuration");
+  if (c.tile < 0 || c.stages < 0) return Status::error("tile and stage ids are cuBLASLt enum values (>= 1), or 0");
+  if (c.stages > 0 && c.tile == 0) return Status::error("stages are forced together with a tile");
+  if (c.tile > 0 && c.split_k > 0) return Status::error("a tile configuration keeps the heuristic's split-K");
+  if ((c.split_k > 0 || c.tile > 0) && c.precision == GemmPrecision::kFp8Emulated)
+    return Status::error("split-K and tiles are cuBLASLt configurations");
   if (c.fast_accum && c.precision != GemmPrecision::kFp8E4M3) return Status::error("fast accumulation is FP8-only");
   const bool fp8_weights = key.weight == DType::kFloat8E4M3FN;
   switch (c.precision) {

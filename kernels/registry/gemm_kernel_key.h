@@ -14,6 +14,8 @@
 //   cublaslt.fp8.e4m3.tensor.algo3           E4M3, per-tensor activation scale
 //   cublaslt.fp8.e4m3.row.fast_accum.algo1   E4M3, per-row scale, FAST_ACCUM
 //   cublaslt.bf16.algo0.splitk4              algorithm 0 configured explicitly: split-K 4
+//   cublaslt.fp8.e4m3.row.algo0.tile20       ... or another tile (a cublasLtMatmulTile_t value,
+//   cublaslt.tf32.algo0.tile20.stages8       20 = 128x128), with its stages (cublasLtMatmulStages_t)
 //   loka.fp8_emulated_fp32                   FP8 rounding, FP32 arithmetic (any K)
 //
 // Algorithm indices are positions in cuBLASLt's heuristic list for the same
@@ -83,6 +85,14 @@ struct GemmCandidate {
   /// forced to this (0: the heuristic's own). Small-M recommendation GEMMs leave most SMs idle
   /// with one output tile per SM; splitting K fills them.
   int split_k = 0;
+  /// An explicit configuration of the heuristic's algorithm: CUBLASLT_ALGO_CONFIG_TILE_ID forced
+  /// to this cublasLtMatmulTile_t value (0: the heuristic's own; kernels/registry/cublaslt_tiles.h
+  /// says which are offered). Not combined with split_k.
+  int tile = 0;
+  /// With a tile: CUBLASLT_ALGO_CONFIG_STAGES_ID forced to this cublasLtMatmulStages_t value
+  /// (0: the heuristic's stages if cuBLASLt accepts them with the tile, else the first of the
+  /// algorithm's stage ids it accepts).
+  int stages = 0;
 
   /// The stable name (see the file banner).
   std::string name() const;

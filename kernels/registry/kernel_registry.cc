@@ -5,6 +5,8 @@
 
 #include <array>
 
+#include "kernels/registry/cublaslt_tiles.h"
+
 namespace loka::kernels {
 namespace {
 
@@ -37,20 +39,22 @@ std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& 
     if (family.fast_accum && !options.fast_accum) continue;
     if (family.precision == GemmPrecision::kBf16 && !options.bf16) continue;
     if (family.precision == GemmPrecision::kTf32 && !options.tf32) continue;
-    // Heuristic algorithm `algorithm`, or algorithm 0 with an explicit split-K.
-    const auto offer = [&](int algorithm, int split_k) {
+    // Heuristic algorithm `algorithm`, or algorithm 0 with an explicit split-K or tile.
+    const auto offer = [&](int algorithm, int split_k, int tile) {
       GemmCandidate c;
       c.precision = family.precision;
       c.fast_accum = family.fast_accum;
       c.algorithm = algorithm;
       c.split_k = split_k;
+      c.tile = tile;
       c.granularity = family.precision == GemmPrecision::kFp8E4M3 ? granularity : ScaleGranularity::kNone;
       if (can_implement(c, key, shape).is_ok()) out.push_back(c);
     };
     const int count = family.cublaslt ? (options.algorithms < 1 ? 1 : options.algorithms) : 1;
-    for (int algorithm = 0; algorithm < count; ++algorithm) offer(algorithm, 0);
-    if (family.cublaslt)
-      for (int split_k : options.split_k) offer(0, split_k);
+    for (int algorithm = 0; algorithm < count; ++algorithm) offer(algorithm, 0, 0);
+    if (!family.cublaslt) continue;
+    for (int split_k : options.split_k) offer(0, split_k, 0);
+    for (int tile : offered_tiles(shape, options.tiles)) offer(0, 0, tile);
   }
   return out;
 }

@@ -5,8 +5,8 @@
 // The registry holds kernel families (FP32, TF32, BF16, FP8 E4M3 with and without
 // fast accumulation, LoKA's FP8 emulation in FP32). Asked for a key and a
 // shape it expands every family that accepts the key into candidates, one
-// per cuBLASLt heuristic algorithm index, and keeps those whose static
-// can_implement passes. Candidate order is fixed (family order, then
+// per cuBLASLt heuristic algorithm index (then the explicit split-K and tile
+// configurations asked for), and keeps those whose static can_implement passes. Candidate order is fixed (family order, then
 // algorithm), so plans built from it are deterministic.
 // ============================================================================
 #pragma once
@@ -24,6 +24,9 @@ struct CandidateOptions {
   bool bf16 = true;         ///< add BF16 candidates
   bool tf32 = true;         ///< add TF32 candidates (FP32 operands on the TF32 tensor cores)
   std::vector<int> split_k;  ///< explicit split-K configurations of each cuBLASLt family's algorithm 0
+  /// Explicit tile configurations of each cuBLASLt family's algorithm 0: this many of the menu's
+  /// tiles, those kernels/registry/cublaslt_tiles.h ranks best for the shape (0: none).
+  int tiles = 0;
 };
 
 /// Every candidate that can compute `key` at `shape`, in the registry's fixed order.

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/registry/cost_model.h"
+#include "kernels/registry/cublaslt_tiles.h"
 #include "kernels/registry/kernel_plan.h"
 #include "kernels/registry/kernel_registry.h"
 
@@ -97,7 +98,7 @@ std::unique_ptr<GemmTimer> make_cost_model_timer() { return std::make_unique<Cos
 
 kernels::CandidateOptions all_candidates() {
   constexpr int kMaxAlgorithms = 64;  // above any heuristic count a measurement records
-  return kernels::CandidateOptions{kMaxAlgorithms, true, true, true, {2, 4}};
+  return kernels::CandidateOptions{kMaxAlgorithms, true, true, true, {2, 4}, kernels::kOfferedTilesPerFamily};
 }
 
 std::unique_ptr<GemmTimer> make_perf_db_timer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use,

@@ -2,7 +2,8 @@
 // tests/cuda/dispatch_gpu_test.cc — Dispatch on the GPU (skipped without one):
 // the autotuner measures every candidate with sane errors; a warm perf DB
 // makes the dispatch pass >= 10x faster with an identical plan; the runtime
-// runs dispatched BF16 and TF32 kernels, and refuses a foreign plan in strict mode.
+// runs dispatched BF16, TF32 and tile-configured kernels, and refuses a foreign
+// plan in strict mode.
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -52,6 +53,9 @@ TEST_F(DispatchGpuTest, AutotuneMeasuresEveryCandidateWithSaneErrors) {
     EXPECT_LT(m.rel_error, 0.1) << m.candidate.name();
   }
   EXPECT_GT(fp8_error, 0.005);  // E4M3 rounding is visible
+  size_t tiled = 0;
+  for (const cuda::GemmMeasurement& m : *fp8) tiled += m.candidate.tile > 0;
+  std::printf("[ info ] %zu of %zu measured FP8-key candidates are explicit tile configurations\n", tiled, fp8->size());
   EXPECT_GT(bf16_error, 0);
   EXPECT_TRUE(emulated);
 
@@ -158,6 +162,24 @@ TEST_F(DispatchGpuTest, RuntimeRunsTheDispatchedTf32Kernel) {
   ASSERT_TRUE(difference.is_ok()) << difference.status().message();
   // |x|, |w| <= 1, K = 64: Σ|x·w| <= 64, and TF32 moves each product by at most 2^-9 of itself.
   EXPECT_LT(*difference, 64 * std::ldexp(1.0f, -9));
+}
+
+TEST_F(DispatchGpuTest, RuntimeRunsADispatchedTileConfiguration) {
+  // TF32 with tiles every tensor-core algorithm has (64x64, 128x128): strictly, so a refused
+  // configuration is an error naming the tile, never a silent fallback.
+  int ran = 0;
+  std::string refusals;
+  for (const char* kernel : {"cublaslt.tf32.algo0.tile15", "cublaslt.tf32.algo0.tile20"}) {
+    const Result<float> difference = dispatched_difference(kernel, 19);
+    if (!difference.is_ok()) {
+      EXPECT_NE(difference.status().message().find("refuses tile"), std::string::npos) << difference.status().message();
+      refusals += "\n  " + difference.status().message();
+      continue;
+    }
+    ++ran;
+    EXPECT_LT(*difference, 64 * std::ldexp(1.0f, -9)) << kernel;  // as RuntimeRunsTheDispatchedTf32Kernel
+  }
+  EXPECT_GT(ran, 0) << "no TF32 tile configuration ran:" << refusals;
 }
 
 TEST_F(DispatchGpuTest, AForeignPlanFallsBackOrFailsInStrictMode) {

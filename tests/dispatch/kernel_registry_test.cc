@@ -35,6 +35,9 @@ TEST(GemmKernelKey, NamesRoundTrip) {
       {{GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false}, "loka.fp8_emulated_fp32"},
       {{GemmPrecision::kBf16, ScaleGranularity::kNone, 0, false, 4}, "cublaslt.bf16.algo0.splitk4"},
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kRow, 0, true, 2}, "cublaslt.fp8.e4m3.row.fast_accum.algo0.splitk2"},
+      {{GemmPrecision::kBf16, ScaleGranularity::kNone, 0, false, 0, 20}, "cublaslt.bf16.algo0.tile20"},
+      {{GemmPrecision::kTf32, ScaleGranularity::kNone, 0, false, 0, 20, 8}, "cublaslt.tf32.algo0.tile20.stages8"},
+      {{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, true, 0, 312}, "cublaslt.fp8.e4m3.tensor.fast_accum.algo0.tile312"},
   };
   for (const auto& [candidate, name] : cases) {
     EXPECT_EQ(candidate.name(), name);
@@ -47,6 +50,8 @@ TEST(GemmKernelKey, NamesRoundTrip) {
   // An explicit configuration falls back to the heuristic's own.
   EXPECT_EQ((GemmCandidate{GemmPrecision::kTf32, ScaleGranularity::kNone, 0, false, 4}).family_default().name(),
             "cublaslt.tf32.algo0");
+  EXPECT_EQ((GemmCandidate{GemmPrecision::kTf32, ScaleGranularity::kNone, 0, false, 0, 20, 8}).family_default().name(),
+            "cublaslt.tf32.algo0");
 }
 
 TEST(GemmKernelKey, BadNamesAreErrorsQuotingThem) {
@@ -54,7 +59,12 @@ TEST(GemmKernelKey, BadNamesAreErrorsQuotingThem) {
                            "cublaslt.fp8.e4m3.block.algo0", "cublaslt.fp8.e4m3.tensor.slow.algo0",
                            "cutlass.fp8.algo0", "cublaslt.fp32.extra.algo0", "cublaslt.tf32.algo",
                            "cublaslt.tf32.fast.algo0", "cublaslt.bf16.algo0.splitk1", "cublaslt.bf16.algo0.splitk",
-                           "cublaslt.bf16.algo0.splitkx", "cublaslt.bf16.splitk2"}) {
+                           "cublaslt.bf16.algo0.splitkx", "cublaslt.bf16.splitk2", "cublaslt.bf16.algo0.tile0",
+                           "cublaslt.bf16.algo0.tile", "cublaslt.bf16.algo0.tilex", "cublaslt.bf16.algo0.tile-3",
+                           "cublaslt.bf16.tile20", "cublaslt.bf16.algo0.stages8", "cublaslt.bf16.algo0.tile20.stages0",
+                           "cublaslt.bf16.algo0.tile20.stages", "cublaslt.bf16.algo0.tile20.splitk2",
+                           "cublaslt.bf16.algo0.splitk2.tile20", "cublaslt.bf16.algo0.stages8.tile20",
+                           "cublaslt.bf16.algo0.tile20.stages8.stages8", "cublaslt.tile20.stages8"}) {
     auto parsed = parse_gemm_candidate(name);
     ASSERT_FALSE(parsed.is_ok()) << name;
     EXPECT_NE(parsed.status().message().find(std::string("'") + name + "'"), std::string::npos) << parsed.status().message();
@@ -82,6 +92,19 @@ TEST(GemmKernelKey, CanImplementFollowsTheHardwareRules) {
   GemmCandidate fast = fp32;
   fast.fast_accum = true;
   EXPECT_FALSE(can_implement(fast, fp32_gemm(), {512, 256, 512, 1}).is_ok());
+}
+
+TEST(GemmKernelKey, ExplicitTilesAreCublasLtConfigurationsOfTheirOwn) {
+  const GemmCandidate tiled{GemmPrecision::kBf16, ScaleGranularity::kNone, 0, false, 0, 20, 8};
+  EXPECT_TRUE(can_implement(tiled, fp32_gemm(), {512, 256, 512, 1}).is_ok());
+  GemmCandidate stages_alone = tiled;
+  stages_alone.tile = 0;
+  EXPECT_NE(can_implement(stages_alone, fp32_gemm(), {512, 256, 512, 1}).message().find("with a tile"), std::string::npos);
+  GemmCandidate with_split_k = tiled;
+  with_split_k.split_k = 2;
+  EXPECT_NE(can_implement(with_split_k, fp32_gemm(), {512, 256, 512, 1}).message().find("split-K"), std::string::npos);
+  const GemmCandidate emulated{GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false, 0, 20};
+  EXPECT_FALSE(can_implement(emulated, quantized(ScaleGranularity::kTensor), {512, 256, 512, 1}).is_ok());
 }
 
 using testing::activation_matmul_key;
@@ -151,6 +174,15 @@ TEST(KernelRegistry, ExpandsFamiliesInAFixedOrder) {
                                       "cublaslt.fp8.e4m3.tensor.algo0.splitk4", "loka.fp8_emulated_fp32"}));
   EXPECT_FALSE(can_implement({GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false, 2},
                              quantized(ScaleGranularity::kTensor), {512, 256, 512, 1}));
+  // Explicit tiles likewise (those cublaslt_tiles.h ranks best: 64x16, 64x32, 64x64 at 512x256).
+  EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kTensor, DType::kFloat8E4M3FN), {512, 256, 512, 1},
+                                  {1, false, false, true, {}, 3})),
+            (std::vector<std::string>{"cublaslt.fp8.e4m3.tensor.algo0", "cublaslt.fp8.e4m3.tensor.algo0.tile312",
+                                      "cublaslt.fp8.e4m3.tensor.algo0.tile13", "cublaslt.fp8.e4m3.tensor.algo0.tile15",
+                                      "loka.fp8_emulated_fp32"}));
+  EXPECT_EQ(names(gemm_candidates(fp32_gemm(), {4096, 1024, 1024, 1}, {1, false, false, true, {2}, 1})),
+            (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.fp32.algo0.splitk2", "cublaslt.fp32.algo0.tile20",
+                                      "cublaslt.tf32.algo0", "cublaslt.tf32.algo0.splitk2", "cublaslt.tf32.algo0.tile20"}));
   EXPECT_EQ(reference_precision(fp32_gemm()), GemmPrecision::kFp32);
   EXPECT_EQ(reference_precision(quantized(ScaleGranularity::kRow)), GemmPrecision::kFp8E4M3);
 }
