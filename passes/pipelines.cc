@@ -26,6 +26,13 @@
 //                         chains whose MatMuls stayed FP32 (the Probe measured
 //                         them as sites; an FP8 or BF16 choice keeps its ops);
 //                         before dispatch, which then has no MatMuls to time there.
+//   fuse-residual-layernorm  after fuse-gemm-epilogue, which takes the Adds whose term is a
+//                         GEMM output into that GEMM's epilogue (free there), and after
+//                         fuse-layernorm-quant, whose FP8 norms keep their Add.
+//   share-activation-quantize  after every pass that creates or rewires QuantizedGemms
+//                         (insert-scales, fuse-layernorm-quant, which turns a LayerNorm
+//                         read only by them into FP8 codes itself); before dispatch,
+//                         which keys their GEMMs on the FP8 input.
 //   dispatch              after every rewrite that changes a GEMM's key (precision,
 //                         FP8 input from LayerNormQuant) and after infer-shapes.
 //   lower-qdq             last, and only for --format qdq: replaces ai.loka ops.
@@ -51,9 +58,11 @@
 #include "passes/mods/fuse_embedding_bags.h"
 #include "passes/mods/fuse_gemm_epilogue.h"
 #include "passes/mods/fuse_layernorm_quant.h"
+#include "passes/mods/fuse_residual_layernorm.h"
 #include "passes/mods/insert_scales.h"
 #include "passes/mods/migrate_outliers.h"
 #include "passes/mods/pin_precision.h"
+#include "passes/mods/share_activation_quantize.h"
 #include "passes/onnx/qdq_lowering.h"
 #include "passes/pass_registry.h"
 #include "passes/probe/probe_pass.h"
@@ -86,14 +95,16 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(fuse_gemm_epilogue_pass_info(), make_fuse_gemm_epilogue_pass);
   registry.add(fuse_embedding_bags_pass_info(), make_fuse_embedding_bags_pass);
   registry.add(fuse_attention_pass_info(), make_fuse_attention_pass);
+  registry.add(fuse_residual_layernorm_pass_info(), make_fuse_residual_layernorm_pass);
+  registry.add(share_activation_quantize_pass_info(), make_share_activation_quantize_pass);
   registry.add(dispatch_pass_info(), make_dispatch_pass);
   registry.add(lower_qdq_pass_info(), make_lower_qdq_pass);
 }
 
 std::string default_pipeline() {
   return "canonicalize,infer-shapes,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
-         "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,fuse-attention,infer-shapes,"
-         "dispatch";
+         "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,fuse-attention,"
+         "fuse-residual-layernorm,share-activation-quantize,infer-shapes,dispatch";
 }
 
 }  // namespace loka

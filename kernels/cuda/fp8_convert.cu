@@ -14,10 +14,11 @@
 namespace loka::cuda {
 namespace {
 
-/// FP8 code of x · inverse_scale (multiply by the host's reciprocal, as before: the codes
-/// the Probe measured).
-__device__ __forceinline__ uint8_t quantize_one(float x, float inverse_scale, bool e4m3) {
-  return fp8_encode(x * inverse_scale, e4m3);
+/// FP8 code of x / scale: x · inverse (the host's reciprocal: the codes the Probe measured), or the
+/// exact FP32 division (kDivide: QuantizeLinear).
+template <bool kDivide>
+__device__ __forceinline__ uint8_t quantize_one(float x, float scale, float inverse, bool e4m3) {
+  return fp8_encode(kDivide ? __fdiv_rn(x, scale) : x * inverse, e4m3);
 }
 
 __device__ __forceinline__ float dequantize_one(uint8_t code, float scale, bool e4m3) {
@@ -25,9 +26,10 @@ __device__ __forceinline__ float dequantize_one(uint8_t code, float scale, bool 
 }
 
 /// kVec = 4: a float4 in, 4 codes out as one 32-bit store (values 16-byte, codes 4-byte aligned).
-template <int kVec>
-__global__ void quantize_kernel(const float* values, uint8_t* codes, int64_t count, float inverse_scale, bool e4m3) {
-  map_elements<kVec>(values, codes, count, [&](float v) { return quantize_one(v, inverse_scale, e4m3); });
+template <int kVec, bool kDivide>
+__global__ void quantize_kernel(const float* values, uint8_t* codes, int64_t count, float scale, float inverse,
+                                bool e4m3) {
+  map_elements<kVec>(values, codes, count, [&](float v) { return quantize_one<kDivide>(v, scale, inverse, e4m3); });
 }
 
 template <int kVec>
@@ -37,16 +39,27 @@ __global__ void dequantize_kernel(const uint8_t* codes, float* values, int64_t c
 
 bool packable(const float* values, const uint8_t* codes) { return is_aligned(values, 16) && is_aligned(codes, 4); }
 
+template <bool kDivide>
+void launch_quantize(const float* values, uint8_t* codes, int64_t count, float scale, bool e4m3, cudaStream_t stream) {
+  const float inverse = 1.0f / scale;  // on the host, as the codes the Probe measured were computed
+  if (packable(values, codes))
+    quantize_kernel<4, kDivide><<<blocks_for(count / 4), kThreadsPerBlock, 0, stream>>>(values, codes, count, scale,
+                                                                                         inverse, e4m3);
+  else
+    quantize_kernel<1, kDivide><<<blocks_for(count), kThreadsPerBlock, 0, stream>>>(values, codes, count, scale,
+                                                                                    inverse, e4m3);
+}
+
 }  // namespace
 
 cudaError_t launch_quantize_fp8(const float* values, uint8_t* codes, int64_t count, float scale, Fp8Kind kind,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, ScaleDivision division) {
   if (count <= 0) return cudaSuccess;
   const bool e4m3 = kind == Fp8Kind::kE4M3FN;
-  if (packable(values, codes))
-    quantize_kernel<4><<<blocks_for(count / 4), kThreadsPerBlock, 0, stream>>>(values, codes, count, 1.0f / scale, e4m3);
+  if (division == ScaleDivision::kDivide)
+    launch_quantize<true>(values, codes, count, scale, e4m3, stream);
   else
-    quantize_kernel<1><<<blocks_for(count), kThreadsPerBlock, 0, stream>>>(values, codes, count, 1.0f / scale, e4m3);
+    launch_quantize<false>(values, codes, count, scale, e4m3, stream);
   return cudaGetLastError();
 }
 

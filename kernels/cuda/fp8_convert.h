@@ -15,9 +15,14 @@ namespace loka::cuda {
 
 enum class Fp8Kind { kE4M3FN, kE5M2 };
 
+/// How x / scale is computed. kReciprocal multiplies by the host's 1 / scale (what the Probe's
+/// measurements and the fused GEMM paths use; equal to the division for power-of-two scales, else
+/// off by an ulp near a rounding boundary); kDivide is ONNX QuantizeLinear's FP32 division.
+enum class ScaleDivision { kReciprocal, kDivide };
+
 /// codes[i] = encode(values[i] / scale); `scale` is a host float.
 cudaError_t launch_quantize_fp8(const float* values, uint8_t* codes, int64_t count, float scale, Fp8Kind kind,
-                                cudaStream_t stream);
+                                cudaStream_t stream, ScaleDivision division = ScaleDivision::kReciprocal);
 /// values[i] = decode(codes[i]) * scale.
 cudaError_t launch_dequantize_fp8(const uint8_t* codes, float* values, int64_t count, float scale, Fp8Kind kind,
                                   cudaStream_t stream);

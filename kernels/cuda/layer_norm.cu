@@ -40,6 +40,7 @@
 #include <cuda_fp8.h>
 #include <cuda_pipeline.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -165,6 +166,28 @@ __device__ __forceinline__ void stage_row(const float* in, float* stage, int lan
   __pipeline_wait_prior(0);  // this thread's copies only, all it reads back
 }
 
+/// Adds this thread's columns of the residual row to its staged columns (the ones stage_row copied
+/// for it, so no barrier is needed): the float sum ONNX's Add computes, formed once per element.
+template <int kThreads, bool kVec>
+__device__ __forceinline__ void add_residual_row(const float* residual, float* stage, int lane, int n) {
+  if constexpr (kVec) {
+    for (int j = lane * 4; j < n; j += kThreads * 4) {
+      const float4 r = __ldg(reinterpret_cast<const float4*>(residual + j));
+      float4& x = *reinterpret_cast<float4*>(stage + j);
+      x = make_float4(__fadd_rn(x.x, r.x), __fadd_rn(x.y, r.y), __fadd_rn(x.z, r.z), __fadd_rn(x.w, r.w));
+    }
+  } else {
+    for (int j = lane; j < n; j += kThreads) stage[j] = __fadd_rn(stage[j], __ldg(residual + j));
+  }
+}
+
+/// x + residual in place of x, for rows too wide to stage (the wide kernel then normalizes y).
+__global__ void add_rows_kernel(const float* x, const float* residual, float* sum, int64_t count) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    sum[i] = __fadd_rn(x[i], residual[i]);
+}
+
 /// This thread's share of the row's sum, in double, over the columns stage_row gives it (read from
 /// the staged row, or from memory for the widest rows).
 template <int kThreads, bool kVec, typename Index>
@@ -277,6 +300,7 @@ __global__ void __launch_bounds__(kRowBlockThreads<kThreads>) layer_norm_staged_
     const int n = static_cast<int>(args.cols);
     float* const mine = reinterpret_cast<float*>(staged_raw) + slot * n;
     stage_row<kThreads, kVec>(args.x + row * args.cols, mine, lane, n);
+    if (args.residual) add_residual_row<kThreads, kVec>(args.residual + row * args.cols, mine, lane, n);
     const double partial = partial_sum<kThreads, kVec>(mine, lane, n);
     const RowStats stats = row_stats<kThreads, kVec>(partial, mine, lane, n, derived, args.epsilon, shared_sum);
     amax = normalize_row<kThreads, kVec, kOut>(args, derived, mine, row, lane, n, stats);
@@ -303,8 +327,18 @@ template <Output kOut>
 void enqueue(const LayerNormArgs& args, const Derived& derived, bool vec, cudaStream_t stream) {
   const size_t row_bytes = static_cast<size_t>(args.cols) * sizeof(float);
   if (row_bytes > kMaxStagedBytes) {
+    LayerNormArgs wide = args;
+    if (args.residual) {
+      // The three passes would each re-add; the sum goes to y first and is normalized in place (each
+      // thread reads an element of y before it writes it). FP32 output only (checked).
+      const int64_t count = args.rows * args.cols;
+      const int64_t blocks = std::min<int64_t>((count + kThreadsPerBlock - 1) / kThreadsPerBlock, 65535);
+      add_rows_kernel<<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(args.x, args.residual, args.y, count);
+      wide.x = args.y;
+      wide.residual = nullptr;
+    }
     const auto kernel = vec ? layer_norm_wide_kernel<true, kOut> : layer_norm_wide_kernel<false, kOut>;
-    kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, 0, stream>>>(args, derived);
+    kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, 0, stream>>>(wide, derived);
     return;
   }
   const auto staged = [&](auto threads) {
@@ -340,10 +374,13 @@ Status launch_layer_norm(const LayerNormArgs& args, cudaStream_t stream) {
                          std::to_string(args.cols) + "]");
   if ((args.y == nullptr) == (args.y_codes == nullptr))
     return Status::error("layer_norm: exactly one of y (FP32) and y_codes (FP8) must be set");
+  if (args.residual && args.y_codes)
+    return Status::error("layer_norm: a residual is supported with FP32 output only");
   if (args.y_codes && !(args.y_scale > 0.0f && std::isfinite(args.y_scale)))
     return Status::error("layer_norm: y_scale must be finite and > 0, got " + std::to_string(args.y_scale));
   if (args.rows == 0 || args.cols == 0) return Status::ok();
   const bool vec = args.cols % 4 == 0 && is_aligned(args.x, 16) && is_aligned(args.scale, 16) &&
+                   (args.residual == nullptr || is_aligned(args.residual, 16)) &&
                    (args.bias == nullptr || is_aligned(args.bias, 16)) &&
                    (args.y_codes ? is_aligned(args.y_codes, 4) : is_aligned(args.y, 16));
   Derived derived;

@@ -30,6 +30,7 @@ namespace loka::cuda {
 
 struct LayerNormArgs {
   const float* x = nullptr;      ///< [rows, cols]
+  const float* residual = nullptr;  ///< [rows, cols] or null: normalizes x + residual (FP32 output only)
   const float* scale = nullptr;  ///< [cols]
   const float* bias = nullptr;   ///< [cols] or null
   int64_t rows = 0, cols = 0;

@@ -1,6 +1,6 @@
 // ============================================================================
 // passes/ir/shape_inference_loka.cc — inference rules for the ai.loka ops
-// (docs/loka_ops.md): QuantizedGemm, FusedGemm, LayerNormQuant, QuantizedGather,
+// (docs/loka_ops.md): QuantizedGemm, FusedGemm, LayerNormQuant, ResidualLayerNorm, QuantizedGather,
 // EmbeddingBags, Attention.
 //
 // The compiler creates these ops itself, so the rules double as a static
@@ -178,6 +178,22 @@ Result<TypeList> layer_norm_quant(InferenceContext& ctx) {
   return TypeList{make_type(DType::kFloat8E4M3FN, x.shape)};
 }
 
+Result<TypeList> residual_layer_norm(InferenceContext& ctx) {
+  LOKA_RETURN_IF_ERROR(ctx.require_inputs(3));
+  if (ctx.input_count() > 4) return ctx.error("takes at most 4 inputs, got " + std::to_string(ctx.input_count()));
+  auto epsilon = ctx.attributes().get_float("epsilon", 1e-5f);
+  if (!epsilon) return ctx.error(epsilon.status().message());
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kFloat32}, "X"));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, 0, 1, INT32_MAX, "X", "of rank >= 1"));
+  const TensorType& x = ctx.input_type(0);
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 1, {DType::kFloat32}, "Residual"));
+  LOKA_RETURN_IF_ERROR(check_same_shape(ctx, 1, x.shape, "Residual"));
+  const Dim c = dim_of(x, -1);
+  LOKA_RETURN_IF_ERROR(check_float_vector(ctx, 2, c, "Scale", "C"));
+  if (ctx.has_input(3)) LOKA_RETURN_IF_ERROR(check_float_vector(ctx, 3, c, "B", "C"));
+  return TypeList{make_type(DType::kFloat32, x.shape)};
+}
+
 Result<TypeList> quantized_gather(InferenceContext& ctx) {
   LOKA_RETURN_IF_ERROR(ctx.require_inputs(3));
   if (ctx.input_count() > 3) return ctx.error("takes 3 inputs, got " + std::to_string(ctx.input_count()));
@@ -294,6 +310,7 @@ void register_loka_rules(ShapeInferenceRegistry& registry) {
   registry.add("ai.loka", "QuantizedGemm", quantized_gemm);
   registry.add("ai.loka", "FusedGemm", fused_gemm);
   registry.add("ai.loka", "LayerNormQuant", layer_norm_quant);
+  registry.add("ai.loka", "ResidualLayerNorm", residual_layer_norm);
   registry.add("ai.loka", "QuantizedGather", quantized_gather);
   registry.add("ai.loka", "EmbeddingBags", embedding_bags);
   registry.add("ai.loka", "Attention", attention);

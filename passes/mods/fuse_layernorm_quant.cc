@@ -4,7 +4,6 @@
 #include "passes/mods/fuse_layernorm_quant.h"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 
 #include "passes/mods/rewrite_helpers.h"
@@ -14,20 +13,6 @@ namespace loka {
 namespace {
 
 constexpr const char* kLokaDomain = "ai.loka";
-
-/// The static X_scale of a QuantizedGemm that reads `norm_output` as its
-/// per-tensor-quantized X, or nothing when the reader does not qualify.
-std::optional<float> static_x_scale(const ir::Use& use) {
-  const ir::Node& reader = *use.node;
-  if (!reader.is("QuantizedGemm", kLokaDomain) || use.input_index != 0) return std::nullopt;
-  auto recipe = reader.attributes().get_string("act_recipe", "tensor");
-  if (!recipe || *recipe != "tensor") return std::nullopt;
-  const Tensor* scale = mods::float_constant(reader.input(4));
-  if (scale == nullptr || scale->element_count() != 1 || scale->rank() > 1) return std::nullopt;
-  const float value = scale->data<float>()[0];
-  if (!(value > 0.0f) || !std::isfinite(value)) return std::nullopt;
-  return value;
-}
 
 /// The shared Y_scale when `norm` qualifies for fusion (see the header), else nothing.
 std::optional<float> fusable(const ir::Node& norm) {
@@ -42,7 +27,7 @@ std::optional<float> fusable(const ir::Node& norm) {
   if (y->is_graph_output() || !y->has_uses()) return std::nullopt;
   float shared = 0.0f;
   for (const ir::Use& use : y->uses()) {
-    const std::optional<float> scale = static_x_scale(use);
+    const std::optional<float> scale = mods::tensor_recipe_x_scale(use);
     if (!scale) return std::nullopt;
     shared = std::max(shared, *scale);
   }

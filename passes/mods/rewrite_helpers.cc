@@ -3,6 +3,8 @@
 // ============================================================================
 #include "passes/mods/rewrite_helpers.h"
 
+#include <cmath>
+
 #include "passes/canonicalize/rewrite_utils.h"
 
 namespace loka::mods {
@@ -15,6 +17,18 @@ const Tensor* float_constant(const ir::Value* value) {
 
 ir::Node* sole_reader(const ir::Value* value) {
   return value != nullptr && canonicalize::has_exactly_uses(value, 1) ? value->uses()[0].node : nullptr;
+}
+
+std::optional<float> tensor_recipe_x_scale(const ir::Use& use) {
+  const ir::Node& reader = *use.node;
+  if (!reader.is("QuantizedGemm", "ai.loka") || use.input_index != 0) return std::nullopt;
+  auto recipe = reader.attributes().get_string("act_recipe", "tensor");
+  if (!recipe || *recipe != "tensor") return std::nullopt;
+  const Tensor* scale = float_constant(reader.input(4));
+  if (scale == nullptr || scale->element_count() != 1 || scale->rank() > 1) return std::nullopt;
+  const float value = scale->data<float>()[0];
+  if (!(value > 0.0f) || !std::isfinite(value)) return std::nullopt;
+  return value;
 }
 
 std::optional<WeightGemm> as_weight_gemm(const ir::Node& node, bool require_untransposed_activation) {

@@ -1,7 +1,7 @@
 // ============================================================================
 // passes/mods/rewrite_helpers.h — small matching and constant-rewriting helpers
 // shared by the Mods passes (center-norm-weights, migrate-outliers,
-// fuse-layernorm-quant).
+// fuse-layernorm-quant, share-activation-quantize, fuse-residual-layernorm).
 //
 // The Mods rewrite constant weights in place and match short producer ->
 // consumer chains; each needs the same three questions answered the same way
@@ -41,6 +41,10 @@ struct WeightGemm {
 /// weight, a malformed transB, or (with `require_untransposed_activation`) a
 /// Gemm with transA set.
 std::optional<WeightGemm> as_weight_gemm(const ir::Node& node, bool require_untransposed_activation = false);
+
+/// The static X_scale of the ai.loka QuantizedGemm reading a value at `use` as its X (input 0)
+/// with the "tensor" recipe: a constant, finite, positive scalar. Nothing for any other reader.
+std::optional<float> tensor_recipe_x_scale(const ir::Use& use);
 
 /// True when `node` is an ONNX LayerNormalization normalizing its input over the
 /// last axis only (axis -1, or rank-1 when the input rank is known), the form

@@ -171,6 +171,10 @@ Status check_loka_node(const Node& node) {
     LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "X"}, {1, "Scale"}, {3, "Y_scale"}}));
     return node.attributes().get_float("epsilon", 1e-5f).status();
   }
+  if (node.op_type() == "ResidualLayerNorm") {
+    LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "X"}, {1, "Residual"}, {2, "Scale"}}));
+    return node.attributes().get_float("epsilon", 1e-5f).status();
+  }
   if (node.op_type() == "QuantizedGather") {
     LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "Table"}, {1, "Row_scale"}, {2, "Indices"}}));
     const TensorType& scale = node.input(1)->type();
@@ -362,6 +366,18 @@ void lower_layer_norm_quant(Emitter& emit, const Lowering& node) {
                  node.output, node.name);
 }
 
+/// ResidualLayerNorm as the Add and LayerNormalization it replaced.
+void lower_residual_layer_norm(Emitter& emit, const Lowering& node) {
+  Value* sum = emit.emit("Add", {node.input(0), node.input(1)}, float_type_of(node.input(0)), node.name, "sum");
+  Attributes norm;
+  norm.set("axis", int64_t{-1});
+  norm.set("epsilon", *node.attributes.get_float("epsilon", 1e-5f));
+  norm.set("stash_type", int64_t{1});
+  std::vector<Value*> inputs{sum, node.input(2)};
+  if (node.input(3)) inputs.push_back(node.input(3));
+  emit.emit_into("LayerNormalization", inputs, node.output, node.name, norm);
+}
+
 /// An FP8 table as float32 rows: Gather cannot read FP8 (its type list excludes it up to
 /// opset 21), so lookups dequantize the table first (per-row scale on axis 0: exact).
 Value* dequantized_table(Emitter& emit, Value* table, Value* scale, const std::string& base, const std::string& suffix) {
@@ -471,6 +487,7 @@ void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   if (lowering.op_type == "QuantizedGemm") lower_quantized_gemm(emit, lowering, opset);
   else if (lowering.op_type == "FusedGemm") lower_fused_gemm(emit, lowering, opset);
   else if (lowering.op_type == "LayerNormQuant") lower_layer_norm_quant(emit, lowering);
+  else if (lowering.op_type == "ResidualLayerNorm") lower_residual_layer_norm(emit, lowering);
   else if (lowering.op_type == "EmbeddingBags") lower_embedding_bags(emit, lowering);
   else if (lowering.op_type == "Attention") lower_attention(emit, lowering);
   else lower_quantized_gather(emit, lowering);

@@ -1,6 +1,6 @@
 // ============================================================================
 // runtime/ops/loka_ops.cc — the ai.loka operator domain, version 1, on the CPU:
-// QuantizedGemm, FusedGemm, LayerNormQuant, QuantizedGather and EmbeddingBags
+// QuantizedGemm, FusedGemm, LayerNormQuant, ResidualLayerNorm, QuantizedGather and EmbeddingBags
 // (docs/loka_ops.md).
 //
 // This file is the reference implementation the doc points to, so every FP8
@@ -322,6 +322,57 @@ Result<std::unique_ptr<OpKernel>> make_layer_norm_quant(const KernelInit& init) 
 }
 
 // ----------------------------------------------------------------------------
+// ResidualLayerNorm: Y = LayerNorm(X + Residual; Scale, B, epsilon, axis=-1), the sum in float32.
+
+Status run_residual_layer_norm(float epsilon, std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "X"));
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 1, "Residual"));
+  LOKA_RETURN_IF_ERROR(ops::require_input(in, 2, "Scale"));
+  const Tensor& x = in[0];
+  const Tensor& residual = in[1];
+  LOKA_RETURN_IF_ERROR(ops::require_float32(x, "X"));
+  LOKA_RETURN_IF_ERROR(ops::require_float32(residual, "Residual"));
+  if (x.rank() < 1) return Status::error("X must have rank >= 1, got a scalar");
+  if (residual.shape() != x.shape())
+    return Status::error("Residual must have X's shape " + shape_to_string(x.shape()) + ", got " +
+                         shape_to_string(residual.shape()));
+  const int64_t c = x.dim(x.rank() - 1);
+  LOKA_RETURN_IF_ERROR(require_float_vector(in[2], c, "Scale", "C"));
+  const bool has_bias = has_input(in, 3);
+  if (has_bias) LOKA_RETURN_IF_ERROR(require_float_vector(in[3], c, "B", "C"));
+
+  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, x.shape()));
+  if (c == 0) return Status::ok();
+  const int64_t rows = x.element_count() / c;
+  const float* px = x.data<float>();
+  const float* pr = residual.data<float>();
+  const float* scale = in[2].data<float>();
+  const float* bias = has_bias ? in[3].data<float>() : nullptr;
+  float* py = out[0].data<float>();
+  std::vector<float> sum(static_cast<size_t>(c));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < c; ++j) sum[static_cast<size_t>(j)] = px[r * c + j] + pr[r * c + j];  // ONNX Add
+    const cpu::LayerNormRowStats stats = cpu::layer_norm_row_stats(sum.data(), c, epsilon);
+    for (int64_t j = 0; j < c; ++j) {
+      float value = cpu::layer_norm_element(sum[static_cast<size_t>(j)], stats, scale[j]);
+      if (bias) value += bias[j];
+      py[r * c + j] = value;
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<OpKernel>> make_residual_layer_norm(const KernelInit& init) {
+  LOKA_RETURN_IF_ERROR(check_arity(init, 3, 4));
+  LOKA_ASSIGN_OR_RETURN(const float epsilon, init.attributes.get_float("epsilon", 1e-5f));
+  if (!(epsilon >= 0.0f) || !std::isfinite(epsilon))
+    return Status::error("attribute 'epsilon' must be finite and >= 0, got " + std::to_string(epsilon));
+  return make_function_kernel([epsilon](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+    return run_residual_layer_norm(epsilon, in, out, context);
+  });
+}
+
+// ----------------------------------------------------------------------------
 // QuantizedGather: Y[i, d] = D(Table[idx, d]) · Row_scale[idx or 0].
 
 template <typename Index>
@@ -498,6 +549,7 @@ void register_loka_ops(OpRegistry& registry) {
   registry.add(kDomain, "QuantizedGemm", 1, 1, make_quantized_gemm);
   registry.add(kDomain, "FusedGemm", 1, 1, make_fused_gemm);
   registry.add(kDomain, "LayerNormQuant", 1, 1, make_layer_norm_quant);
+  registry.add(kDomain, "ResidualLayerNorm", 1, 1, make_residual_layer_norm);
   registry.add(kDomain, "QuantizedGather", 1, 1, make_quantized_gather);
   registry.add(kDomain, "EmbeddingBags", 1, 1, make_embedding_bags);
 }

@@ -15,7 +15,9 @@
 // divided near rounding boundaries). Rows of ±1 with epsilon 0 have exact
 // statistics on both sides, so their codes must equal those of the IEEE
 // quotient v / y_scale exactly, for values placed at and beside every E4M3
-// rounding boundary and scales with and without a normal reciprocal.
+// rounding boundary and scales with and without a normal reciprocal. With a
+// residual (ResidualLayerNorm) the reference normalizes the float sum, on
+// staged widths and on the wide path (sum written first, normalized in place).
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -63,6 +65,7 @@ Reference cpu_layer_norm(const std::vector<float>& x, const std::vector<float>& 
 struct Inputs {
   int64_t rows = 0, cols = 0;
   std::vector<float> x, scale, bias;  // bias empty: none
+  std::vector<float> residual;        // empty: none; else normalizes x + residual
   float epsilon = 1e-5f;
 };
 
@@ -93,13 +96,18 @@ Inputs random_inputs(int64_t rows, int64_t cols, bool with_bias) {
 void check_inputs(const Inputs& in, float y_scale, bool exact_stats) {
   const bool fp8 = y_scale > 0.0f;
   const bool with_bias = !in.bias.empty();
-  const Reference ref = cpu_layer_norm(in.x, in.scale, with_bias ? &in.bias : nullptr, in.rows, in.cols, in.epsilon);
+  const bool with_residual = !in.residual.empty();
+  std::vector<float> sum = in.x;  // what ResidualLayerNorm normalizes: the float sum of ONNX's Add
+  for (size_t i = 0; with_residual && i < sum.size(); ++i) sum[i] = in.x[i] + in.residual[i];
+  const Reference ref = cpu_layer_norm(sum, in.scale, with_bias ? &in.bias : nullptr, in.rows, in.cols, in.epsilon);
 
   DeviceBytes d_x(in.x), d_scale(in.scale), d_bias(with_bias ? in.bias : std::vector<float>{0.0f});
+  DeviceBytes d_residual(with_residual ? in.residual : std::vector<float>{0.0f});
   DeviceBytes d_amax(std::vector<float>{0.0f});
   DeviceBytes d_y(in.x.size() * (fp8 ? 1 : sizeof(float)));
   cuda::LayerNormArgs args;
   args.x = d_x.as<float>();
+  args.residual = with_residual ? d_residual.as<float>() : nullptr;
   args.scale = d_scale.as<float>();
   args.bias = with_bias ? d_bias.as<float>() : nullptr;
   args.rows = in.rows;
@@ -259,6 +267,21 @@ TEST_F(CudaLayerNorm, Fp8CodesAtRoundingBoundariesAreThoseOfTheIeeeQuotient) {
   }
 }
 
+TEST_F(CudaLayerNorm, ResidualIsAddedAsRowsAreStagedAndOnWideRows) {
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {7, 63}, {4096, 64}, {33, 1024}, {5, 1025}, {3, 8192}, {2, 8193}, {1, 20000}}) {
+    for (bool bias : {false, true}) {
+      SCOPED_TRACE("rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) + (bias ? " bias" : ""));
+      Inputs in = random_inputs(rows, cols, bias);
+      std::mt19937 rng(static_cast<unsigned>(rows + cols));
+      std::normal_distribution<float> normal(0.0f, 20.0f);
+      in.residual.resize(in.x.size());
+      for (float& r : in.residual) r = normal(rng);
+      check_inputs(in, 0.0f, /*exact_stats=*/false);
+    }
+  }
+}
+
 TEST_F(CudaLayerNorm, RefusesAmbiguousOrInvalidOutputs) {
   DeviceBytes buffer(256);
   cuda::LayerNormArgs args;
@@ -273,6 +296,9 @@ TEST_F(CudaLayerNorm, RefusesAmbiguousOrInvalidOutputs) {
   args.y = nullptr;
   args.y_scale = 0.0f;
   EXPECT_FALSE(cuda::launch_layer_norm(args, nullptr));  // a zero scale
+  args.y_scale = 1.0f;
+  args.residual = buffer.as<float>();
+  EXPECT_FALSE(cuda::launch_layer_norm(args, nullptr));  // a residual with FP8 output
 }
 
 }  // namespace

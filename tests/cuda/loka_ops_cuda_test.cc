@@ -6,7 +6,7 @@
 // bias, ReLU/GELU, shapes the FP8 tensor cores take and shapes they do not:
 // K or N not a multiple of 16), FusedGemm (FP32; 2-D and 3-D X, transB,
 // bias, ReLU/GELU), QuantizedGather (per-row and per-tensor
-// scales), EmbeddingBags (mixed float32/FP8 tables, odd D) and LayerNormQuant run on both runtimes with fresh random inputs at
+// scales), EmbeddingBags (mixed float32/FP8 tables, odd D), LayerNormQuant and ResidualLayerNorm run on both runtimes with fresh random inputs at
 // awkward batches (1, 7, 4096). Then each zoo model goes through the default
 // `loka-opt` pipeline and its eval data must agree between the runtimes:
 // what the Probe measured on the CPU is what the GPU serves. Skips visibly
@@ -251,6 +251,27 @@ TEST_F(CudaLokaOps, LayerNormQuantMatchesTheCpuRuntime) {
     builder.output_unshaped("y", DType::kFloat8E4M3FN);
     testing::expect_runtimes_agree(builder.serialize(), {testing::random_tensor(rng, {4096, cols}, -20.0f, 30.0f)}, {1, 7, 4096},
                           0.0f);
+  }
+}
+
+TEST_F(CudaLokaOps, ResidualLayerNormMatchesTheCpuRuntime) {
+  for (int64_t cols : {8, 64, 1500, 9000}) {
+    SCOPED_TRACE("C=" + std::to_string(cols));
+    std::mt19937 rng(static_cast<unsigned>(cols + 7));
+    testing::ModelBuilder builder(17);
+    builder.opset("ai.loka", 1);
+    builder.initializer("scale", testing::random_tensor(rng, {cols}, 0.5f, 1.5f));
+    builder.initializer("b", testing::random_tensor(rng, {cols}, -0.2f, 0.2f));
+    builder.input("x", DType::kFloat32, {-1, cols});
+    builder.input("r", DType::kFloat32, {-1, cols});
+    builder.node("ResidualLayerNorm", {"x", "r", "scale", cols == 64 ? "" : "b"}, {"y"}, {{"epsilon", 1e-5f}}, "rln",
+                 "ai.loka");
+    builder.output_unshaped("y", DType::kFloat32);
+    const int64_t rows = cols > 1500 ? 512 : 4096;
+    testing::expect_runtimes_agree(builder.serialize(),
+                                   {testing::random_tensor(rng, {rows, cols}, -20.0f, 30.0f),
+                                    testing::random_tensor(rng, {rows, cols}, -5.0f, 5.0f)},
+                                   {1, 7, rows}, 1e-5f);
   }
 }
 

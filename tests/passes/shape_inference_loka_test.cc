@@ -1,7 +1,7 @@
 // ============================================================================
 // tests/passes/shape_inference_loka_test.cc — golden tests of the built-in
 // inference rules for the ai.loka ops (QuantizedGemm, LayerNormQuant,
-// QuantizedGather, EmbeddingBags; docs/loka_ops.md).
+// ResidualLayerNorm, QuantizedGather, EmbeddingBags; docs/loka_ops.md).
 //
 // A valid graph checks the inferred dtypes and shapes (symbolic batch kept,
 // unknown rank carried); every error case is a one-input variation of a
@@ -165,6 +165,23 @@ TEST(ShapeInferenceLoka, LayerNormQuantMismatchesNameTheNode) {
   expect_error(lnq("  input %s3 : f32[3]\n", R"(  %y = ai.loka::LayerNormQuant(%x, %g, _, %s3) @"n")"), "n",
                "Y_scale must be of shape");
   expect_error(lnq("", R"(  %y = ai.loka::LayerNormQuant(%x, %g, _, %s) : f32[batch,12] @"n")"), "n", "");
+}
+
+TEST(ShapeInferenceLoka, ResidualLayerNormMismatchesNameTheNode) {
+  const std::string inputs = R"(
+  input %x : f32[batch,12]
+  input %r : f32[batch,12]
+  input %g : f32[12]
+)";
+  const auto rln = [&](const std::string& extra, const std::string& line) { return infer_node(inputs, extra, line); };
+  EXPECT_EQ(rln("", R"(  %y = ai.loka::ResidualLayerNorm(%x, %r, %g) @"n")"), "y : f32[batch,12]\n");
+  expect_error(rln("  input %r1 : f32[batch,1]\n", R"(  %y = ai.loka::ResidualLayerNorm(%x, %r1, %g) @"n")"), "n",
+               "Residual f32[batch,1] must have Y's shape");
+  expect_error(rln("  input %g5 : f32[5]\n", R"(  %y = ai.loka::ResidualLayerNorm(%x, %r, %g5) @"n")"), "n",
+               "Scale f32[5] does not have length C = 12");
+  expect_error(rln("", R"(  %y = ai.loka::ResidualLayerNorm(%x, %r) @"n")"), "n", "");
+  expect_error(rln("  input %ri : i64[batch,12]\n", R"(  %y = ai.loka::ResidualLayerNorm(%x, %ri, %g) @"n")"), "n",
+               "Residual must be f32");
 }
 
 TEST(ShapeInferenceLoka, QuantizedGatherMismatchesNameTheNode) {

@@ -455,6 +455,53 @@ TEST(LayerNormQuant, RejectsIllFormedInputsNamingThem) {
   expect_failure(lnq({{"x", x, true}, {"g", gamma}}), "takes 4 inputs, got 2");
 }
 
+// -------------------------------------------------------- ResidualLayerNorm --
+
+TEST(ResidualLayerNorm, IsOnnxAddThenLayerNormalizationBitForBit) {
+  uint32_t seed = 320;
+  for (const auto& [shape, bias] : {std::pair<Shape, bool>{{2, 3, 21}, true}, {{1, 7}, false}, {{5, 64}, true}, {{4, 1}, true}}) {
+    SCOPED_TRACE("X " + shape_to_string(shape));
+    std::mt19937 rng(seed++);
+    const int64_t channels = shape.back();
+    const Tensor x = testing::random_tensor(rng, shape, -4.0f, 6.0f);
+    const Tensor residual = testing::random_tensor(rng, shape, -30.0f, 30.0f);
+    ModelBuilder builder(17);
+    builder.opset("ai.loka", 1)
+        .input("x", DType::kFloat32, shape)
+        .input("r", DType::kFloat32, shape)
+        .initializer("gamma", testing::random_tensor(rng, {channels}, 0.5f, 2.0f))
+        .initializer("beta", testing::random_tensor(rng, {channels}))
+        .node("Add", {"x", "r"}, {"sum"}, {}, "add_node")
+        .node("LayerNormalization", {"sum", "gamma", bias ? "beta" : ""}, {"ln"}, {{"epsilon", 1e-3f}, {"axis", int64_t{-1}}},
+              "ln_node")
+        .node("ResidualLayerNorm", {"x", "r", "gamma", bias ? "beta" : ""}, {"fused"}, {{"epsilon", 1e-3f}}, "rln_node",
+              "ai.loka")
+        .output_unshaped("ln", DType::kFloat32)
+        .output_unshaped("fused", DType::kFloat32);
+    auto engine = builder.build_engine();
+    ASSERT_TRUE(engine) << engine.status().message();
+    auto outputs = testing::run_once(**engine, {x, residual});
+    ASSERT_TRUE(outputs) << outputs.status().message();
+    ASSERT_EQ((*outputs)[1].shape(), shape);
+    EXPECT_EQ(testing::max_abs_difference((*outputs)[0], (*outputs)[1]), 0.0f);
+  }
+}
+
+TEST(ResidualLayerNorm, RejectsIllFormedInputsNamingThem) {
+  std::mt19937 rng(13);
+  const Tensor x = testing::random_tensor(rng, {3, 6});
+  const Tensor gamma = testing::random_tensor(rng, {6});
+  const auto rln = [&](std::vector<NodeInput> inputs) { return run_loka_op("ResidualLayerNorm", inputs); };
+  ASSERT_TRUE(rln({{"x", x, true}, {"r", x, true}, {"g", gamma}}));
+  expect_failure(rln({{"x", x, true}, {"r", testing::random_tensor(rng, {3, 1}), true}, {"g", gamma}}),
+                 "Residual must have X's shape [3,6]");
+  expect_failure(rln({{"x", x, true}, {"r", x, true}, {"g", testing::random_tensor(rng, {5})}}), "Scale must have shape [C] = [6]");
+  expect_failure(rln({{"x", x, true}, {"r", x, true}, {"g", gamma}, {"b", testing::random_tensor(rng, {2})}}), "B must have shape [C]");
+  expect_failure(rln({{"x", x, true}, {"r", Tensor::from_int64s({3, 6}, std::vector<int64_t>(18, 2)), true}, {"g", gamma}}),
+                 "Residual must be FLOAT");
+  expect_failure(rln({{"x", x, true}, {"r", x, true}}), "3 to 4 inputs");
+}
+
 // -------------------------------------------------- division, not reciprocal --
 
 // 10.9375 / 7 is exactly 1.5625, the midpoint of the E4M3 neighbours 1.5 and 1.625, so ties-to-even

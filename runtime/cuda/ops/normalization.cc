@@ -1,12 +1,13 @@
 // ============================================================================
 // runtime/cuda/ops/normalization.cc — LayerNormalization and ai.loka
-// LayerNormQuant on the GPU (kernels/cuda/layer_norm.h).
+// LayerNormQuant and ResidualLayerNorm on the GPU (kernels/cuda/layer_norm.h).
 //
 // LayerNormalization normalizes over dims [axis, rank), so the kernel sees
 // rows × cols with cols their product; Scale and B hold exactly cols values
 // (what exporters write; other broadcasts are refused with the reason).
 // LayerNormQuant (docs/loka_ops.md) is the same row arithmetic emitting E4M3
-// codes divided by its constant Y_scale, read once when the bucket is planned.
+// codes divided by its constant Y_scale, read once when the bucket is planned;
+// ResidualLayerNorm normalizes X + Residual, the sum formed as each row is staged.
 // Only the Y output is computed: Mean / InvStdDev outputs are refused.
 // ============================================================================
 #include <cmath>
@@ -21,11 +22,13 @@ struct NormGeometry {
   int64_t rows = 0, cols = 0;
 };
 
-/// rows × cols of X normalized from `axis`, with Scale (input 1) and B (input 2) of cols values.
-Result<NormGeometry> plan_geometry(const DeviceOpInit& init, int64_t axis) {
+/// rows × cols of X normalized from `axis`, with Scale (input `scale_index`, 1 but for
+/// ResidualLayerNorm) and B (the input after it) of cols values.
+Result<NormGeometry> plan_geometry(const DeviceOpInit& init, int64_t axis, size_t scale_index = 1) {
+  const size_t bias_index = scale_index + 1;
   LOKA_RETURN_IF_ERROR(require_float32(init, 0));
-  LOKA_RETURN_IF_ERROR(require_float32(init, 1));
-  if (has_input(init, 2)) LOKA_RETURN_IF_ERROR(require_float32(init, 2));
+  LOKA_RETURN_IF_ERROR(require_float32(init, scale_index));
+  if (has_input(init, bias_index)) LOKA_RETURN_IF_ERROR(require_float32(init, bias_index));
   for (size_t i = 1; i < init.outputs.size(); ++i)
     if (!init.outputs[i].shape.empty() || init.outputs[i].dtype != DType::kUndefined)
       return Status::error("the Mean / InvStdDev outputs have no CUDA kernel yet");
@@ -37,9 +40,9 @@ Result<NormGeometry> plan_geometry(const DeviceOpInit& init, int64_t axis) {
   NormGeometry geometry;
   geometry.cols = element_count(Shape(shape.begin() + axis, shape.end()));
   geometry.rows = geometry.cols == 0 ? 0 : element_count(shape) / geometry.cols;
-  for (size_t i : {size_t{1}, size_t{2}})
+  for (size_t i : {scale_index, bias_index})
     if (has_input(init, i) && element_count(init.inputs[i].shape) != geometry.cols)
-      return Status::error(std::string(i == 1 ? "Scale" : "B") + " has " +
+      return Status::error(std::string(i == scale_index ? "Scale" : "B") + " has " +
                            std::to_string(element_count(init.inputs[i].shape)) + " values, the normalized dims " +
                            std::to_string(geometry.cols) + " (broadcast Scale/B have no CUDA kernel yet)");
   return geometry;
@@ -95,11 +98,35 @@ Result<DevicePlan> plan_layer_norm_quant(const DeviceOpInit& init) {
   });
 }
 
+/// ai.loka ResidualLayerNorm: LayerNorm(X + Residual) over the last axis, the sum formed as rows are staged.
+Result<DevicePlan> plan_residual_layer_norm(const DeviceOpInit& init) {
+  LOKA_ASSIGN_OR_RETURN(const NormGeometry geometry, plan_geometry(init, -1, /*scale_index=*/2));
+  LOKA_RETURN_IF_ERROR(require_float32(init, 1));
+  if (init.inputs[1].shape != init.inputs[0].shape)
+    return Status::error("Residual " + shape_to_string(init.inputs[1].shape) + " must have X's shape " +
+                         shape_to_string(init.inputs[0].shape));
+  LOKA_ASSIGN_OR_RETURN(const float epsilon, planned_epsilon(init));
+  const bool has_bias = has_input(init, 3);
+  return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
+    LayerNormArgs args;
+    args.x = static_cast<const float*>(in[0].data);
+    args.residual = static_cast<const float*>(in[1].data);
+    args.scale = static_cast<const float*>(in[2].data);
+    args.bias = has_bias ? static_cast<const float*>(in[3].data) : nullptr;
+    args.rows = geometry.rows;
+    args.cols = geometry.cols;
+    args.epsilon = epsilon;
+    args.y = static_cast<float*>(out[0].data);
+    return launch_layer_norm(args, context.stream);
+  });
+}
+
 }  // namespace
 
 void register_normalization_device_ops(DeviceOpRegistry& registry) {
   registry.add("", "LayerNormalization", plan_layer_norm);
   registry.add("ai.loka", "LayerNormQuant", plan_layer_norm_quant);
+  registry.add("ai.loka", "ResidualLayerNorm", plan_residual_layer_norm);
 }
 
 }  // namespace loka::cuda

@@ -13,6 +13,7 @@ void register_gemm_device_ops(DeviceOpRegistry& registry);
 void register_normalization_device_ops(DeviceOpRegistry& registry);
 void register_probe_device_ops(DeviceOpRegistry& registry);
 void register_attention_device_ops(DeviceOpRegistry& registry);
+void register_quantization_device_ops(DeviceOpRegistry& registry);
 
 void register_device_ops(DeviceOpRegistry& registry) {
   register_view_ops(registry);
@@ -23,6 +24,7 @@ void register_device_ops(DeviceOpRegistry& registry) {
   register_normalization_device_ops(registry);
   register_probe_device_ops(registry);
   register_attention_device_ops(registry);
+  register_quantization_device_ops(registry);
 }
 
 }  // namespace loka::cuda

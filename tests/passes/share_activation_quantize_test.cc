@@ -1,0 +1,170 @@
+// ============================================================================
+// tests/passes/share_activation_quantize_test.cc — `share-activation-quantize`:
+// golden IR (CHECK lines) with negative twins, the annotation entry, and the
+// rewritten model on the CPU runtime against the original: bit-identical
+// outputs, saturating values and 3-D activations included.
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "canonicalize_test_util.h"
+#include "loka/float8.h"
+#include "mods_test_util.h"
+#include "test_support.h"
+
+namespace loka {
+namespace {
+
+/// An IR list of `count` E4M3 codes cycling through a few small values.
+std::string codes(int64_t count) {
+  static const char* kCodes[] = {"0x38", "0x40", "0xb8", "0x30", "0x28", "0xc0"};
+  std::string out = "[";
+  for (int64_t i = 0; i < count; ++i) out += std::string(i ? ", " : "") + kCodes[i % 6];
+  return out + "]";
+}
+
+std::string ones(int64_t count) {
+  std::string out = "[";
+  for (int64_t i = 0; i < count; ++i) out += i ? ", 1" : "1";
+  return out + "]";
+}
+
+/// x [batch, k] read by QuantizedGemms q0 and q1 (N = 16) with X_scales `s0` and `s1`
+/// (q1 with `q1_attributes`), and by a Relu; `extra` adds lines before the outputs.
+std::string shared_input(int64_t k = 16, const std::string& s0 = "0.5", const std::string& s1 = "0.5",
+                         const std::string& q1_attributes = "", const std::string& extra = "") {
+  const std::string kk = std::to_string(k);
+  return R"(graph "t" {
+  opset "" 17
+  opset "ai.loka" 1
+  input %x : f32[batch,)" + kk + R"(]
+  init %w0 : f8e4m3fn[16,)" + kk + "] = " + codes(16 * k) + R"(
+  init %ws0 : f32[16] = )" + ones(16) + R"(
+  init %xs0 : f32[] = [)" + s0 + R"(]
+  init %w1 : f8e4m3fn[16,)" + kk + "] = " + codes(16 * k) + R"(
+  init %ws1 : f32[16] = )" + ones(16) + R"(
+  init %xs1 : f32[] = [)" + s1 + R"(]
+  %a = ai.loka::QuantizedGemm(%x, %w0, %ws0, _, %xs0) : f32[batch,16] @"q0"
+  %b = ai.loka::QuantizedGemm(%x, %w1, %ws1, _, %xs1))" + q1_attributes + R"( : f32[batch,16] @"q1"
+  %r = Relu(%x) : f32[batch,)" + kk + R"(] @"relu"
+)" + extra + R"(  output %a
+  output %b
+  output %r
+})";
+}
+
+using testing::Fusion;
+
+Fusion share(const std::string& input) { return testing::apply_fusion(input, "share-activation-quantize"); }
+void expect_unchanged(const std::string& input) {
+  testing::expect_fusion_unchanged(input, "share-activation-quantize");
+}
+
+// ------------------------------------------------------------------ golden --
+
+TEST(ShareActivationQuantize, GemmsWithOneScaleReadOneQuantizeLinear) {
+  const Fusion result = share(shared_input());
+  EXPECT_TRUE(result.changed);
+  EXPECT_EQ(result.statistics.at("quantizes-shared"), 1.0);
+  EXPECT_EQ(result.statistics.at("gemms-fed"), 2.0);
+  EXPECT_EQ(result.statistics.at("opset-raised-to-19"), 1.0);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK: opset "" 19
+CHECK-NOT: %xs0
+CHECK-NOT: %xs1
+CHECK: init %x_scale : f32[] = [0.5]
+CHECK: init %x_zero_point : f8e4m3fn[] = [0x00]
+CHECK: %r = Relu(%x)
+CHECK-NEXT: %x_fp8 = QuantizeLinear(%x, %x_scale, %x_zero_point) : f8e4m3fn[batch,16] @"x_quantize"
+CHECK: %a = ai.loka::QuantizedGemm(%x_fp8, %w0, %ws0, _, %x_scale) : f32[batch,16] @"q0"
+CHECK-NEXT: %b = ai.loka::QuantizedGemm(%x_fp8, %w1, %ws1, _, %x_scale) : f32[batch,16] @"q1"
+)"),
+            "")
+      << result.printed;
+  const auto& entry = result.annotations["nodes"]["x_quantize"];
+  EXPECT_EQ(entry["op"], "QuantizeLinear");
+  EXPECT_EQ(entry["precision"], "fp8_e4m3");
+  EXPECT_EQ(entry["y_scale"].get<double>(), 0.5);
+  EXPECT_EQ(entry["feeds"], nlohmann::json::array({"q0", "q1"}));
+}
+
+TEST(ShareActivationQuantize, OnlyReadersWithTheSameScaleShare) {
+  const std::string third = R"(  init %w2 : f8e4m3fn[16,16] = )" + codes(256) + R"(
+  init %ws2 : f32[16] = )" + ones(16) + R"(
+  init %xs2 : f32[] = [0.25]
+  %c = ai.loka::QuantizedGemm(%x, %w2, %ws2, _, %xs2) : f32[batch,16] @"q2"
+  output %c
+)";
+  const Fusion result = share(shared_input(16, "0.5", "0.5", "", third));
+  EXPECT_EQ(result.statistics.at("gemms-fed"), 2.0);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK: %c = ai.loka::QuantizedGemm(%x, %w2, %ws2, _, %xs2)
+CHECK: %a = ai.loka::QuantizedGemm(%x_fp8,
+CHECK: %b = ai.loka::QuantizedGemm(%x_fp8,
+)"),
+            "")
+      << result.printed;
+}
+
+// ---------------------------------------------------------- negative twins --
+
+TEST(ShareActivationQuantize, NoSharingWhenTheScalesDiffer) { expect_unchanged(shared_input(16, "0.5", "0.25")); }
+
+TEST(ShareActivationQuantize, NoSharingWhenTheOtherReaderQuantizesPerRow) {
+  expect_unchanged(shared_input(16, "0.5", "0.5", " {act_recipe = \"row\"}"));
+}
+
+TEST(ShareActivationQuantize, NoSharingWhenKIsNotAMultipleOf16) { expect_unchanged(shared_input(24)); }
+
+TEST(ShareActivationQuantize, NoSharingWhenAScaleIsNotConstant) {
+  std::string input = shared_input();
+  const std::string constant = "  init %xs1 : f32[] = [0.5]";
+  input.replace(input.find(constant), constant.size(), "  input %xs1 : f32[]");
+  expect_unchanged(input);
+}
+
+// --------------------------------------------------------------- numerics --
+
+TEST(ShareActivationQuantize, OutputsAreBitIdenticalOnTheCpuRuntime) {
+  std::mt19937 rng(61);
+  for (const bool three_d : {false, true}) {
+    SCOPED_TRACE(three_d ? "x [batch, 5, 32]" : "x [batch, 32]");
+    auto graph = std::make_unique<ir::Graph>();
+    graph->opsets[""] = 17;
+    graph->opsets["ai.loka"] = 1;
+    std::vector<ir::Dim> dims = {ir::Dim::named("batch")};
+    if (three_d) dims.push_back(ir::Dim::known(5));
+    dims.push_back(ir::Dim::known(32));
+    ir::Value* x = graph->add_value("x", {DType::kFloat32, dims});
+    graph->add_input(x);
+    // A scale that clips part of the inputs: saturation must match too.
+    ir::Value* scale = graph->add_initializer("xs", Tensor::scalar_float(2.0f / 448.0f));
+    for (int g = 0; g < 3; ++g) {
+      Tensor w = Tensor::zeros(DType::kFloat8E4M3FN, {48, 32});
+      for (int64_t i = 0; i < w.element_count(); ++i)
+        static_cast<uint8_t*>(w.raw())[i] = float_to_fp8e4m3fn(testing::random_tensor(rng, {1}, -3.0f, 3.0f).data<float>()[0]);
+      const std::string id = std::to_string(g);
+      ir::Node* gemm = graph->add_node("QuantizedGemm",
+                                       {x, graph->add_initializer("w" + id, w),
+                                        graph->add_initializer("ws" + id, testing::random_tensor(rng, {48}, 0.01f, 0.1f)),
+                                        graph->add_initializer("b" + id, testing::random_tensor(rng, {48})), scale},
+                                       1, "gemm" + id, "ai.loka");
+      graph->add_output(gemm->output(0));
+    }
+    auto shared = graph->clone();
+    auto records = testing::run_pipeline(*shared, "share-activation-quantize,infer-shapes");
+    ASSERT_TRUE(records) << records.status().message();
+    ASSERT_TRUE(records->at(0).changed);
+    const Shape shape = three_d ? Shape{6, 5, 32} : Shape{6, 32};
+    const Tensor input = testing::random_tensor(rng, shape, -4.0f, 4.0f);
+    auto before = testing::run_graph(*graph, {input});
+    auto after = testing::run_graph(*shared, {input});
+    ASSERT_TRUE(before && after) << (before ? after.status() : before.status()).message();
+    for (size_t o = 0; o < before->size(); ++o) EXPECT_EQ(testing::max_abs_difference((*before)[o], (*after)[o]), 0.0f);
+  }
+}
+
+}  // namespace
+}  // namespace loka
