@@ -7,7 +7,7 @@
 // activation's static scale from its amax); the FP32 cuBLASLt GEMM of the
 // unquantized operands is the reference. Each candidate the registry offers
 // (every heuristic algorithm cuBLASLt returns, FAST_ACCUM variants, TF32,
-// BF16, emulation, explicit split-K and tile configurations) is planned, run once for its relative L2 error against the
+// BF16, emulation, explicit split-K and tile configurations, cuDNN graphs) is planned, run once for its relative L2 error against the
 // reference, then captured in CUDA graphs (one per input set, as the runtime
 // replays whole-model graphs) and timed with CUDA events: warm-up launches,
 // then `repeats` timed launches rotating through enough input sets to exceed
@@ -23,6 +23,7 @@
 
 #include "kernels/registry/cublaslt_tiles.h"
 #include "kernels/registry/gemm_kernel_key.h"
+#include "kernels/registry/kernel_registry.h"
 #include "loka/status.h"
 
 namespace loka::cuda {
@@ -46,6 +47,8 @@ struct AutotuneOptions {
   /// Explicit tile configurations of each family's algorithm 0: this many of the tiles
   /// kernels/registry/cublaslt_tiles.h ranks best for the shape (0: none).
   int tiles = kernels::kOfferedTilesPerFamily;
+  /// cuDNN FP8 graph candidates: engine configurations 0..N-1 (0: none; none in a build without cuDNN).
+  int cudnn_engines = kernels::kOfferedCudnnEngines;
   int warmup = 3;
   int repeats = 15;                       ///< timed launches; the median is kept
   size_t rotate_bytes = size_t{96} << 20; ///< input sets rotated through at least this much memory

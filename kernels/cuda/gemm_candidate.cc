@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cudnn_fp8_gemm.h"
 #include "kernels/cuda/dequant_epilogue.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/fp8_convert.h"
@@ -82,13 +83,14 @@ struct GemmKernel::Impl {
   GemmShape shape;
   float x_scale = 1.0f;
   std::unique_ptr<Gemm> gemm;        ///< fp32, bf16, fp8_emulated
-  std::unique_ptr<Fp8Gemm> fp8;      ///< fp8_e4m3
+  std::unique_ptr<Fp8Gemm> fp8;      ///< fp8_e4m3 through cuBLASLt
+  std::unique_ptr<CudnnFp8Gemm> cudnn;  ///< fp8_e4m3 as a cuDNN graph
   DeviceMemory scratch;
   size_t weights_offset = 0, x_offset = 0, codes_offset = 0, scales_offset = 0, unit_offset = 0, bias_offset = 0;
   int algorithms = 1;
   bool scales_in_gemm = false;  ///< fp8_e4m3: cuBLASLt applies the scales, bias and ReLU (no epilogue pass)
   bool bias_per_run = false;    ///< ... and the bias is no constant: cast to BF16 on every run
-  bool residual_in_gemm = false;  ///< key.residual added as cuBLASLt's C (no activation to come after it)
+  bool residual_in_gemm = false;  ///< key.residual added by the GEMM: cuBLASLt's C (no activation after it), or the cuDNN graph
 };
 
 GemmKernel::GemmKernel(GemmCandidate candidate, std::unique_ptr<Impl> impl)
@@ -122,24 +124,32 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     return Status::error(c.name() + ": cuBLASLt offers " + std::to_string(count) + " algorithm(s) for " +
                          key.to_string() + " " + shape.to_string() + " on this device");
   };
-  if (c.precision == GemmPrecision::kFp8E4M3) {
+  if (c.precision == GemmPrecision::kFp8E4M3 && c.library == kernels::GemmLibrary::kCudnn) {
+    // One cuDNN graph applies the scales, bias, ReLU and residual (X quantized first unless E4M3).
+    auto planned = CudnnFp8Gemm::create({shape.m, shape.n, shape.k, key.bias, key.epilogue, key.residual}, c.algorithm);
+    if (!planned) return Status::error(c.name() + ": " + planned.status().message());
+    impl->cudnn = std::move(planned).value();
+    impl->algorithms = impl->cudnn->engine_count();
+    impl->scales_in_gemm = true;
+    impl->residual_in_gemm = key.residual;
+  } else if (c.precision == GemmPrecision::kFp8E4M3 && key.epilogue != GemmEpilogue::kGelu) {
     // Scales, bias and ReLU inside cuBLASLt's GEMM where it has an algorithm for them: the
     // output is written once. GELU (cuBLASLt's is tanh) and older cuBLASLt (no vector scales)
     // take unit scales and LoKA's epilogue pass instead.
-    if (key.epilogue != GemmEpilogue::kGelu) {
-      auto scaled = Fp8Gemm::create(
-          {shape.m, shape.n, shape.k, true, true, DType::kFloat32, key.bias, key.epilogue, impl->residual_in_gemm}, options);
-      if (scaled) {
-        impl->fp8 = std::move(scaled).value();
-        impl->scales_in_gemm = true;
-      }
+    auto scaled = Fp8Gemm::create(
+        {shape.m, shape.n, shape.k, true, true, DType::kFloat32, key.bias, key.epilogue, impl->residual_in_gemm}, options);
+    if (scaled) {
+      impl->fp8 = std::move(scaled).value();
+      impl->scales_in_gemm = true;
     }
-    if (!impl->fp8) {
+  }
+  if (c.precision == GemmPrecision::kFp8E4M3) {
+    if (!impl->fp8 && !impl->cudnn) {
       impl->residual_in_gemm = false;  // the scale epilogue adds it
       const Fp8GemmProblem unit_scales{shape.m, shape.n, shape.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
       LOKA_ASSIGN_OR_RETURN(impl->fp8, Fp8Gemm::create(unit_scales, options));
     }
-    impl->algorithms = impl->fp8->algorithm_count();
+    if (impl->fp8) impl->algorithms = impl->fp8->algorithm_count();
     if (c.algorithm >= impl->algorithms) return too_few(impl->algorithms);
     impl->unit_offset = 0;
     impl->codes_offset = 256;
@@ -150,13 +160,14 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(0), &one, sizeof one, cudaMemcpyHostToDevice), "unit scale"));
     const bool per_row = key.input != DType::kFloat8E4M3FN && c.granularity == ScaleGranularity::kRow;
     if (impl->scales_in_gemm && !per_row) {
-      // cuBLASLt pairs the weights' scale vector with a per-row one: the static scale, M times.
+      // cuBLASLt pairs the weights' scale vector with a per-row one: the static scale, M times
+      // (the cuDNN graph reads the first as its per-tensor scale).
       const std::vector<float> copies(static_cast<size_t>(shape.m), inputs.x_scale);
       LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(impl->scales_offset), copies.data(),
                                             copies.size() * sizeof(float), cudaMemcpyHostToDevice),
                                  "activation scale vector"));
     }
-    if (impl->scales_in_gemm && key.bias) {
+    if (impl->fp8 && impl->scales_in_gemm && key.bias) {  // cuDNN reads the FP32 bias as it is
       if (inputs.host_bias != nullptr && inputs.host_bias->element_count() == shape.n) {
         const std::vector<float> bias = inputs.host_bias->to_floats();
         std::vector<uint16_t> codes(bias.size());
@@ -266,6 +277,16 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
         LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(args.x), codes, count, p.x_scale,
                                                        Fp8Kind::kE4M3FN, stream),
                                    "FP8 quantize"));
+      }
+      if (p.cudnn) {
+        const CudnnFp8GemmArgs graph{x_codes,
+                                     static_cast<const uint8_t*>(args.w),
+                                     reinterpret_cast<const float*>(p.scratch.at(p.scales_offset)),
+                                     args.w_scale,
+                                     args.bias,
+                                     args.residual,
+                                     args.y};
+        return p.cudnn->run(graph, workspace, stream);
       }
       Fp8GemmArgs gemm;
       gemm.x = x_codes;

@@ -20,6 +20,8 @@
 //                 tanh), or a cuBLASLt without vector scales: unit scales into an
 //                 FP32 accumulator, then LoKA's scale epilogue (dequant_epilogue.h)
 //   fp8_emulated  quantize + dequantize X, FP32 GEMM on decoded weights (any K)
+//   cudnn fp8     the same quantize, then one cuDNN graph (cudnn_fp8_gemm.h) applying the
+//                 scales, FP32 bias, ReLU and the residual; engine N of cuDNN's heuristic
 // Explicit configurations (.splitkN, .tileT[.stagesS]) run the same sequence with
 // the GEMM's algorithm configured (cublaslt_util.h); one cuBLASLt refuses is an
 // error from create() saying why, and no candidate.

@@ -91,6 +91,8 @@ std::string GemmShape::to_string() const {
 }
 
 std::string GemmCandidate::name() const {
+  if (library == GemmLibrary::kCudnn)
+    return std::string("cudnn.fp8.e4m3.") + granularity_name(granularity) + ".engine" + std::to_string(algorithm);
   std::string algo = ".algo" + std::to_string(algorithm);
   if (split_k > 0) algo += ".splitk" + std::to_string(split_k);
   if (tile > 0) algo += ".tile" + std::to_string(tile);
@@ -126,7 +128,18 @@ Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
     return c;
   }
   std::vector<std::string> parts = split(name, '.');
-  if (parts.size() < 3 || parts[0] != "cublaslt") return bad("expected cublaslt.<precision>...algo<N> or loka.fp8_emulated_fp32");
+  if (!parts.empty() && parts[0] == "cudnn") {
+    // cudnn.fp8.e4m3.tensor.engine<N>: the one cuDNN family.
+    const std::optional<int> engine = parts.size() == 5 ? parse_numbered(parts[4], "engine", 0) : std::nullopt;
+    if (parts.size() != 5 || parts[1] != "fp8" || parts[2] != "e4m3" || parts[3] != "tensor" || !engine)
+      return bad("cuDNN candidates are cudnn.fp8.e4m3.tensor.engine<N>");
+    c.library = GemmLibrary::kCudnn;
+    c.precision = GemmPrecision::kFp8E4M3;
+    c.granularity = ScaleGranularity::kTensor;
+    c.algorithm = *engine;
+    return c;
+  }
+  if (parts.size() < 3 || parts[0] != "cublaslt") return bad("expected cublaslt.<precision>...algo<N>, cudnn...engine<N> or loka.fp8_emulated_fp32");
   // An explicit configuration follows the algorithm: splitk<N>, or tile<T> with optional stages<S>.
   if (starts_with(parts.back(), "stages")) {
     const std::optional<int> stages = parse_numbered(parts.back(), "stages", 1);
@@ -183,6 +196,13 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
   if ((c.split_k > 0 || c.tile > 0) && c.precision == GemmPrecision::kFp8Emulated)
     return Status::error("split-K and tiles are cuBLASLt configurations");
   if (c.fast_accum && c.precision != GemmPrecision::kFp8E4M3) return Status::error("fast accumulation is FP8-only");
+  if (c.library == GemmLibrary::kCudnn) {
+    // The graph of kernels/cuda/cudnn_fp8_gemm.h: E4M3 operands, scales, bias, ReLU and residual.
+    if (c.precision != GemmPrecision::kFp8E4M3) return Status::error("the cuDNN candidates are FP8 graphs");
+    if (c.fast_accum || c.split_k > 0 || c.tile > 0) return Status::error("fast accumulation, split-K and tiles are cuBLASLt's");
+    if (c.granularity != ScaleGranularity::kTensor) return Status::error("the cuDNN graph takes a per-tensor activation scale");
+    if (key.epilogue == cuda::GemmEpilogue::kGelu) return Status::error("the cuDNN graph fuses bias and ReLU, not GELU");
+  }
   const bool fp8_weights = key.weight == DType::kFloat8E4M3FN;
   switch (c.precision) {
     case GemmPrecision::kFp32:

@@ -16,11 +16,12 @@
 //   cublaslt.bf16.algo0.splitk4              algorithm 0 configured explicitly: split-K 4
 //   cublaslt.fp8.e4m3.row.algo0.tile20       ... or another tile (a cublasLtMatmulTile_t value,
 //   cublaslt.tf32.algo0.tile20.stages8       20 = 128x128), with its stages (cublasLtMatmulStages_t)
+//   cudnn.fp8.e4m3.tensor.engine0            E4M3 as a cuDNN graph, heuristic engine configuration 0
 //   loka.fp8_emulated_fp32                   FP8 rounding, FP32 arithmetic (any K)
 //
-// Algorithm indices are positions in cuBLASLt's heuristic list for the same
-// problem, GPU and library version: meaningful only with the device
-// fingerprint the plan records (passes/dispatch/perf_db.h).
+// Algorithm (and cuDNN engine) indices are positions in the library's
+// heuristic list for the same problem, GPU and library version: meaningful
+// only with the device fingerprint the plan records (passes/dispatch/perf_db.h).
 // ============================================================================
 #pragma once
 
@@ -37,6 +38,10 @@ namespace loka::kernels {
 /// How the arithmetic of a candidate is done. kTf32: FP32 operands and sums, products of
 /// operands rounded to TF32's 10-bit mantissa (CUBLAS_COMPUTE_32F_FAST_TF32).
 enum class GemmPrecision { kFp32, kTf32, kBf16, kFp8E4M3, kFp8Emulated };
+
+/// Which library runs a candidate's GEMM. LoKA's FP8 emulation (a cuBLASLt FP32 GEMM on
+/// de-quantized operands) is told apart by its precision, not here.
+enum class GemmLibrary { kCublasLt, kCudnn };
 
 /// Granularity of the activation scale of an FP8 GEMM (weights are always per output channel).
 enum class ScaleGranularity { kNone, kTensor, kRow };
@@ -79,7 +84,7 @@ struct GemmShape {
 struct GemmCandidate {
   GemmPrecision precision = GemmPrecision::kFp32;
   ScaleGranularity granularity = ScaleGranularity::kNone;  ///< FP8: the activation scale
-  int algorithm = 0;        ///< cuBLASLt heuristic index (0: the heuristic's best)
+  int algorithm = 0;        ///< cuBLASLt heuristic index, or cuDNN engine configuration index (0: the heuristic's best)
   bool fast_accum = false;  ///< FP8: CUBLASLT_MATMUL_DESC_FAST_ACCUM
   /// An explicit configuration of the heuristic's algorithm: CUBLASLT_ALGO_CONFIG_SPLITK_NUM
   /// forced to this (0: the heuristic's own). Small-M recommendation GEMMs leave most SMs idle
@@ -93,11 +98,14 @@ struct GemmCandidate {
   /// (0: the heuristic's stages if cuBLASLt accepts them with the tile, else the first of the
   /// algorithm's stage ids it accepts).
   int stages = 0;
+  /// kCudnn: the FP8 GEMM as a cuDNN graph (kernels/cuda/cudnn_fp8_gemm.h), `algorithm` indexing
+  /// cuDNN's heuristic engine configurations; FP8 with a per-tensor activation scale only.
+  GemmLibrary library = GemmLibrary::kCublasLt;
 
   /// The stable name (see the file banner).
   std::string name() const;
-  /// The same candidate with algorithm 0 as the heuristic configures it: what to run when an
-  /// index or configuration is not valid here.
+  /// The same candidate with algorithm (engine) 0 as the heuristic configures it: what to run
+  /// when an index or configuration is not valid here. Same library.
   GemmCandidate family_default() const;
   bool operator==(const GemmCandidate&) const = default;
 };

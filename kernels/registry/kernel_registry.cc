@@ -10,23 +10,28 @@
 namespace loka::kernels {
 namespace {
 
-/// One family: a precision, whether it is a cuBLASLt family (algorithm
-/// indices) and whether it is the fast-accumulation FP8 variant.
+/// Where a family's candidates come from: cuBLASLt (heuristic algorithms, explicit
+/// configurations), cuDNN (heuristic engine configurations) or LoKA's emulation (one).
+enum class Source { kCublasLt, kCudnn, kLoka };
+
+/// One family: a precision, its source and whether it is the fast-accumulation FP8 variant.
 struct Family {
   GemmPrecision precision;
-  bool cublaslt;
+  Source source;
   bool fast_accum;
 };
 
 // Fixed order: the nodes' own arithmetic first (FP32, or FP8 for QuantizedGemm), then by
-// growing error (TF32 before BF16), so ties in time go to the more accurate family.
-constexpr std::array<Family, 6> kFamilies = {{
-    {GemmPrecision::kFp32, true, false},
-    {GemmPrecision::kFp8E4M3, true, false},
-    {GemmPrecision::kTf32, true, false},
-    {GemmPrecision::kBf16, true, false},
-    {GemmPrecision::kFp8E4M3, true, true},
-    {GemmPrecision::kFp8Emulated, false, false},
+// growing error (TF32 before BF16), so ties in time go to the more accurate family. cuDNN
+// comes last: plans measured before it existed keep their order.
+constexpr std::array<Family, 7> kFamilies = {{
+    {GemmPrecision::kFp32, Source::kCublasLt, false},
+    {GemmPrecision::kFp8E4M3, Source::kCublasLt, false},
+    {GemmPrecision::kTf32, Source::kCublasLt, false},
+    {GemmPrecision::kBf16, Source::kCublasLt, false},
+    {GemmPrecision::kFp8E4M3, Source::kCublasLt, true},
+    {GemmPrecision::kFp8Emulated, Source::kLoka, false},
+    {GemmPrecision::kFp8E4M3, Source::kCudnn, false},
 }};
 
 }  // namespace
@@ -47,12 +52,16 @@ std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& 
       c.algorithm = algorithm;
       c.split_k = split_k;
       c.tile = tile;
+      c.library = family.source == Source::kCudnn ? GemmLibrary::kCudnn : GemmLibrary::kCublasLt;
       c.granularity = family.precision == GemmPrecision::kFp8E4M3 ? granularity : ScaleGranularity::kNone;
       if (can_implement(c, key, shape).is_ok()) out.push_back(c);
     };
-    const int count = family.cublaslt ? (options.algorithms < 1 ? 1 : options.algorithms) : 1;
+    const int algorithms = options.algorithms < 1 ? 1 : options.algorithms;
+    const int count = family.source == Source::kCublasLt ? algorithms
+                      : family.source == Source::kCudnn  ? options.cudnn_engines
+                                                         : 1;
     for (int algorithm = 0; algorithm < count; ++algorithm) offer(algorithm, 0, 0);
-    if (!family.cublaslt) continue;
+    if (family.source != Source::kCublasLt) continue;
     for (int split_k : options.split_k) offer(0, split_k, 0);
     for (int tile : offered_tiles(shape, options.tiles)) offer(0, 0, tile);
   }

@@ -3,7 +3,7 @@
 // key (CPU-side descriptors; kernels/cuda/gemm_candidate.h runs them).
 //
 // The registry holds kernel families (FP32, TF32, BF16, FP8 E4M3 with and without
-// fast accumulation, LoKA's FP8 emulation in FP32). Asked for a key and a
+// fast accumulation, LoKA's FP8 emulation in FP32, FP8 E4M3 as a cuDNN graph). Asked for a key and a
 // shape it expands every family that accepts the key into candidates, one
 // per cuBLASLt heuristic algorithm index (then the explicit split-K and tile
 // configurations asked for), and keeps those whose static can_implement passes. Candidate order is fixed (family order, then
@@ -27,7 +27,13 @@ struct CandidateOptions {
   /// Explicit tile configurations of each cuBLASLt family's algorithm 0: this many of the menu's
   /// tiles, those kernels/registry/cublaslt_tiles.h ranks best for the shape (0: none).
   int tiles = 0;
+  /// cuDNN FP8 graph candidates: engine configurations 0..N-1 of cuDNN's heuristic (0: none).
+  int cudnn_engines = 0;
 };
+
+/// How many cuDNN engine configurations the GPU timer offers per FP8 problem (building a plan
+/// may compile kernels: a few, not every one the heuristic lists).
+inline constexpr int kOfferedCudnnEngines = 2;
 
 /// Every candidate that can compute `key` at `shape`, in the registry's fixed order.
 std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& shape, const CandidateOptions& options);

@@ -53,9 +53,13 @@ TEST_F(DispatchGpuTest, AutotuneMeasuresEveryCandidateWithSaneErrors) {
     EXPECT_LT(m.rel_error, 0.1) << m.candidate.name();
   }
   EXPECT_GT(fp8_error, 0.005);  // E4M3 rounding is visible
-  size_t tiled = 0;
-  for (const cuda::GemmMeasurement& m : *fp8) tiled += m.candidate.tile > 0;
-  std::printf("[ info ] %zu of %zu measured FP8-key candidates are explicit tile configurations\n", tiled, fp8->size());
+  size_t tiled = 0, cudnn = 0;
+  for (const cuda::GemmMeasurement& m : *fp8) {
+    tiled += m.candidate.tile > 0;
+    cudnn += m.candidate.library == kernels::GemmLibrary::kCudnn;
+  }
+  std::printf("[ info ] of %zu measured FP8-key candidates, %zu are explicit tile configurations, %zu cuDNN graphs\n",
+              fp8->size(), tiled, cudnn);
   EXPECT_GT(bf16_error, 0);
   EXPECT_TRUE(emulated);
 

@@ -26,8 +26,7 @@
 #include "kernels/cuda/gemm_candidate.h"
 #include "kernels/cuda/gemm_types.h"
 #include "kernels/registry/cublaslt_tiles.h"
-#include "loka/bfloat16.h"
-#include "loka/float8.h"
+#include "cuda/fp8_candidate_util.h"
 #include "gemm_test_keys.h"
 
 namespace loka::testing {
@@ -196,8 +195,9 @@ TEST_F(GemmCandidateTest, ExplicitTileConfigurationsMatchTheReference) {
       }
     }
     // The tensor-core families have every classic tile the registry offers among their capabilities.
-    if (precision != GemmPrecision::kFp32)
+    if (precision != GemmPrecision::kFp32) {
       EXPECT_GT(accepted, 0) << kernels::precision_name(precision) << ": no tile accepted:" << refusals;
+    }
   }
   if (!refusals.empty()) std::printf("[ info ] tiles refused here:%s\n", refusals.c_str());
 }
@@ -209,79 +209,19 @@ GemmKey fp8_input_key() {
   return key;
 }
 
-/// Runs an FP8 candidate on E4M3 activations (per-tensor scale) and E4M3 weights (per-channel
-/// scales) with bias and ReLU against the same arithmetic in double; returns the mismatches.
-/// Hopper's FP8 tensor cores keep about 14 significant bits in their sums (tests/cuda/fp8_gemm_test.cc),
-/// so the bound is 2e-3 of Σ|x·w| times the scales; the bias is read as BF16 on both sides.
-size_t fp8_mismatches(const GemmCandidate& candidate, const GemmShape& shape) {
-  const GemmKey key = fp8_input_key();
-  std::mt19937 rng(static_cast<unsigned>(shape.m * 31 + shape.n * 7 + shape.k));
-  std::normal_distribution<float> normal(0.0f, 60.0f);
-  std::uniform_real_distribution<float> scale_draw(0.001f, 0.01f);
-  std::vector<uint8_t> x(static_cast<size_t>(shape.m * shape.k)), w(static_cast<size_t>(shape.n * shape.k));
-  for (uint8_t& v : x) v = float_to_fp8e4m3fn(normal(rng));
-  for (uint8_t& v : w) v = float_to_fp8e4m3fn(normal(rng));
-  std::vector<float> w_scale(static_cast<size_t>(shape.n)), bias(static_cast<size_t>(shape.n));
-  for (float& s : w_scale) s = scale_draw(rng);
-  for (float& b : bias) b = bf16_to_float(float_to_bf16(normal(rng) / 60.0f));  // the GEMM reads BF16
-  const float x_scale = scale_draw(rng);
-
-  Tensor host_w = Tensor::zeros(DType::kFloat8E4M3FN, {shape.n, shape.k});
-  std::copy(w.begin(), w.end(), host_w.values<uint8_t>().begin());
-  const Tensor host_w_scale = Tensor::from_floats({shape.n}, w_scale);
-  const Tensor host_bias = Tensor::from_floats({shape.n}, bias);
-  cuda::GemmCandidatePlanInputs inputs{&host_w, &host_w_scale, &host_bias, x_scale, 8};
-  auto kernel = cuda::GemmKernel::create(candidate, key, shape, inputs);
-  EXPECT_TRUE(kernel.is_ok()) << kernel.status().message();
-  if (!kernel.is_ok()) return 1;
-
-  const size_t y_count = static_cast<size_t>(shape.m * shape.n);
-  DeviceBytes d_x(x), d_w(w), d_w_scale(w_scale), d_bias(bias), d_x_scale(std::vector<float>{x_scale}),
-      d_y(y_count * sizeof(float)), workspace(cuda::kGemmWorkspaceBytes);
-  cuda::GemmCandidateArgs args;
-  args.x = d_x.get();
-  args.w = d_w.get();
-  args.w_scale = d_w_scale.as<float>();
-  args.x_scale = d_x_scale.as<float>();
-  args.bias = d_bias.as<float>();
-  args.y = d_y.as<float>();
-  const Status status = (*kernel)->run(args, workspace.get(), nullptr);
-  EXPECT_TRUE(status) << status.message();
-  const std::vector<float> y = d_y.download_vector<float>(y_count);
-
-  size_t bad = 0;
-  for (int64_t i = 0; i < shape.m; ++i)
-    for (int64_t j = 0; j < shape.n; ++j) {
-      double sum = 0, magnitude = 0;
-      for (int64_t p = 0; p < shape.k; ++p) {
-        const double term = double(fp8e4m3fn_to_float(x[static_cast<size_t>(i * shape.k + p)])) *
-                            fp8e4m3fn_to_float(w[static_cast<size_t>(j * shape.k + p)]);
-        sum += term;
-        magnitude += std::fabs(term);
-      }
-      const double scale = double(x_scale) * w_scale[static_cast<size_t>(j)];
-      const double expected = std::max(0.0, sum * scale + bias[static_cast<size_t>(j)]);
-      const double got = y[static_cast<size_t>(i * shape.n + j)];
-      if (!(std::fabs(got - expected) <= 2e-3 * magnitude * scale + 1e-6) && bad++ < 5)
-        ADD_FAILURE() << candidate.name() << " " << shape.to_string() << ": Y[" << i << "," << j << "] = " << got
-                      << ", expected " << expected;
-    }
-  return bad;
-}
-
 TEST_F(GemmCandidateTest, ExplicitFp8TileConfigurationsMatchTheReference) {
   // FP8 needs K and N multiples of 16: one row, a few rows with K = 80, and M = 4096.
   int accepted = 0;
   std::string refusals;
   const GemmKey key = fp8_input_key();
   for (const GemmShape shape : {GemmShape{1, 256, 48, 1}, GemmShape{40, 272, 80, 1}, GemmShape{4096, 128, 256, 1}}) {
-    EXPECT_EQ(fp8_mismatches({GemmPrecision::kFp8E4M3, kernels::ScaleGranularity::kTensor, 0, false}, shape), 0u)
+    EXPECT_EQ(fp8_candidate_mismatches({GemmPrecision::kFp8E4M3, kernels::ScaleGranularity::kTensor, 0, false}, key, shape), 0u)
         << "the heuristic's own configuration";
     for (const int tile : kernels::offered_tiles(shape, kernels::kOfferedTilesPerFamily)) {
       const GemmCandidate candidate{GemmPrecision::kFp8E4M3, kernels::ScaleGranularity::kTensor, 0, false, 0, tile};
       if (!plans_here(candidate, key, shape, refusals)) continue;
       ++accepted;
-      EXPECT_EQ(fp8_mismatches(candidate, shape), 0u) << candidate.name();
+      EXPECT_EQ(fp8_candidate_mismatches(candidate, key, shape), 0u) << candidate.name();
     }
   }
   EXPECT_GT(accepted, 0) << "no FP8 tile accepted:" << refusals;

@@ -38,6 +38,8 @@ TEST(GemmKernelKey, NamesRoundTrip) {
       {{GemmPrecision::kBf16, ScaleGranularity::kNone, 0, false, 0, 20}, "cublaslt.bf16.algo0.tile20"},
       {{GemmPrecision::kTf32, ScaleGranularity::kNone, 0, false, 0, 20, 8}, "cublaslt.tf32.algo0.tile20.stages8"},
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, true, 0, 312}, "cublaslt.fp8.e4m3.tensor.fast_accum.algo0.tile312"},
+      {{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 1, false, 0, 0, 0, GemmLibrary::kCudnn},
+       "cudnn.fp8.e4m3.tensor.engine1"},
   };
   for (const auto& [candidate, name] : cases) {
     EXPECT_EQ(candidate.name(), name);
@@ -52,6 +54,10 @@ TEST(GemmKernelKey, NamesRoundTrip) {
             "cublaslt.tf32.algo0");
   EXPECT_EQ((GemmCandidate{GemmPrecision::kTf32, ScaleGranularity::kNone, 0, false, 0, 20, 8}).family_default().name(),
             "cublaslt.tf32.algo0");
+  EXPECT_EQ((GemmCandidate{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 3, false, 0, 0, 0, GemmLibrary::kCudnn})
+                .family_default()
+                .name(),
+            "cudnn.fp8.e4m3.tensor.engine0");
 }
 
 TEST(GemmKernelKey, BadNamesAreErrorsQuotingThem) {
@@ -64,7 +70,10 @@ TEST(GemmKernelKey, BadNamesAreErrorsQuotingThem) {
                            "cublaslt.bf16.tile20", "cublaslt.bf16.algo0.stages8", "cublaslt.bf16.algo0.tile20.stages0",
                            "cublaslt.bf16.algo0.tile20.stages", "cublaslt.bf16.algo0.tile20.splitk2",
                            "cublaslt.bf16.algo0.splitk2.tile20", "cublaslt.bf16.algo0.stages8.tile20",
-                           "cublaslt.bf16.algo0.tile20.stages8.stages8", "cublaslt.tile20.stages8"}) {
+                           "cublaslt.bf16.algo0.tile20.stages8.stages8", "cublaslt.tile20.stages8", "cudnn",
+                           "cudnn.fp8.e4m3.row.engine0", "cudnn.fp8.e4m3.tensor.engine", "cudnn.fp8.e4m3.tensor.enginex",
+                           "cudnn.fp8.e4m3.tensor.algo0", "cudnn.bf16.engine0", "cudnn.fp8.e4m3.tensor.engine0.tile20",
+                           "cudnn.fp8.e4m3.tensor.fast_accum.engine0", "cudnn.fp8.e5m2.tensor.engine0"}) {
     auto parsed = parse_gemm_candidate(name);
     ASSERT_FALSE(parsed.is_ok()) << name;
     EXPECT_NE(parsed.status().message().find(std::string("'") + name + "'"), std::string::npos) << parsed.status().message();
@@ -92,6 +101,39 @@ TEST(GemmKernelKey, CanImplementFollowsTheHardwareRules) {
   GemmCandidate fast = fp32;
   fast.fast_accum = true;
   EXPECT_FALSE(can_implement(fast, fp32_gemm(), {512, 256, 512, 1}).is_ok());
+}
+
+TEST(GemmKernelKey, CudnnGraphsTakeFp8WithATensorScaleBiasReluAndResidual) {
+  const GemmCandidate cudnn{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false, 0, 0, 0, GemmLibrary::kCudnn};
+  const GemmKey q = quantized(ScaleGranularity::kTensor);
+  EXPECT_TRUE(can_implement(cudnn, q, {512, 256, 512, 1}).is_ok());
+  EXPECT_TRUE(can_implement(cudnn, quantized(ScaleGranularity::kTensor, DType::kFloat8E4M3FN), {1, 16, 16, 1}).is_ok());
+  GemmKey residual = q;
+  residual.residual = true;
+  residual.bias = true;
+  EXPECT_TRUE(can_implement(cudnn, residual, {512, 256, 512, 1}).is_ok());
+}
+
+TEST(GemmKernelKey, NegativeTwinCudnnRefusesWhatItsGraphCannotExpress) {
+  const GemmCandidate cudnn{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false, 0, 0, 0, GemmLibrary::kCudnn};
+  const GemmKey q = quantized(ScaleGranularity::kTensor);
+  GemmKey gelu = q;
+  gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  EXPECT_NE(can_implement(cudnn, gelu, {512, 256, 512, 1}).message().find("GELU"), std::string::npos);
+  GemmCandidate row = cudnn;
+  row.granularity = ScaleGranularity::kRow;
+  EXPECT_NE(can_implement(row, quantized(ScaleGranularity::kRow), {512, 256, 512, 1}).message().find("per-tensor"),
+            std::string::npos);
+  EXPECT_FALSE(can_implement(cudnn, quantized(ScaleGranularity::kRow), {512, 256, 512, 1}).is_ok());
+  EXPECT_FALSE(can_implement(cudnn, q, {512, 256, 24, 1}).is_ok());  // K % 16
+  EXPECT_FALSE(can_implement(cudnn, fp32_gemm(), {512, 256, 512, 1}).is_ok());
+  GemmCandidate tiled = cudnn;
+  tiled.tile = 20;
+  EXPECT_FALSE(can_implement(tiled, q, {512, 256, 512, 1}).is_ok());
+  GemmCandidate bf16 = cudnn;
+  bf16.precision = GemmPrecision::kBf16;
+  bf16.granularity = ScaleGranularity::kNone;
+  EXPECT_FALSE(can_implement(bf16, q, {512, 256, 512, 1}).is_ok());
 }
 
 TEST(GemmKernelKey, ExplicitTilesAreCublasLtConfigurationsOfTheirOwn) {
@@ -183,6 +225,13 @@ TEST(KernelRegistry, ExpandsFamiliesInAFixedOrder) {
   EXPECT_EQ(names(gemm_candidates(fp32_gemm(), {4096, 1024, 1024, 1}, {1, false, false, true, {2}, 1})),
             (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.fp32.algo0.splitk2", "cublaslt.fp32.algo0.tile20",
                                       "cublaslt.tf32.algo0", "cublaslt.tf32.algo0.splitk2", "cublaslt.tf32.algo0.tile20"}));
+  // cuDNN engines come last (plans measured before them keep their order), FP8 tensor keys only.
+  CandidateOptions with_cudnn{1, false, false, true, {}, 0, 2};
+  EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kTensor), {512, 256, 512, 1}, with_cudnn)),
+            (std::vector<std::string>{"cublaslt.fp8.e4m3.tensor.algo0", "loka.fp8_emulated_fp32",
+                                      "cudnn.fp8.e4m3.tensor.engine0", "cudnn.fp8.e4m3.tensor.engine1"}));
+  EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kRow), {512, 256, 512, 1}, with_cudnn)),
+            (std::vector<std::string>{"cublaslt.fp8.e4m3.row.algo0", "loka.fp8_emulated_fp32"}));
   EXPECT_EQ(reference_precision(fp32_gemm()), GemmPrecision::kFp32);
   EXPECT_EQ(reference_precision(quantized(ScaleGranularity::kRow)), GemmPrecision::kFp8E4M3);
 }
