@@ -6,6 +6,7 @@
 #include "kernels/cuda/cudnn_fp8_gemm.h"
 
 #if LOKA_HAVE_CUDNN
+#include <array>
 #include <deque>
 #include <type_traits>
 #include <utility>
@@ -46,12 +47,18 @@ bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer
 
 struct CudnnFp8Gemm::Impl {
   std::deque<CudnnDescriptor> parts;  ///< tensors and operations, alive as long as the plan
-  CudnnPlan plan;
+  CudnnPlan plan;                     ///< with the kernel's own handle
+  CudnnVariantPack pack;              ///< the last run's operands (run() is one thread at a time)
 };
 
 std::string cudnn_unavailable_reason() {
-  const Result<cudnnHandle_t> handle = cudnn_thread_handle();
+  const Result<CudnnHandle> handle = CudnnHandle::lease();  // given back at once, kept for the next plan
   return handle.is_ok() ? std::string() : handle.status().message();
+}
+
+CudnnHandleCounts cudnn_handle_counts() {
+  const CudnnHandle::Counts counts = CudnnHandle::counts();
+  return {counts.created, counts.leased, counts.first_create_ms, counts.create_ms};
 }
 
 namespace {
@@ -148,11 +155,14 @@ Result<std::vector<cudnnBackendDescriptor_t>> build_operations(const CudnnFp8Gem
 Result<std::unique_ptr<CudnnFp8Gemm>> CudnnFp8Gemm::create(const CudnnFp8GemmProblem& p, int engine) {
   LOKA_RETURN_IF_ERROR(can_implement(p));
   const std::string what = describe(p) + " (engine " + std::to_string(engine) + "): ";
-  LOKA_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle());
+  // The kernel's own handle, leased now (planning may allocate; runs may be captured).
+  Result<CudnnHandle> handle = CudnnHandle::lease();
+  LOKA_RETURN_IF_ERROR(handle.status().with_context(what));
   auto impl = std::make_unique<Impl>();
   Result<std::vector<cudnnBackendDescriptor_t>> operations = build_operations(p, impl->parts);
   LOKA_RETURN_IF_ERROR(operations.status().with_context(what));
-  Result<CudnnPlan> plan = build_cudnn_plan(handle, *operations, engine, static_cast<int64_t>(kGemmWorkspaceBytes));
+  Result<CudnnPlan> plan =
+      build_cudnn_plan(std::move(handle).value(), *operations, engine, static_cast<int64_t>(kGemmWorkspaceBytes));
   LOKA_RETURN_IF_ERROR(plan.status().with_context(what));
   impl->plan = std::move(plan).value();
   return std::unique_ptr<CudnnFp8Gemm>(new CudnnFp8Gemm(p, std::move(impl)));
@@ -161,21 +171,28 @@ Result<std::unique_ptr<CudnnFp8Gemm>> CudnnFp8Gemm::create(const CudnnFp8GemmPro
 int CudnnFp8Gemm::engine_count() const { return impl_->plan.engine_count; }
 
 Status CudnnFp8Gemm::run(const CudnnFp8GemmArgs& args, void* workspace, cudaStream_t stream) const {
-  std::vector<int64_t> uids{kX, kW, kXScale, kWScale, kY};
-  std::vector<void*> pointers{const_cast<uint8_t*>(args.x), const_cast<uint8_t*>(args.w), const_cast<float*>(args.x_scale),
-                              const_cast<float*>(args.w_scale), args.y};
+  // Fixed-size lists: a steady-state run allocates nothing on the host either.
+  std::array<int64_t, 7> uids{kX, kW, kXScale, kWScale, kY};
+  std::array<void*, 7> pointers{const_cast<uint8_t*>(args.x), const_cast<uint8_t*>(args.w),
+                                const_cast<float*>(args.x_scale), const_cast<float*>(args.w_scale), args.y};
+  size_t count = 5;
   if (problem_.has_bias) {
-    uids.push_back(kBias);
-    pointers.push_back(const_cast<float*>(args.bias));
+    uids[count] = kBias;
+    pointers[count++] = const_cast<float*>(args.bias);
   }
   if (problem_.has_residual) {
-    uids.push_back(kResidual);
-    pointers.push_back(const_cast<float*>(args.residual));
+    uids[count] = kResidual;
+    pointers[count++] = const_cast<float*>(args.residual);
   }
-  for (const void* pointer : pointers)
-    if (pointer == nullptr || !aligned16(pointer))
+  for (size_t i = 0; i < count; ++i)
+    if (pointers[i] == nullptr || !aligned16(pointers[i]))
       return Status::error(describe(problem_) + ": every operand must be given and 16-byte aligned (the graph's tensors say so)");
-  return execute_cudnn_plan(impl_->plan, uids, pointers, workspace, stream).with_context(describe(problem_) + ": ");
+  if (impl_->plan.workspace_bytes > 0 && workspace == nullptr)
+    return Status::error(describe(problem_) + ": the plan needs " + std::to_string(impl_->plan.workspace_bytes) +
+                         " bytes of workspace and none was given");
+  Status status = impl_->pack.bind(std::span(uids).first(count), std::span(pointers).first(count), workspace);
+  if (status) status = execute_cudnn_plan(impl_->plan, impl_->pack, stream);
+  return status ? status : status.with_context(describe(problem_) + ": ");  // the name only on failure
 }
 
 #else  // no cuDNN in this build
@@ -185,6 +202,8 @@ struct CudnnFp8Gemm::Impl {};
 std::string cudnn_unavailable_reason() {
   return "this build has no cuDNN (CMake found no cudnn_graph.h and libcudnn, or LOKA_ENABLE_CUDNN=OFF)";
 }
+
+CudnnHandleCounts cudnn_handle_counts() { return {}; }
 
 Result<std::unique_ptr<CudnnFp8Gemm>> CudnnFp8Gemm::create(const CudnnFp8GemmProblem& p, int) {
   LOKA_RETURN_IF_ERROR(can_implement(p));

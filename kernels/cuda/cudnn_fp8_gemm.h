@@ -16,8 +16,17 @@
 // graph does not build on the cuDNN found at run time (no FP8 engine before
 // Hopper, a configuration the heuristic does not offer, more workspace than
 // the kernel has), create() fails with one line saying why: callers simply
-// do not offer the candidate. The plan names the planning thread's handle;
-// run() executes it with the running thread's (one per thread, as cuBLASLt's).
+// do not offer the candidate.
+//
+// Threads: create() leases a cuDNN handle of the current device for the
+// kernel's lifetime (kernels/cuda/cudnn_util.h says why a pool); the plan is
+// built with it and every run executes with it, whichever thread plans or
+// runs. So a kernel may be planned on one thread and run on another, and its
+// first run may be inside stream capture: run() only sets the handle's
+// stream, binds the operands and enqueues. run() is not reentrant (the
+// handle takes the run's stream): one thread at a time per kernel, as a
+// GemmKernel belongs to one runtime Session. Kernels do not share handles, so
+// sessions run theirs concurrently without a lock.
 // Host code only.
 // ============================================================================
 #pragma once
@@ -53,6 +62,16 @@ struct CudnnFp8GemmArgs {
 /// Empty when this build has cuDNN and it opens a handle here; else why not (one line).
 std::string cudnn_unavailable_reason();
 
+/// The cuDNN handles of this process (each live kernel holds one of its own; given-back ones are
+/// kept for the next plan), for tests and diagnostics. All zero without cuDNN.
+struct CudnnHandleCounts {
+  int created = 0;             ///< cudnnCreate calls that succeeded
+  int leased = 0;              ///< held by live kernels now
+  double first_create_ms = 0;  ///< the first cudnnCreate (it also loads the library's parts)
+  double create_ms = 0;        ///< all cudnnCreate calls, summed
+};
+CudnnHandleCounts cudnn_handle_counts();
+
 class CudnnFp8Gemm {
  public:
   /// Static rules: E4M3 operands in the TN layout, K and N multiples of 16 (16-byte rows), no GELU.
@@ -60,8 +79,10 @@ class CudnnFp8Gemm {
   /// Builds the graph and the plan of heuristic configuration `engine` (0: cuDNN's best estimate).
   static Result<std::unique_ptr<CudnnFp8Gemm>> create(const CudnnFp8GemmProblem& problem, int engine);
   ~CudnnFp8Gemm();
-  /// Enqueues the plan on `stream`; `workspace` holds kGemmWorkspaceBytes (256-byte aligned); every
-  /// operand 16-byte aligned.
+  /// Enqueues the plan on `stream` (no allocation, no synchronization: capturable);
+  /// `workspace` holds kGemmWorkspaceBytes (256-byte aligned); every operand 16-byte aligned.
+  /// One thread at a time (see the banner); the operands' variant pack is rebuilt only when
+  /// the pointers differ from the previous run's.
   Status run(const CudnnFp8GemmArgs& args, void* workspace, cudaStream_t stream) const;
   /// How many engine configurations cuDNN's heuristic offered for this problem.
   int engine_count() const;

@@ -4,6 +4,8 @@
 #include "kernels/cuda/cudnn_util.h"
 
 #include <algorithm>
+#include <chrono>
+#include <mutex>
 #include <utility>
 
 namespace loka::cuda {
@@ -17,28 +19,87 @@ std::string cudnn_error(cudnnStatus_t status, const std::string& what) {
   return message;
 }
 
-Result<cudnnHandle_t> cudnn_thread_handle() {
-  thread_local struct Holder {
-    cudnnHandle_t handle = nullptr;
-    std::string failure;
-    Holder() {
-      // Headers of cuDNN 9 with an older library found at run time would misread every attribute.
-      if (cudnnGetVersion() < 90000) {
-        failure = "the cuDNN library loaded is " + std::to_string(cudnnGetVersion()) + ", LoKA needs cuDNN 9";
-        return;
-      }
-      const cudnnStatus_t status = cudnnCreate(&handle);
-      if (status != CUDNN_STATUS_SUCCESS) {
-        failure = cudnn_error(status, "cudnnCreate");
-        handle = nullptr;
-      }
-    }
-    ~Holder() {
-      if (handle) cudnnDestroy(handle);
-    }
-  } holder;
-  if (holder.handle == nullptr) return Status::error(holder.failure);
-  return holder.handle;
+namespace {
+
+/// Idle handles per device, and what the pool has done. Never destroyed: handles may be given
+/// back during static destruction, and cudnnDestroy after the CUDA runtime is torn down can
+/// crash; the process's exit frees them.
+struct HandlePool {
+  std::mutex mutex;
+  std::vector<std::vector<cudnnHandle_t>> idle;  ///< by device
+  CudnnHandle::Counts counts;
+};
+
+HandlePool& handle_pool() {
+  static HandlePool* const pool = new HandlePool;
+  return *pool;
+}
+
+/// Empty when the cuDNN library loaded is cuDNN 9: headers of cuDNN 9 with an older library
+/// found at run time would misread every attribute.
+const std::string& library_mismatch() {
+  static const std::string reason =
+      cudnnGetVersion() < 90000
+          ? "the cuDNN library loaded is " + std::to_string(cudnnGetVersion()) + ", LoKA needs cuDNN 9"
+          : std::string();
+  return reason;
+}
+
+}  // namespace
+
+Result<CudnnHandle> CudnnHandle::lease() {
+  if (!library_mismatch().empty()) return Status::error(library_mismatch());
+  int device = 0;
+  if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess)
+    return Status::error(std::string("cuDNN needs a CUDA device: ") + cudaGetErrorString(error));
+  HandlePool& pool = handle_pool();
+  const std::lock_guard<std::mutex> lock(pool.mutex);
+  if (pool.idle.size() <= static_cast<size_t>(device)) pool.idle.resize(static_cast<size_t>(device) + 1);
+  std::vector<cudnnHandle_t>& idle = pool.idle[static_cast<size_t>(device)];
+  if (!idle.empty()) {
+    const cudnnHandle_t handle = idle.back();
+    idle.pop_back();
+    ++pool.counts.leased;
+    return CudnnHandle(handle, device);
+  }
+  // Created under the lock, one at a time (see the header).
+  const auto start = std::chrono::steady_clock::now();
+  cudnnHandle_t handle = nullptr;
+  LOKA_CUDNN_CHECK(cudnnCreate(&handle), "cudnnCreate");
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (pool.counts.created++ == 0) pool.counts.first_create_ms = ms;
+  pool.counts.create_ms += ms;
+  ++pool.counts.leased;
+  return CudnnHandle(handle, device);
+}
+
+CudnnHandle::CudnnHandle(CudnnHandle&& other) noexcept
+    : handle_(std::exchange(other.handle_, nullptr)), device_(other.device_) {}
+
+CudnnHandle& CudnnHandle::operator=(CudnnHandle&& other) noexcept {
+  if (this != &other) {
+    give_back();
+    handle_ = std::exchange(other.handle_, nullptr);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+CudnnHandle::~CudnnHandle() { give_back(); }
+
+void CudnnHandle::give_back() {
+  if (handle_ == nullptr) return;
+  cudnnSetStream(handle_, nullptr);
+  HandlePool& pool = handle_pool();
+  const std::lock_guard<std::mutex> lock(pool.mutex);
+  pool.idle[static_cast<size_t>(device_)].push_back(std::exchange(handle_, nullptr));
+  --pool.counts.leased;
+}
+
+CudnnHandle::Counts CudnnHandle::counts() {
+  HandlePool& pool = handle_pool();
+  const std::lock_guard<std::mutex> lock(pool.mutex);
+  return pool.counts;
 }
 
 Result<CudnnDescriptor> CudnnDescriptor::create(cudnnBackendDescriptorType_t type, const char* what) {
@@ -113,14 +174,16 @@ Result<CudnnDescriptor> cudnn_operation(
   return operation;
 }
 
-Result<CudnnPlan> build_cudnn_plan(cudnnHandle_t handle, const std::vector<cudnnBackendDescriptor_t>& operations,
+Result<CudnnPlan> build_cudnn_plan(CudnnHandle handle, const std::vector<cudnnBackendDescriptor_t>& operations,
                                    int engine, int64_t max_workspace_bytes) {
   CudnnPlan out;
+  out.handle = std::move(handle);
+  const cudnnHandle_t raw_handle = out.handle.get();
   LOKA_ASSIGN_OR_RETURN(out.graph, CudnnDescriptor::create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph"));
   LOKA_RETURN_IF_ERROR(out.graph.set_descriptors(CUDNN_ATTR_OPERATIONGRAPH_OPS, operations));
   // The graph and the plan name the handle they are built for (deprecated after cuDNN 9.14 in
   // favour of device properties, still accepted; 9.14 is what the GPU machines have).
-  LOKA_RETURN_IF_ERROR(out.graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
+  LOKA_RETURN_IF_ERROR(out.graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &raw_handle));
   LOKA_RETURN_IF_ERROR(out.graph.finalize().with_context("the graph does not build: "));
 
   LOKA_ASSIGN_OR_RETURN(CudnnDescriptor heuristic, CudnnDescriptor::create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristic"));
@@ -152,7 +215,7 @@ Result<CudnnPlan> build_cudnn_plan(cudnnHandle_t handle, const std::vector<cudnn
   out.engine_config = std::move(configs[static_cast<size_t>(engine)]);
 
   LOKA_ASSIGN_OR_RETURN(out.plan, CudnnDescriptor::create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan"));
-  LOKA_RETURN_IF_ERROR(out.plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
+  LOKA_RETURN_IF_ERROR(out.plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &raw_handle));
   LOKA_RETURN_IF_ERROR(out.plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, out.engine_config));
   LOKA_RETURN_IF_ERROR(out.plan.finalize().with_context("engine configuration " + std::to_string(engine) + " does not build: "));
   LOKA_CUDNN_CHECK(cudnnBackendGetAttribute(out.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
@@ -164,17 +227,27 @@ Result<CudnnPlan> build_cudnn_plan(cudnnHandle_t handle, const std::vector<cudnn
   return out;
 }
 
-Status execute_cudnn_plan(const CudnnPlan& plan, const std::vector<int64_t>& uids, const std::vector<void*>& pointers,
-                          void* workspace, cudaStream_t stream) {
-  LOKA_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle());
-  LOKA_CUDNN_CHECK(cudnnSetStream(handle, stream), "cudnnSetStream");
-  // A variant pack is host-side bookkeeping, cheap to build per run (inside a CUDA graph only at capture).
+Status CudnnVariantPack::bind(std::span<const int64_t> uids, std::span<void* const> pointers, void* workspace) {
+  if (pack_.get() != nullptr && workspace == workspace_ && std::ranges::equal(uids, uids_) &&
+      std::ranges::equal(pointers, pointers_))
+    return Status::ok();
+  pack_ = CudnnDescriptor();  // a failed rebuild leaves no pack to reuse
   LOKA_ASSIGN_OR_RETURN(CudnnDescriptor pack, CudnnDescriptor::create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack"));
   LOKA_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()), uids.data()));
   LOKA_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
                                 static_cast<int64_t>(pointers.size()), pointers.data()));
   LOKA_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
   LOKA_RETURN_IF_ERROR(pack.finalize());
+  pack_ = std::move(pack);
+  uids_.assign(uids.begin(), uids.end());
+  pointers_.assign(pointers.begin(), pointers.end());
+  workspace_ = workspace;
+  return Status::ok();
+}
+
+Status execute_cudnn_plan(const CudnnPlan& plan, const CudnnVariantPack& pack, cudaStream_t stream) {
+  const cudnnHandle_t handle = plan.handle.get();
+  LOKA_CUDNN_CHECK(cudnnSetStream(handle, stream), "cudnnSetStream");
   LOKA_CUDNN_CHECK(cudnnBackendExecute(handle, plan.plan.get(), pack.get()), "executing the plan");
   return Status::ok();
 }
