@@ -87,13 +87,15 @@ cublasLtHandle_t cublaslt_thread_handle() {
   return holder.handle;
 }
 
-Status set_cublaslt_epilogue(cublasLtMatmulDesc_t operation, GemmEpilogue epilogue, bool has_bias) {
+Status set_cublaslt_epilogue(cublasLtMatmulDesc_t operation, GemmEpilogue epilogue, bool has_bias, bool tanh_gelu) {
   cublasLtEpilogue_t value = CUBLASLT_EPILOGUE_DEFAULT;
   switch (epilogue) {
     case GemmEpilogue::kNone: value = has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT; break;
     case GemmEpilogue::kRelu: value = has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU; break;
     case GemmEpilogue::kGelu:  // CUBLASLT_EPILOGUE_GELU is the tanh approximation; LoKA's gelu is exact (erf)
-      return Status::error("cuBLASLt has no exact GELU epilogue: apply GELU after the GEMM");
+      if (!tanh_gelu) return Status::error("cuBLASLt has no exact GELU epilogue: apply GELU after the GEMM");
+      value = has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+      break;
   }
   LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &value, sizeof value), "EPILOGUE");
   return Status::ok();

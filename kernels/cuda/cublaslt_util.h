@@ -31,7 +31,8 @@ cublasLtHandle_t cublaslt_thread_handle();
 
 /// Sets the epilogue (and nothing else) on `operation` for `epilogue` with or without a bias.
 /// kGelu is an error: cuBLASLt's GELU is the tanh approximation, not LoKA's exact one.
-Status set_cublaslt_epilogue(cublasLtMatmulDesc_t operation, GemmEpilogue epilogue, bool has_bias);
+Status set_cublaslt_epilogue(cublasLtMatmulDesc_t operation, GemmEpilogue epilogue, bool has_bias,
+                             bool tanh_gelu = false);
 
 /// RAII owner of a cuBLASLt operation descriptor and its A, B, C and D layouts.
 /// C is the addend's layout: null means D's (C = D in place, as every LoKA GEMM with

@@ -78,7 +78,7 @@ Result<std::unique_ptr<Fp8Gemm>> Fp8Gemm::create(const Fp8GemmProblem& p, const 
   }
   const int8_t fast_accum = options.fast_accum ? 1 : 0;
   LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum), "FAST_ACCUM");
-  LOKA_RETURN_IF_ERROR(set_cublaslt_epilogue(plan.operation, p.epilogue, p.has_bias));
+  LOKA_RETURN_IF_ERROR(set_cublaslt_epilogue(plan.operation, p.epilogue, p.has_bias, options.tanh_gelu));
   if (p.has_bias) {
     // cuBLASLt's FP8 kernels take a BF16/FP16 bias whatever the output type (sm_90).
     const cudaDataType_t bias_type = CUDA_R_16BF;

@@ -51,6 +51,7 @@ struct Gemm::Impl {
   CublasLtPlan plan;
   std::vector<cublasLtMatmulAlgo_t> algorithms;  ///< for 16-byte aligned operands, best first
   cublasLtMatmulAlgo_t unaligned{};               ///< for operands aligned to their element size only
+  bool gelu_pass = false;                         ///< exact GELU applied after the GEMM (not in its epilogue)
 };
 
 Gemm::Gemm(GemmProblem problem, std::unique_ptr<Impl> impl, int selected)
@@ -83,9 +84,11 @@ Result<std::unique_ptr<Gemm>> Gemm::create(const GemmProblem& p, const GemmOptio
   LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a), "TRANSA");
   LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b), "TRANSB");
   // cuBLASLt's GELU epilogue is the tanh approximation (measured on an H100: 4.7e-4 from
-  // 0.5·x·(1 + erf(x/√2)) on [-4, 4]); LoKA's gelu is exact, so it runs as a pass of its own.
-  const GemmEpilogue fused = p.epilogue == GemmEpilogue::kGelu ? GemmEpilogue::kNone : p.epilogue;
-  LOKA_RETURN_IF_ERROR(set_cublaslt_epilogue(plan.operation, fused, p.has_bias));
+  // 0.5·x·(1 + erf(x/√2)) on [-4, 4]); LoKA's gelu is exact, so it runs as a pass of its own
+  // unless the candidate asks for the approximation (options.tanh_gelu).
+  impl->gelu_pass = p.epilogue == GemmEpilogue::kGelu && !options.tanh_gelu;
+  const GemmEpilogue fused = impl->gelu_pass ? GemmEpilogue::kNone : p.epilogue;
+  LOKA_RETURN_IF_ERROR(set_cublaslt_epilogue(plan.operation, fused, p.has_bias, options.tanh_gelu));
   if (p.has_bias) {
     const cudaDataType_t bias_type = cuda_type(p.output);
     LOKA_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
@@ -148,7 +151,7 @@ Status Gemm::run_algorithm(int index, const GemmArgs& args, void* workspace, cud
                                addend ? addend : args.y, plan.d, args.y, plan.d, algorithm, workspace,
                                kGemmWorkspaceBytes, stream),
                 "Matmul");
-  if (problem_.epilogue != GemmEpilogue::kGelu) return Status::ok();
+  if (!impl_->gelu_pass) return Status::ok();
   return launch_unary(UnaryOp::kGelu, args.y, problem_.output, args.y, problem_.output,
                       problem_.m * problem_.n * problem_.batch, stream);
 }

@@ -207,7 +207,8 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
                                       options.max_algorithms};
 
   kernels::CandidateOptions expand{options.max_algorithms, options.fast_accum, options.bf16,
-                                   options.tf32, options.split_k, options.tiles, options.cudnn_engines};
+                                   options.tf32, options.split_k, options.tiles, options.cudnn_engines,
+                                   options.tanh_gelu};
   std::vector<GemmMeasurement> measurements;
   // One event pair per timed launch, all enqueued before waiting: the GPU never
   // idles between launches waiting for the host, so host launch cost stays out.

@@ -49,6 +49,7 @@ struct AutotuneOptions {
   int tiles = kernels::kOfferedTilesPerFamily;
   /// cuDNN FP8 graph candidates: engine configurations 0..N-1 (0: none; none in a build without cuDNN).
   int cudnn_engines = kernels::kOfferedCudnnEngines;
+  bool tanh_gelu = true;  ///< GELU keys: also time cuBLASLt's tanh GELU in the GEMM (its error is measured)
   int warmup = 3;
   int repeats = 15;                       ///< timed launches; the median is kept
   size_t rotate_bytes = size_t{96} << 20; ///< input sets rotated through at least this much memory

@@ -119,6 +119,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   options.split_k = c.split_k;
   options.tile = c.tile;
   options.stages = c.stages;
+  options.tanh_gelu = c.tanh_gelu;
   const size_t mk = static_cast<size_t>(shape.m * shape.k * shape.batch);
   const auto too_few = [&](int count) {
     return Status::error(c.name() + ": cuBLASLt offers " + std::to_string(count) + " algorithm(s) for " +
@@ -132,15 +133,18 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     impl->algorithms = impl->cudnn->engine_count();
     impl->scales_in_gemm = true;
     impl->residual_in_gemm = key.residual;
-  } else if (c.precision == GemmPrecision::kFp8E4M3 && key.epilogue != GemmEpilogue::kGelu) {
-    // Scales, bias and ReLU inside cuBLASLt's GEMM where it has an algorithm for them: the
-    // output is written once. GELU (cuBLASLt's is tanh) and older cuBLASLt (no vector scales)
-    // take unit scales and LoKA's epilogue pass instead.
+  } else if (c.precision == GemmPrecision::kFp8E4M3 && (key.epilogue != GemmEpilogue::kGelu || c.tanh_gelu)) {
+    // Scales, bias and ReLU (or, for a tanh_gelu candidate, cuBLASLt's tanh GELU) inside
+    // cuBLASLt's GEMM where it has an algorithm for them: the output is written once. The exact
+    // GELU and older cuBLASLt (no vector scales) take unit scales and LoKA's epilogue pass instead.
     auto scaled = Fp8Gemm::create(
         {shape.m, shape.n, shape.k, true, true, DType::kFloat32, key.bias, key.epilogue, impl->residual_in_gemm}, options);
     if (scaled) {
       impl->fp8 = std::move(scaled).value();
       impl->scales_in_gemm = true;
+    } else if (c.tanh_gelu) {
+      // The epilogue pass computes the exact GELU: that would be another candidate under this name.
+      return Status::error(c.name() + ": " + scaled.status().message());
     }
   }
   if (c.precision == GemmPrecision::kFp8E4M3) {

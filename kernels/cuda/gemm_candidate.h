@@ -25,6 +25,8 @@
 // Explicit configurations (.splitkN, .tileT[.stagesS]) run the same sequence with
 // the GEMM's algorithm configured (cublaslt_util.h); one cuBLASLt refuses is an
 // error from create() saying why, and no candidate.
+// A tanh_gelu candidate of a GELU node runs cuBLASLt's GELU epilogue (the tanh form) in the
+// GEMM instead of the exact GELU pass (or, for FP8, instead of the scale epilogue pass).
 // A residual (key.residual) rides in cuBLASLt's C (beta = 1) when there is no
 // activation (cuBLASLt adds C before it), in LoKA's scale epilogue on that
 // path, and otherwise in an elementwise add after the GEMM.

@@ -93,7 +93,7 @@ std::string GemmShape::to_string() const {
 std::string GemmCandidate::name() const {
   if (library == GemmLibrary::kCudnn)
     return std::string("cudnn.fp8.e4m3.") + granularity_name(granularity) + ".engine" + std::to_string(algorithm);
-  std::string algo = ".algo" + std::to_string(algorithm);
+  std::string algo = std::string(tanh_gelu ? ".tanh_gelu" : "") + ".algo" + std::to_string(algorithm);
   if (split_k > 0) algo += ".splitk" + std::to_string(split_k);
   if (tile > 0) algo += ".tile" + std::to_string(tile);
   if (stages > 0) algo += ".stages" + std::to_string(stages);
@@ -114,7 +114,7 @@ GemmCandidate GemmCandidate::family_default() const {
   copy.split_k = 0;
   copy.tile = 0;
   copy.stages = 0;
-  return copy;
+  return copy;  // tanh_gelu stays: it changes what is computed, not which configuration
 }
 
 Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
@@ -162,13 +162,19 @@ Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
   const std::optional<int> algorithm = parse_numbered(parts.back(), "algo", 0);
   if (!algorithm) return bad("the last part must be algo<N>, optionally followed by splitk<N> or tile<T>[.stages<S>]");
   c.algorithm = *algorithm;
+  parts.pop_back();
+  if (parts.back() == "tanh_gelu") {
+    c.tanh_gelu = true;
+    parts.pop_back();
+  }
+  if (parts.size() < 2) return bad("expected cublaslt.<precision>[...].algo<N>");
   for (const GemmPrecision plain : {GemmPrecision::kFp32, GemmPrecision::kTf32, GemmPrecision::kBf16}) {
     if (parts[1] != precision_name(plain)) continue;
-    if (parts.size() != 3) return bad("fp32/tf32/bf16 names have three parts");
+    if (parts.size() != 2) return bad("fp32/tf32/bf16 names are cublaslt.<precision>[.tanh_gelu].algo<N>");
     c.precision = plain;
     return c;
   }
-  if (parts[1] != "fp8" || parts.size() < 5 || parts[2] != "e4m3") return bad("unknown precision '" + parts[1] + "'");
+  if (parts[1] != "fp8" || parts.size() < 4 || parts[2] != "e4m3") return bad("unknown precision '" + parts[1] + "'");
   c.precision = GemmPrecision::kFp8E4M3;
   if (parts[3] == "tensor")
     c.granularity = ScaleGranularity::kTensor;
@@ -176,10 +182,10 @@ Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
     c.granularity = ScaleGranularity::kRow;
   else
     return bad("unknown scale granularity '" + parts[3] + "'");
-  if (parts.size() == 6) {
+  if (parts.size() == 5) {
     if (parts[4] != "fast_accum") return bad("unknown modifier '" + parts[4] + "'");
     c.fast_accum = true;
-  } else if (parts.size() != 5) {
+  } else if (parts.size() != 4) {
     return bad("too many parts");
   }
   return c;
@@ -196,6 +202,10 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
   if ((c.split_k > 0 || c.tile > 0) && c.precision == GemmPrecision::kFp8Emulated)
     return Status::error("split-K and tiles are cuBLASLt configurations");
   if (c.fast_accum && c.precision != GemmPrecision::kFp8E4M3) return Status::error("fast accumulation is FP8-only");
+  if (c.tanh_gelu && key.epilogue != cuda::GemmEpilogue::kGelu)
+    return Status::error("tanh_gelu replaces a GELU epilogue; this node has none");
+  if (c.tanh_gelu && (c.library != GemmLibrary::kCublasLt || c.precision == GemmPrecision::kFp8Emulated))
+    return Status::error("tanh_gelu is cuBLASLt's GELU epilogue");
   if (c.library == GemmLibrary::kCudnn) {
     // The graph of kernels/cuda/cudnn_fp8_gemm.h: E4M3 operands, scales, bias, ReLU and residual.
     if (c.precision != GemmPrecision::kFp8E4M3) return Status::error("the cuDNN candidates are FP8 graphs");

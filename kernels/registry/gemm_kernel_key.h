@@ -13,6 +13,7 @@
 //   cublaslt.bf16.algo2                      BF16 operands, FP32 accumulation
 //   cublaslt.fp8.e4m3.tensor.algo3           E4M3, per-tensor activation scale
 //   cublaslt.fp8.e4m3.row.fast_accum.algo1   E4M3, per-row scale, FAST_ACCUM
+//   cublaslt.bf16.tanh_gelu.algo0            a GELU node's GELU as cuBLASLt's tanh epilogue
 //   cublaslt.bf16.algo0.splitk4              algorithm 0 configured explicitly: split-K 4
 //   cublaslt.fp8.e4m3.row.algo0.tile20       ... or another tile (a cublasLtMatmulTile_t value,
 //   cublaslt.tf32.algo0.tile20.stages8       20 = 128x128), with its stages (cublasLtMatmulStages_t)
@@ -101,6 +102,9 @@ struct GemmCandidate {
   /// kCudnn: the FP8 GEMM as a cuDNN graph (kernels/cuda/cudnn_fp8_gemm.h), `algorithm` indexing
   /// cuDNN's heuristic engine configurations; FP8 with a per-tensor activation scale only.
   GemmLibrary library = GemmLibrary::kCublasLt;
+  /// A GELU node's activation as cuBLASLt's epilogue, the tanh approximation (GemmOptions::tanh_gelu),
+  /// instead of the exact GELU pass after the GEMM: one less pass over the output, a measured error.
+  bool tanh_gelu = false;
 
   /// The stable name (see the file banner).
   std::string name() const;

@@ -44,9 +44,11 @@ std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& 
     if (family.fast_accum && !options.fast_accum) continue;
     if (family.precision == GemmPrecision::kBf16 && !options.bf16) continue;
     if (family.precision == GemmPrecision::kTf32 && !options.tf32) continue;
-    // Heuristic algorithm `algorithm`, or algorithm 0 with an explicit split-K or tile.
-    const auto offer = [&](int algorithm, int split_k, int tile) {
+    // Heuristic algorithm `algorithm`, or algorithm 0 with an explicit split-K or tile; with
+    // `tanh_gelu`, cuBLASLt's tanh GELU in the GEMM.
+    const auto offer = [&](int algorithm, int split_k, int tile, bool tanh_gelu = false) {
       GemmCandidate c;
+      c.tanh_gelu = tanh_gelu;
       c.precision = family.precision;
       c.fast_accum = family.fast_accum;
       c.algorithm = algorithm;
@@ -62,6 +64,8 @@ std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& 
                                                          : 1;
     for (int algorithm = 0; algorithm < count; ++algorithm) offer(algorithm, 0, 0);
     if (family.source != Source::kCublasLt) continue;
+    if (options.tanh_gelu && key.epilogue == cuda::GemmEpilogue::kGelu)
+      for (int algorithm = 0; algorithm < count; ++algorithm) offer(algorithm, 0, 0, true);
     for (int split_k : options.split_k) offer(0, split_k, 0);
     for (int tile : offered_tiles(shape, options.tiles)) offer(0, 0, tile);
   }

@@ -29,6 +29,9 @@ struct CandidateOptions {
   int tiles = 0;
   /// cuDNN FP8 graph candidates: engine configurations 0..N-1 of cuDNN's heuristic (0: none).
   int cudnn_engines = 0;
+  /// For GELU nodes, each cuBLASLt heuristic algorithm again with cuBLASLt's tanh GELU in the GEMM
+  /// (GemmCandidate::tanh_gelu): an approximation whose error must be measured.
+  bool tanh_gelu = false;
 };
 
 /// How many cuDNN engine configurations the GPU timer offers per FP8 problem (building a plan

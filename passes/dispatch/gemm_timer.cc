@@ -99,7 +99,7 @@ std::unique_ptr<GemmTimer> make_cost_model_timer() { return std::make_unique<Cos
 kernels::CandidateOptions all_candidates() {
   constexpr int kMaxAlgorithms = 64;  // above any heuristic count a measurement records
   return kernels::CandidateOptions{kMaxAlgorithms, true, true, true, {2, 4}, kernels::kOfferedTilesPerFamily,
-                                   kernels::kOfferedCudnnEngines};
+                                   kernels::kOfferedCudnnEngines, /*tanh_gelu=*/true};
 }
 
 std::unique_ptr<GemmTimer> make_perf_db_timer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use,

@@ -28,6 +28,7 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, co
   tune.split_k = all_candidates().split_k;
   tune.tiles = all_candidates().tiles;
   tune.cudnn_engines = all_candidates().cudnn_engines;
+  tune.tanh_gelu = all_candidates().tanh_gelu;
   MeasureFn measure = [tune](const kernels::GemmKey& key,
                              const kernels::GemmShape& shape) -> Result<std::vector<CandidateTiming>> {
     LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::GemmMeasurement> measured, cuda::autotune_gemm(key, shape, tune));

@@ -12,7 +12,7 @@
 namespace loka::testing {
 
 /// Runs `candidate` for `key` (a QuantizedGemm: E4M3 weights with per-channel scales; an E4M3
-/// or FP32 activation with a per-tensor scale; optional bias, ReLU, residual) at `shape` on
+/// or FP32 activation with a per-tensor scale; optional bias, ReLU or GELU, residual) at `shape` on
 /// random operands, expecting planning to succeed; returns how many outputs miss the reference
 /// (the first few are reported as failures).
 ///

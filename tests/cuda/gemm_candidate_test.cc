@@ -1,6 +1,7 @@
 // ============================================================================
 // tests/cuda/gemm_candidate_test.cc — the registry's TF32 and activation x
-// activation BF16 candidates and the explicit split-K and tile configurations
+// activation BF16 candidates, the tanh_gelu candidates of GELU nodes (FP32,
+// TF32, BF16 and FP8 against the exact GELU), and the explicit split-K and tile configurations
 // (kernels/cuda/gemm_candidate.h) against an FP32 CPU reference
 // (dispatch_gpu_test.cc runs them through the runtime). Skips visibly without
 // a GPU.
@@ -90,8 +91,14 @@ Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key
           sum += term;
           magnitude += std::fabs(term);
         }
+        // GELU: exact (erf) here; its slope stays below 1.13, and cuBLASLt's tanh form (a
+        // tanh_gelu candidate) is within 4.7e-4 of it.
+        const bool gelu = key.epilogue == cuda::GemmEpilogue::kGelu;
+        if (gelu) sum = 0.5 * sum * (1.0 + std::erf(sum / std::sqrt(2.0)));
         const double got = y[static_cast<size_t>((b * shape.m + i) * shape.n + j)];
-        const double tolerance = (per_product + static_cast<double>(shape.k) * std::ldexp(1.0, -24)) * magnitude + 1e-6;
+        const double tolerance =
+            (gelu ? 1.13 : 1.0) * (per_product + static_cast<double>(shape.k) * std::ldexp(1.0, -24)) * magnitude +
+            1e-6 + (candidate.tanh_gelu ? 5e-4 : 0.0);
         error += (got - sum) * (got - sum);
         norm += sum * sum;
         if (!(std::fabs(got - sum) <= tolerance) && outcome.bad++ < 5)
@@ -226,6 +233,34 @@ TEST_F(GemmCandidateTest, ExplicitFp8TileConfigurationsMatchTheReference) {
   }
   EXPECT_GT(accepted, 0) << "no FP8 tile accepted:" << refusals;
   if (!refusals.empty()) std::printf("[ info ] FP8 tiles refused here:%s\n", refusals.c_str());
+}
+
+TEST_F(GemmCandidateTest, TanhGeluCandidatesMatchTheExactGeluWithinTheApproximation) {
+  GemmKey gelu = fp32_gemm_key();
+  gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  for (const GemmShape shape : {GemmShape{1, 64, 37, 1}, GemmShape{33, 17, 37, 1}, GemmShape{4096, 256, 128, 1}}) {
+    SCOPED_TRACE(shape.to_string());
+    for (const auto& [precision, per_product] : {std::pair{GemmPrecision::kFp32, 0.0}, std::pair{GemmPrecision::kTf32, kTf32PerProduct},
+                                                 std::pair{GemmPrecision::kBf16, kBf16PerProduct}}) {
+      for (bool tanh_gelu : {false, true}) {  // the negative twin: the exact GELU pass
+        GemmCandidate c{precision, kernels::ScaleGranularity::kNone, 0, false};
+        c.tanh_gelu = tanh_gelu;
+        EXPECT_EQ(run_against_reference(c, gelu, shape, per_product).bad, 0u) << c.name();
+      }
+    }
+  }
+  // FP8: the scales, bias and tanh GELU all in cuBLASLt's epilogue, float and E4M3 activations.
+  for (DType input : {DType::kFloat32, DType::kFloat8E4M3FN}) {
+    GemmKey q = quantized_gemm_key(kernels::ScaleGranularity::kTensor, input);
+    q.epilogue = cuda::GemmEpilogue::kGelu;
+    q.bias = true;
+    GemmCandidate c{GemmPrecision::kFp8E4M3, kernels::ScaleGranularity::kTensor, 0, false};
+    for (bool tanh_gelu : {false, true}) {
+      c.tanh_gelu = tanh_gelu;
+      for (const GemmShape shape : {GemmShape{1, 256, 48, 1}, GemmShape{40, 272, 80, 1}, GemmShape{4096, 256, 128, 1}})
+        EXPECT_EQ(fp8_candidate_mismatches(c, q, shape), 0u) << c.name() << " " << shape.to_string();
+    }
+  }
 }
 
 TEST_F(GemmCandidateTest, ARefusedTileConfigurationSaysWhy) {

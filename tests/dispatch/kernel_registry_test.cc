@@ -41,7 +41,14 @@ TEST(GemmKernelKey, NamesRoundTrip) {
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 1, false, 0, 0, 0, GemmLibrary::kCudnn},
        "cudnn.fp8.e4m3.tensor.engine1"},
   };
-  for (const auto& [candidate, name] : cases) {
+  GemmCandidate bf16_tanh{GemmPrecision::kBf16, ScaleGranularity::kNone, 1, false};
+  bf16_tanh.tanh_gelu = true;
+  GemmCandidate fp8_tanh{GemmPrecision::kFp8E4M3, ScaleGranularity::kRow, 2, true};
+  fp8_tanh.tanh_gelu = true;
+  std::vector<std::pair<GemmCandidate, std::string>> all = cases;
+  all.push_back({bf16_tanh, "cublaslt.bf16.tanh_gelu.algo1"});
+  all.push_back({fp8_tanh, "cublaslt.fp8.e4m3.row.fast_accum.tanh_gelu.algo2"});
+  for (const auto& [candidate, name] : all) {
     EXPECT_EQ(candidate.name(), name);
     auto parsed = parse_gemm_candidate(name);
     ASSERT_TRUE(parsed.is_ok()) << parsed.status().message();
@@ -73,7 +80,10 @@ TEST(GemmKernelKey, BadNamesAreErrorsQuotingThem) {
                            "cublaslt.bf16.algo0.tile20.stages8.stages8", "cublaslt.tile20.stages8", "cudnn",
                            "cudnn.fp8.e4m3.row.engine0", "cudnn.fp8.e4m3.tensor.engine", "cudnn.fp8.e4m3.tensor.enginex",
                            "cudnn.fp8.e4m3.tensor.algo0", "cudnn.bf16.engine0", "cudnn.fp8.e4m3.tensor.engine0.tile20",
-                           "cudnn.fp8.e4m3.tensor.fast_accum.engine0", "cudnn.fp8.e5m2.tensor.engine0"}) {
+                           "cudnn.fp8.e4m3.tensor.fast_accum.engine0", "cudnn.fp8.e5m2.tensor.engine0",
+                           "cublaslt.tanh_gelu.algo0", "cublaslt.bf16.algo0.tanh_gelu", "cublaslt.tanh_gelu.bf16.algo0",
+                           "cublaslt.fp8.e4m3.tanh_gelu.tensor.algo0", "cublaslt.fp8.e4m3.tensor.tanh_gelu.fast_accum.algo0",
+                           "cublaslt.bf16.tanh_gelu.tanh_gelu.algo0", "cublaslt.fp32.tanh_gelu.x.algo0"}) {
     auto parsed = parse_gemm_candidate(name);
     ASSERT_FALSE(parsed.is_ok()) << name;
     EXPECT_NE(parsed.status().message().find(std::string("'") + name + "'"), std::string::npos) << parsed.status().message();
@@ -101,6 +111,28 @@ TEST(GemmKernelKey, CanImplementFollowsTheHardwareRules) {
   GemmCandidate fast = fp32;
   fast.fast_accum = true;
   EXPECT_FALSE(can_implement(fast, fp32_gemm(), {512, 256, 512, 1}).is_ok());
+}
+
+TEST(GemmKernelKey, TanhGeluReplacesTheGeluOfCublasLtFamiliesOnly) {
+  GemmKey gelu = fp32_gemm();
+  gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  GemmKey q_gelu = quantized(ScaleGranularity::kTensor);
+  q_gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  for (GemmPrecision precision : {GemmPrecision::kFp32, GemmPrecision::kTf32, GemmPrecision::kBf16}) {
+    GemmCandidate c{precision, ScaleGranularity::kNone, 0, false};
+    c.tanh_gelu = true;
+    EXPECT_TRUE(can_implement(c, gelu, {512, 256, 512, 1}).is_ok()) << c.name();
+    EXPECT_NE(can_implement(c, fp32_gemm(), {512, 256, 512, 1}).message().find("has none"), std::string::npos) << c.name();
+  }
+  GemmCandidate fp8{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false};
+  fp8.tanh_gelu = true;
+  EXPECT_TRUE(can_implement(fp8, q_gelu, {512, 256, 512, 1}).is_ok());
+  GemmCandidate emulated{GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false};
+  emulated.tanh_gelu = true;
+  EXPECT_NE(can_implement(emulated, q_gelu, {512, 256, 512, 1}).message().find("cuBLASLt"), std::string::npos);
+  GemmCandidate cudnn{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false, 0, 0, 0, GemmLibrary::kCudnn};
+  cudnn.tanh_gelu = true;
+  EXPECT_FALSE(can_implement(cudnn, q_gelu, {512, 256, 512, 1}).is_ok());
 }
 
 TEST(GemmKernelKey, CudnnGraphsTakeFp8WithATensorScaleBiasReluAndResidual) {
@@ -232,6 +264,22 @@ TEST(KernelRegistry, ExpandsFamiliesInAFixedOrder) {
                                       "cudnn.fp8.e4m3.tensor.engine0", "cudnn.fp8.e4m3.tensor.engine1"}));
   EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kRow), {512, 256, 512, 1}, with_cudnn)),
             (std::vector<std::string>{"cublaslt.fp8.e4m3.row.algo0", "loka.fp8_emulated_fp32"}));
+  // GELU nodes: with tanh_gelu each cuBLASLt family's algorithms again with cuBLASLt's tanh GELU;
+  // nodes without GELU, and the emulation, get none.
+  GemmKey gelu = fp32_gemm();
+  gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  CandidateOptions with_tanh{1, false, false, true};
+  with_tanh.tanh_gelu = true;
+  EXPECT_EQ(names(gemm_candidates(gelu, {512, 256, 512, 1}, with_tanh)),
+            (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.fp32.tanh_gelu.algo0", "cublaslt.tf32.algo0",
+                                      "cublaslt.tf32.tanh_gelu.algo0"}));
+  GemmKey q_gelu = quantized(ScaleGranularity::kTensor, DType::kFloat8E4M3FN);
+  q_gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  EXPECT_EQ(names(gemm_candidates(q_gelu, {512, 256, 512, 1}, with_tanh)),
+            (std::vector<std::string>{"cublaslt.fp8.e4m3.tensor.algo0", "cublaslt.fp8.e4m3.tensor.tanh_gelu.algo0",
+                                      "loka.fp8_emulated_fp32"}));
+  EXPECT_EQ(names(gemm_candidates(fp32_gemm(), {512, 256, 512, 1}, with_tanh)),
+            (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.tf32.algo0"}));
   EXPECT_EQ(reference_precision(fp32_gemm()), GemmPrecision::kFp32);
   EXPECT_EQ(reference_precision(quantized(ScaleGranularity::kRow)), GemmPrecision::kFp8E4M3);
 }
