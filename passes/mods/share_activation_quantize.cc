@@ -14,8 +14,10 @@
 namespace loka {
 namespace {
 
-/// QuantizeLinear takes an FLOAT8E4M3FN zero point (and so writes E4M3 codes) from opset 19.
+/// QuantizeLinear takes an FLOAT8E4M3FN zero point (and so writes E4M3 codes) from opset 19;
+/// Transpose takes FP8 tensors from opset 21.
 constexpr int64_t kFp8QuantizeOpset = 19;
+constexpr int64_t kFp8TransposeOpset = 21;
 
 /// Whether the GEMM's W [N, K] fits the FP8 tensor cores (K and N multiples of 16, the rule of
 /// kernels/registry/gemm_kernel_key.cc's can_implement). Others run emulated or in BF16, which
@@ -34,66 +36,159 @@ struct Group {
   std::vector<ir::Node*> readers;
 };
 
+/// The readers of `x` that quantize it per tensor for the FP8 tensor cores, grouped by scale
+/// (keyed by the scale's bits: equal values, equal rounding).
+std::map<uint32_t, Group> quantizing_readers(ir::Value* x) {
+  std::map<uint32_t, Group> by_scale;
+  if (x->type().dtype != DType::kFloat32 || !x->type().has_rank()) return by_scale;
+  for (const ir::Use& use : x->uses()) {
+    const std::optional<float> scale = mods::tensor_recipe_x_scale(use);
+    if (!scale || !runs_on_fp8_tensor_cores(*use.node)) continue;
+    Group& group = by_scale[std::bit_cast<uint32_t>(*scale)];
+    group.x = x;
+    group.scale = *scale;
+    group.readers.push_back(use.node);
+  }
+  return by_scale;
+}
+
 std::vector<Group> find_groups(const ir::Graph& graph) {
   std::vector<Group> groups;
-  for (ir::Value* x : graph.values()) {
-    if (x->type().dtype != DType::kFloat32 || !x->type().has_rank()) continue;
-    std::map<uint32_t, Group> by_scale;  // keyed by the scale's bits: equal values, equal rounding
-    for (const ir::Use& use : x->uses()) {
-      const std::optional<float> scale = mods::tensor_recipe_x_scale(use);
-      if (!scale || !runs_on_fp8_tensor_cores(*use.node)) continue;
-      Group& group = by_scale[std::bit_cast<uint32_t>(*scale)];
-      group.x = x;
-      group.scale = *scale;
-      group.readers.push_back(use.node);
-    }
-    for (auto& [bits, group] : by_scale)
+  for (ir::Value* x : graph.values())
+    for (auto& [bits, group] : quantizing_readers(x))
       if (group.readers.size() >= 2) groups.push_back(std::move(group));
-  }
   return groups;
 }
 
-/// Inserts the QuantizeLinear of `group` and points its readers at the codes; returns the new node.
-ir::Node* share(ir::Graph& graph, const Group& group) {
-  const std::string base = group.x->name();
-  ir::Value* scale = graph.add_initializer(graph.unique_value_name(base + "_scale"), Tensor::scalar_float(group.scale));
+/// A Transpose read only by GEMMs that quantize its output with one scale: its input is
+/// quantized instead and the codes are transposed (the group's x is the Transpose's output).
+struct Hoist {
+  ir::Node* transpose = nullptr;
+  Group group;
+};
+
+std::vector<Hoist> find_hoists(const ir::Graph& graph) {
+  std::vector<Hoist> hoists;
+  for (ir::Node* node : graph.nodes()) {
+    if (!node->is("Transpose") || node->input(0) == nullptr) continue;
+    const ir::Value* x = node->input(0);
+    ir::Value* y = node->output(0);
+    if (x->type().dtype != DType::kFloat32 || !x->type().has_rank() || y->is_graph_output()) continue;
+    std::map<uint32_t, Group> groups = quantizing_readers(y);
+    if (groups.size() != 1 || groups.begin()->second.readers.size() != y->uses().size()) continue;
+    hoists.push_back({node, std::move(groups.begin()->second)});
+  }
+  return hoists;
+}
+
+/// What the rewrites add, for the annotation document and the statistics.
+struct Added {
+  ir::Node* node = nullptr;
+  float scale = 0.0f;
+  std::vector<ir::Node*> feeds;
+};
+
+/// One QuantizeLinear of `x` with `scale` (a new initializer, also the readers' X_scale); its codes.
+ir::Value* quantize(ir::Graph& graph, ir::Value* x, ir::Value* scale, std::vector<Added>& added,
+                    const std::vector<ir::Node*>& feeds) {
+  const std::string base = x->name();
   ir::Value* zero_point = graph.add_initializer(graph.unique_value_name(base + "_zero_point"),
                                                 Tensor::zeros(DType::kFloat8E4M3FN, {}));
   ir::Value* codes = graph.add_value(graph.unique_value_name(base + "_fp8"),
-                                     ir::TensorType{DType::kFloat8E4M3FN, group.x->type().shape});
-  for (ir::Node* reader : group.readers) {
+                                     ir::TensorType{DType::kFloat8E4M3FN, x->type().shape});
+  ir::Node* node = graph.add_node_with_outputs("QuantizeLinear", {x, scale, zero_point}, {codes},
+                                               graph.unique_node_name(base + "_quantize"), "");
+  added.push_back({node, scale->initializer()->data<float>()[0], feeds});
+  return codes;
+}
+
+/// Points `readers` (QuantizedGemms) at `codes` quantized with `scale`, dropping their old scales.
+void rewire(ir::Graph& graph, const std::vector<ir::Node*>& readers, ir::Value* codes, ir::Value* scale) {
+  for (ir::Node* reader : readers) {
     ir::Value* old_scale = reader->input(4);
     graph.set_input(reader, 0, codes);
     graph.set_input(reader, 4, scale);
     if (!old_scale->has_uses() && !old_scale->is_graph_input() && !old_scale->is_graph_output())
       graph.erase_value(old_scale);
   }
-  return graph.add_node_with_outputs("QuantizeLinear", {group.x, scale, zero_point}, {codes},
-                                     graph.unique_node_name(base + "_quantize"), "");
+}
+
+/// The codes of a QuantizeLinear of `x` this pass added with the scale `scale` (a Transpose's input
+/// hoisted first may also have GEMMs reading it directly), or null.
+ir::Value* existing_codes(const std::vector<Added>& added, const ir::Value* x, float scale) {
+  for (const Added& a : added)
+    if (a.node->is("QuantizeLinear") && a.node->input(0) == x &&
+        std::bit_cast<uint32_t>(a.scale) == std::bit_cast<uint32_t>(scale))
+      return a.node->output(0);
+  return nullptr;
+}
+
+ir::Value* scale_initializer(ir::Graph& graph, const ir::Value* x, float scale) {
+  return graph.add_initializer(graph.unique_value_name(x->name() + "_scale"), Tensor::scalar_float(scale));
+}
+
+/// Quantizes the Transpose's input and transposes the codes in its place (same name, same perm).
+void hoist(ir::Graph& graph, const Hoist& h, std::vector<Added>& added) {
+  ir::Node* transpose = h.transpose;
+  ir::Value* x = transpose->input(0);
+  ir::Value* y = transpose->output(0);
+  ir::Value* scale = scale_initializer(graph, x, h.group.scale);
+  ir::Value* codes = quantize(graph, x, scale, added, h.group.readers);
+  ir::Value* moved = graph.add_value(graph.unique_value_name(y->name() + "_fp8"),
+                                     ir::TensorType{DType::kFloat8E4M3FN, y->type().shape});
+  rewire(graph, h.group.readers, moved, scale);
+  const std::string name = transpose->name();
+  const Attributes attributes = transpose->attributes();
+  graph.erase_node(transpose);  // and y, now unread
+  ir::Node* fp8 = graph.add_node_with_outputs("Transpose", {codes}, {moved}, name, "");
+  fp8->mutable_attributes() = attributes;
+  added.push_back({fp8, h.group.scale, h.group.readers});
+}
+
+/// Whether the graph is (or was raised) at `opset`; counts what it skips otherwise.
+Result<bool> at_opset(ir::Graph& graph, int64_t opset, size_t matches, PassContext& context) {
+  LOKA_ASSIGN_OR_RETURN(const FusionOpset result, require_opset_for_fusion(graph, opset, matches, context));
+  return result != FusionOpset::kNotUpgradable;
 }
 
 class ShareActivationQuantizePass final : public Pass {
  public:
   Result<bool> run(ir::Graph& graph, PassContext& context) override {
-    std::vector<Group> groups = find_groups(graph);
-    if (groups.empty()) return false;
-    LOKA_ASSIGN_OR_RETURN(const FusionOpset opset,
-                          require_opset_for_fusion(graph, kFp8QuantizeOpset, groups.size(), context));
-    if (opset == FusionOpset::kNotUpgradable) return false;
-    if (opset == FusionOpset::kRaised) groups = find_groups(graph);  // the upgrade may have rewritten nodes
+    std::vector<Added> added;
+    // Transposes first: a value they quantize may also have direct readers sharing a group below.
+    if (!find_hoists(graph).empty()) {
+      LOKA_ASSIGN_OR_RETURN(const bool ready, at_opset(graph, kFp8TransposeOpset, find_hoists(graph).size(), context));
+      if (ready)
+        for (const Hoist& h : find_hoists(graph)) {  // found again: an upgrade may have rewritten nodes
+          hoist(graph, h, added);
+          context.add_statistic("transposes-of-codes");
+        }
+    }
+    if (!find_groups(graph).empty()) {
+      LOKA_ASSIGN_OR_RETURN(const bool ready, at_opset(graph, kFp8QuantizeOpset, find_groups(graph).size(), context));
+      if (ready)
+        for (const Group& group : find_groups(graph)) {
+          if (ir::Value* codes = existing_codes(added, group.x, group.scale)) {
+            rewire(graph, group.readers, codes, codes->producer()->input(1));
+            continue;
+          }
+          ir::Value* scale = scale_initializer(graph, group.x, group.scale);
+          rewire(graph, group.readers, quantize(graph, group.x, scale, added, group.readers), scale);
+          context.add_statistic("quantizes-shared");
+        }
+    }
+    if (added.empty()) return false;
     LOKA_ASSIGN_OR_RETURN(nlohmann::json document, read_annotations(graph));
-    for (const Group& group : groups) {
-      ir::Node* quantize = share(graph, group);
+    for (const Added& a : added) {
       nlohmann::json feeds = nlohmann::json::array();
-      for (const ir::Node* reader : group.readers) feeds.push_back(reader->name());
-      nlohmann::json& entry = document["nodes"][quantize->name()];
-      entry["name"] = quantize->name();
-      entry["op"] = "QuantizeLinear";
+      for (const ir::Node* reader : a.feeds) feeds.push_back(reader->name());
+      nlohmann::json& entry = document["nodes"][a.node->name()];
+      entry["name"] = a.node->name();
+      entry["op"] = a.node->op_type();
       entry["precision"] = "fp8_e4m3";
-      entry["y_scale"] = group.scale;
+      entry["y_scale"] = a.scale;
       entry["feeds"] = std::move(feeds);
-      context.add_statistic("quantizes-shared");
-      context.add_statistic("gemms-fed", static_cast<double>(group.readers.size()));
+      if (a.node->is("QuantizeLinear")) context.add_statistic("gemms-fed", static_cast<double>(a.feeds.size()));
     }
     write_annotations(graph, document);
     return true;
@@ -105,9 +200,9 @@ class ShareActivationQuantizePass final : public Pass {
 PassInfo share_activation_quantize_pass_info() {
   return PassInfo{"share-activation-quantize",
                   "quantize an FP32 activation once (QuantizeLinear to E4M3) for all the per-tensor QuantizedGemms "
-                  "that read it with the same static scale",
+                  "that read it with the same static scale, and before a Transpose only they read",
                   {},
-                  {"quantizes-shared", "gemms-fed"}};
+                  {"quantizes-shared", "transposes-of-codes", "gemms-fed"}};
 }
 
 std::unique_ptr<Pass> make_share_activation_quantize_pass() {

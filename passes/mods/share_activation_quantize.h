@@ -14,9 +14,16 @@
 //   X ─┬▶ QuantizedGemm(X, W0, …, s)         X ─▶ QuantizeLinear(X, s, 0) ─▶ Xq ─┬▶ QuantizedGemm(Xq, W0, …, s)
 //      └▶ QuantizedGemm(X, W1, …, s)   ==>                                       └▶ QuantizedGemm(Xq, W1, …, s)
 //
+// The same reasoning moves the quantize above a Transpose that only such GEMMs read (Wukong's
+// interaction layers transpose every layer's [B, N, D] input for an FP8 GEMM): the transpose then
+// moves 1-byte codes instead of 4-byte floats, and the GEMM's quantize pass goes.
+//
+//   X ─▶ Transpose ─▶ QuantizedGemm(·, W, …, s)  ==>  X ─▶ QuantizeLinear(X, s, 0) ─▶ Transpose ─▶ QuantizedGemm(·, W, …, s)
+//
 // Exact: QuantizedGemm's float-X "tensor" recipe is D(Q(X / s)) · s
 // (docs/loka_ops.md) and its FP8-X form is D(Xq) · s with Xq = Q(X / s),
-// QuantizeLinear's definition, so outputs are bit-identical.
+// QuantizeLinear's definition, so outputs are bit-identical; quantizing is
+// elementwise, so it commutes with a Transpose.
 //
 // Requires: shape-inferred IR (the codes' type is X's shape with E4M3FN).
 // Matches: readers at input 0 of ai.loka QuantizedGemm with act_recipe
@@ -26,11 +33,14 @@
 // grouped by the scale's exact value and every group of two or more gets its
 // own QuantizeLinear (other readers of X, e.g. FP32 ops or a per-row GEMM,
 // keep reading X). X itself must be float32.
+// A Transpose is rewritten when every reader of its output is such a GEMM
+// and all use one scale (one reader is enough: the transpose itself gets cheaper).
 // Guarantees: the graph's ai.onnx opset is raised to 19 (QuantizeLinear's
-// FP8 form) when older and upgradable, otherwise nothing changes; the new
-// node is named "<X>_quantize" (made unique) and gets an annotation entry
-// with op "QuantizeLinear", precision "fp8_e4m3", its scale, and "feeds"
-// (the GEMMs it feeds).
+// FP8 form), or 21 for a Transpose of codes, when older and upgradable,
+// otherwise that rewrite is not made; a new QuantizeLinear is named
+// "<X>_quantize" (made unique), a Transpose of codes keeps the old one's name
+// and perm; each gets an annotation entry with its op, precision "fp8_e4m3",
+// the scale, and "feeds" (the GEMMs it feeds).
 // Does not: merge different scales (that would change a reader's rounding:
 // fuse-layernorm-quant does it where a LayerNorm produces X), or touch
 // per-row readers (their scale is computed per row at run time).

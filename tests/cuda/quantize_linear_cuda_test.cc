@@ -103,6 +103,35 @@ TEST_F(CudaQuantizeLinear, CodesEqualTheCpuKernelBitForBit) {
   }
 }
 
+// What share-activation-quantize makes of a Transpose read by FP8 GEMMs: codes, then their transpose.
+TEST_F(CudaQuantizeLinear, CodesTransposeOnTheGpuAsOnTheCpu) {
+  std::mt19937 rng(59);
+  testing::ModelBuilder builder(21);
+  builder.input("x", DType::kFloat32, {-1, 7, kCols});
+  builder.initializer("scale", Tensor::scalar_float(3.0f / 448.0f));
+  builder.initializer("zero", Tensor::zeros(DType::kFloat8E4M3FN, {}));
+  builder.node("QuantizeLinear", {"x", "scale", "zero"}, {"q"}, {}, "quantize");
+  builder.node("Transpose", {"q"}, {"t"}, {{"perm", std::vector<int64_t>{0, 2, 1}}}, "transpose");
+  builder.output_unshaped("t", DType::kFloat8E4M3FN);
+  const std::string model = builder.serialize();
+  const auto bytes = std::as_bytes(std::span(model.data(), model.size()));
+  auto cpu = Engine::load_bytes(bytes);
+  ASSERT_TRUE(cpu) << cpu.status().message();
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = 512;
+  auto gpu = Engine::load_bytes(bytes, options);
+  ASSERT_TRUE(gpu) << gpu.status().message();
+  for (int64_t rows : {1, 512}) {
+    const std::vector<Tensor> x = {testing::random_tensor(rng, {rows, 7, kCols}, -5.0f, 5.0f)};
+    auto expected = (*cpu)->new_session()->run(x);
+    auto actual = (*gpu)->new_session()->run(x);
+    ASSERT_TRUE(expected && actual) << (expected ? actual.status() : expected.status()).message();
+    ASSERT_EQ((*actual)[0].shape(), (Shape{rows, kCols, 7}));
+    testing::expect_same_bytes((*actual)[0].raw(), (*expected)[0].raw(), static_cast<size_t>(x[0].element_count()), 1);
+  }
+}
+
 TEST_F(CudaQuantizeLinear, FormsWithoutAKernelAreRefusedNamingTheNode) {
   EngineOptions options;
   options.device = Device::kCuda;

@@ -2,7 +2,7 @@
 // tests/passes/share_activation_quantize_test.cc — `share-activation-quantize`:
 // golden IR (CHECK lines) with negative twins, the annotation entry, and the
 // rewritten model on the CPU runtime against the original: bit-identical
-// outputs, saturating values and 3-D activations included.
+// outputs, saturating values, 3-D activations and transposed codes included.
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -108,6 +108,57 @@ CHECK: %b = ai.loka::QuantizedGemm(%x_fp8,
       << result.printed;
 }
 
+/// x [batch, 16, 8] transposed to [batch, 8, 16] and read by QuantizedGemms (N = 16) with
+/// X_scales `s0` and `s1`; `extra` adds lines before the outputs.
+std::string transposed_input(const std::string& s0 = "0.5", const std::string& s1 = "0.5", const std::string& extra = "") {
+  return R"(graph "t" {
+  opset "" 17
+  opset "ai.loka" 1
+  input %x : f32[batch,16,8]
+  init %w0 : f8e4m3fn[16,16] = )" + codes(256) + R"(
+  init %ws0 : f32[16] = )" + ones(16) + R"(
+  init %xs0 : f32[] = [)" + s0 + R"(]
+  init %w1 : f8e4m3fn[16,16] = )" + codes(256) + R"(
+  init %ws1 : f32[16] = )" + ones(16) + R"(
+  init %xs1 : f32[] = [)" + s1 + R"(]
+  %t = Transpose(%x) {perm = ints[0, 2, 1]} : f32[batch,8,16] @"transpose"
+  %a = ai.loka::QuantizedGemm(%t, %w0, %ws0, _, %xs0) : f32[batch,8,16] @"q0"
+  %b = ai.loka::QuantizedGemm(%t, %w1, %ws1, _, %xs1) : f32[batch,8,16] @"q1"
+)" + extra + R"(  output %a
+  output %b
+})";
+}
+
+TEST(ShareActivationQuantize, ATransposeReadOnlyByTheGemmsMovesCodes) {
+  const Fusion result = share(transposed_input());
+  EXPECT_TRUE(result.changed);
+  EXPECT_EQ(result.statistics.at("transposes-of-codes"), 1.0);
+  EXPECT_EQ(result.statistics.at("opset-raised-to-21"), 1.0);
+  EXPECT_EQ(result.statistics.count("quantizes-shared"), 0u);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK: opset "" 21
+CHECK: %x_fp8 = QuantizeLinear(%x, %x_scale, %x_zero_point) : f8e4m3fn[batch,16,8] @"x_quantize"
+CHECK-NEXT: %t_fp8 = Transpose(%x_fp8) {perm = ints[0, 2, 1]} : f8e4m3fn[batch,8,16] @"transpose"
+CHECK-NEXT: %a = ai.loka::QuantizedGemm(%t_fp8, %w0, %ws0, _, %x_scale) : f32[batch,8,16] @"q0"
+CHECK-NEXT: %b = ai.loka::QuantizedGemm(%t_fp8, %w1, %ws1, _, %x_scale) : f32[batch,8,16] @"q1"
+)"),
+            "")
+      << result.printed;
+  EXPECT_EQ(result.annotations["nodes"]["transpose"]["op"], "Transpose");
+  EXPECT_EQ(result.annotations["nodes"]["transpose"]["feeds"], nlohmann::json::array({"q0", "q1"}));
+}
+
+TEST(ShareActivationQuantize, NoCodesTransposedWhenAReaderIsNotSuchAGemmOrTheScalesDiffer) {
+  const std::string relu = "  %r = Relu(%t) : f32[batch,8,16] @\"relu\"\n  output %r\n";
+  // Neither rewrite applies: the transpose's readers disagree, and each scale has one GEMM.
+  expect_unchanged(transposed_input("0.5", "0.25"));
+  // With a float reader the transpose stays; its two GEMMs still share one quantize of its output.
+  const Fusion result = share(transposed_input("0.5", "0.5", relu));
+  EXPECT_EQ(result.statistics.count("transposes-of-codes"), 0u);
+  EXPECT_EQ(result.statistics.at("quantizes-shared"), 1.0);
+  EXPECT_NE(result.printed.find("%t = Transpose(%x)"), std::string::npos) << result.printed;
+}
+
 // ---------------------------------------------------------- negative twins --
 
 TEST(ShareActivationQuantize, NoSharingWhenTheScalesDiffer) { expect_unchanged(shared_input(16, "0.5", "0.25")); }
@@ -164,6 +215,39 @@ TEST(ShareActivationQuantize, OutputsAreBitIdenticalOnTheCpuRuntime) {
     ASSERT_TRUE(before && after) << (before ? after.status() : before.status()).message();
     for (size_t o = 0; o < before->size(); ++o) EXPECT_EQ(testing::max_abs_difference((*before)[o], (*after)[o]), 0.0f);
   }
+}
+
+TEST(ShareActivationQuantize, TransposedCodesGiveBitIdenticalOutputsOnTheCpuRuntime) {
+  std::mt19937 rng(67);
+  auto graph = std::make_unique<ir::Graph>();
+  graph->opsets[""] = 17;
+  graph->opsets["ai.loka"] = 1;
+  ir::Value* x = graph->add_value("x", {DType::kFloat32, std::vector<ir::Dim>{ir::Dim::named("batch"), ir::Dim::known(32),
+                                                                              ir::Dim::known(48)}});
+  graph->add_input(x);
+  ir::Node* transpose = graph->add_node("Transpose", {x}, 1, "transpose");
+  transpose->mutable_attributes().set("perm", std::vector<int64_t>{0, 2, 1});
+  Tensor w = Tensor::zeros(DType::kFloat8E4M3FN, {16, 32});
+  for (int64_t i = 0; i < w.element_count(); ++i)
+    static_cast<uint8_t*>(w.raw())[i] = float_to_fp8e4m3fn(testing::random_tensor(rng, {1}, -3.0f, 3.0f).data<float>()[0]);
+  ir::Node* gemm = graph->add_node("QuantizedGemm",
+                                   {transpose->output(0), graph->add_initializer("w", w),
+                                    graph->add_initializer("ws", testing::random_tensor(rng, {16}, 0.01f, 0.1f)),
+                                    graph->add_initializer("b", testing::random_tensor(rng, {16})),
+                                    graph->add_initializer("xs", Tensor::scalar_float(2.0f / 448.0f))},
+                                   1, "gemm", "ai.loka");
+  graph->add_output(gemm->output(0));
+  auto prepared = testing::run_pipeline(*graph, "infer-shapes");
+  ASSERT_TRUE(prepared) << prepared.status().message();
+  auto shared = graph->clone();
+  auto records = testing::run_pipeline(*shared, "share-activation-quantize,infer-shapes");
+  ASSERT_TRUE(records) << records.status().message();
+  ASSERT_EQ(records->at(0).statistics.at("transposes-of-codes"), 1.0);
+  const Tensor input = testing::random_tensor(rng, {5, 32, 48}, -4.0f, 4.0f);
+  auto before = testing::run_graph(*graph, {input});
+  auto after = testing::run_graph(*shared, {input});
+  ASSERT_TRUE(before && after) << (before ? after.status() : before.status()).message();
+  EXPECT_EQ(testing::max_abs_difference((*before)[0], (*after)[0]), 0.0f);
 }
 
 }  // namespace
