@@ -34,8 +34,9 @@ struct CandidateOptions {
   bool tanh_gelu = false;
 };
 
-/// How many cuDNN engine configurations the GPU timer offers per FP8 problem (building a plan
-/// may compile kernels: a few, not every one the heuristic lists).
+/// How many cuDNN engine configurations the autotuner times per FP8 problem when asked for cuDNN
+/// (building a plan may compile kernels: a few, not every one the heuristic lists). Dispatch
+/// asks for none unless `dispatch{cudnn=N}` (docs/dispatch.md says why).
 inline constexpr int kOfferedCudnnEngines = 2;
 
 /// Every candidate that can compute `key` at `shape`, in the registry's fixed order.

@@ -425,6 +425,8 @@ class DispatchPass final : public Pass {
     gpu.max_algorithms = static_cast<int>(context.int_option("algorithms"));
     gpu.fast_accum = context.bool_option("fast_accum");
     gpu.repeats = static_cast<int>(context.int_option("repeats"));
+    gpu.cudnn_engines = static_cast<int>(context.int_option("cudnn"));
+    if (gpu.cudnn_engines < 0) return Status::error("dispatch option cudnn must be >= 0, got " + std::to_string(gpu.cudnn_engines));
     LOKA_ASSIGN_OR_RETURN(auto timer, dispatch::make_gpu_timer(db, use, gpu));
     const size_t before = db.size();
     auto changed = dispatch::dispatch_gemms(graph, context, *timer, options);
@@ -469,7 +471,11 @@ PassInfo dispatch_pass_info() {
        {"upgrades", OptionType::kBool, "true",
         "spend the budget's headroom on kernels that add error (TF32/BF16 for FP32 nodes); false: error-free "
         "choices only"},
-       {"repeats", OptionType::kInt, "15", "timed launches per candidate; the median is kept (GPU only)"}},
+       {"repeats", OptionType::kInt, "15", "timed launches per candidate; the median is kept (GPU only)"},
+       {"cudnn", OptionType::kInt, "0",
+        "cuDNN FP8 matmul graphs timed per FP8 problem: engine configurations 0..N-1 of cuDNN's heuristic (GPU "
+        "only; off by default: on an H100 they won 0 of 24 rec-model shapes against cuBLASLt, and each plan "
+        "compiles kernels when built, about 1 s)"}},
       {"gemm-nodes", "dispatched-nodes", "unsized-nodes", "fp32-choices", "tf32-choices", "bf16-choices", "fp8_e4m3-choices",
        "fp8_emulated-choices", "budget-upgrades", "extra-error", "perf-db-hits", "tuned-problems"}};
 }

@@ -27,7 +27,7 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, co
   tune.repeats = options.repeats;
   tune.split_k = all_candidates().split_k;
   tune.tiles = all_candidates().tiles;
-  tune.cudnn_engines = all_candidates().cudnn_engines;
+  tune.cudnn_engines = options.cudnn_engines;
   tune.tanh_gelu = all_candidates().tanh_gelu;
   MeasureFn measure = [tune](const kernels::GemmKey& key,
                              const kernels::GemmShape& shape) -> Result<std::vector<CandidateTiming>> {
@@ -40,6 +40,7 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, co
   kernels::CandidateOptions offered = all_candidates();
   offered.algorithms = options.max_algorithms;
   offered.fast_accum = options.fast_accum;
+  offered.cudnn_engines = options.cudnn_engines;
   return make_perf_db_timer(db, std::move(device), std::move(measure), use, offered);
 }
 

@@ -15,6 +15,7 @@ struct GpuTimerOptions {
   int max_algorithms = 8;
   bool fast_accum = false;
   int repeats = 15;
+  int cudnn_engines = 0;  ///< cuDNN FP8 graph engine configurations timed per FP8 problem (dispatch{cudnn=N})
 };
 
 /// Empty when a GPU can tune here; otherwise why not (no CUDA in this build, no device).
