@@ -81,7 +81,7 @@ Result<TuningDevice> tuning_device() {
   LOKA_RETURN_IF_ERROR(check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties"));
   int driver = 0;
   LOKA_RETURN_IF_ERROR(check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion"));
-  // "130100+loka2": the library's version and the revision of LoKA's candidate kernels.
+  // "130100+loka3": the library's version and the revision of LoKA's candidate kernels.
   return TuningDevice{properties.name, std::to_string(driver),
                       std::to_string(cublasLtGetVersion()) + "+loka" + std::to_string(kGemmKernelRevision)};
 }

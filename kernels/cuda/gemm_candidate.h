@@ -49,8 +49,12 @@ namespace loka::cuda {
 /// The revision of what the candidates enqueue. Perf DB timings are valid for one revision: the
 /// tuning fingerprint (gemm_autotune.h) carries it next to the cuBLASLt version, so timings of
 /// older kernels are not reused. Bump it when a candidate's kernel sequence changes.
+/// A perf DB answers a problem from any record of it, so a revision also marks a change in which
+/// candidates are measured.
 /// 2: fp8_e4m3 applies its scales, bias and ReLU inside cuBLASLt's GEMM (paired OUTER_VEC).
-inline constexpr int kGemmKernelRevision = 2;
+/// 3: explicit tile configurations and tanh_gelu candidates are measured (a revision-2 DB would
+///    answer every problem it holds without timing them).
+inline constexpr int kGemmKernelRevision = 3;
 
 /// Device operands of one run. Which ones are read depends on the key.
 struct GemmCandidateArgs {

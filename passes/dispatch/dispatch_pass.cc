@@ -475,7 +475,8 @@ PassInfo dispatch_pass_info() {
        {"cudnn", OptionType::kInt, "0",
         "cuDNN FP8 matmul graphs timed per FP8 problem: engine configurations 0..N-1 of cuDNN's heuristic (GPU "
         "only; off by default: on an H100 they won 0 of 24 rec-model shapes against cuBLASLt, and each plan "
-        "compiles kernels when built, about 1 s)"}},
+        "compiles kernels when built, about 1 s). A perf DB answers a problem it holds without timing them: give "
+        "such runs their own perf_db"}},
       {"gemm-nodes", "dispatched-nodes", "unsized-nodes", "fp32-choices", "tf32-choices", "bf16-choices", "fp8_e4m3-choices",
        "fp8_emulated-choices", "budget-upgrades", "extra-error", "perf-db-hits", "tuned-problems"}};
 }

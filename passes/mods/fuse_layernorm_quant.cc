@@ -16,7 +16,7 @@ constexpr const char* kLokaDomain = "ai.loka";
 
 /// The shared Y_scale when `norm` qualifies for fusion (see the header), else nothing.
 std::optional<float> fusable(const ir::Node& norm) {
-  if (!mods::normalizes_last_axis_only(norm)) return std::nullopt;
+  if (!mods::normalizes_last_axis_only(norm) || !mods::norm_affine_is_per_channel(norm)) return std::nullopt;
   auto stash = norm.attributes().get_int("stash_type", 1);
   if (!stash || *stash != 1 || !norm.attributes().get_float("epsilon", 1e-5f)) return std::nullopt;
   const ir::Value* x = norm.input(0);

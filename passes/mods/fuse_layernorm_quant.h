@@ -25,7 +25,8 @@
 // scales the fused graph computes bit for bit what the unfused one did.
 //
 // Requires: LayerNormalization (ONNX domain, last axis only, stash_type 1,
-// float32 X) whose only used output is Y, Y not a graph output; every reader a
+// float32 X, Scale and B of exactly [C]: LayerNormQuant does not broadcast
+// them) whose only used output is Y, Y not a graph output; every reader a
 // QuantizedGemm with act_recipe "tensor" reading Y at input 0 only, with an
 // initializer X_scale of one finite positive float32 element.
 // Guarantees: the fused node takes the LayerNorm's name (so annotations and

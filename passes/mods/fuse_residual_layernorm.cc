@@ -25,7 +25,7 @@ bool same_float32_shape(const ir::Value* a, const ir::Value* b) {
 
 /// The Add feeding `norm` when the pair qualifies (see the header), else null.
 ir::Node* fusable_add(const ir::Node& norm) {
-  if (!mods::normalizes_last_axis_only(norm)) return nullptr;
+  if (!mods::normalizes_last_axis_only(norm) || !mods::norm_affine_is_per_channel(norm)) return nullptr;
   auto stash = norm.attributes().get_int("stash_type", 1);
   if (!stash || *stash != 1 || !norm.attributes().get_float("epsilon", 1e-5f)) return nullptr;
   for (size_t i = 1; i < norm.outputs().size(); ++i)  // Mean / InvStdDev: ResidualLayerNorm has no such outputs
@@ -59,10 +59,16 @@ class FuseResidualLayerNormPass final : public Pass {
                                graph, norm->output(0), {norm, add},
                                canonicalize::NodeSpec{"ResidualLayerNorm", inputs, std::move(attributes), name, kLokaDomain})
                                .status());
-      nlohmann::json& entry = document["nodes"][name];
+      nlohmann::json& nodes = document["nodes"];
+      nlohmann::json from = nlohmann::json::array({add_name});
+      if (nodes.contains(add_name) && nodes[add_name].contains("from")) from = nodes[add_name]["from"];
+      nlohmann::json& entry = nodes[name];
+      for (const auto& absorbed : entry.contains("from") ? entry["from"] : nlohmann::json::array({name}))
+        from.push_back(absorbed);
+      nodes.erase(add_name);  // the Add is gone: its entry would name a node that no longer exists
       entry["name"] = name;
       entry["op"] = "ResidualLayerNorm";
-      entry["from"] = nlohmann::json::array({add_name, name});
+      entry["from"] = std::move(from);
       entry["precision"] = "fp32";
       context.add_statistic("norms-fused");
     }

@@ -18,13 +18,14 @@
 // Requires: shape-inferred IR.
 // Matches: an Add of two float32 tensors of one shape (no broadcasting:
 // equal ranks, and per dim the same known size or the same named dim), whose output is read only by input 0 of one
-// LayerNormalization over the last axis with stash_type 1 whose Mean and
-// InvStdDev outputs are unused; the sum is no graph output.
+// LayerNormalization over the last axis with stash_type 1, Scale (and B) of
+// exactly [C], whose Mean and InvStdDev outputs are unused; the sum is no
+// graph output.
 // Guarantees: bit-identical outputs (the same float Add, then the same row
 // arithmetic); the fused node keeps the LayerNormalization's name, output and
 // epsilon, and its annotation entry gets op "ResidualLayerNorm", precision
-// "fp32" and "from" [the Add, the LayerNormalization]; opset ai.loka 1 is
-// imported.
+// "fp32" and "from" [the Add, the LayerNormalization] (or what their entries
+// had absorbed before), and the Add's entry goes; opset ai.loka 1 is imported.
 // Does not: fuse a LayerNorm that emits FP8 (fuse-layernorm-quant, which runs
 // first, has made it a LayerNormQuant), broadcasting Adds, or an Add read by
 // anything else (its sum must then exist in memory anyway).

@@ -31,6 +31,23 @@ std::optional<float> tensor_recipe_x_scale(const ir::Use& use) {
   return value;
 }
 
+bool norm_affine_is_per_channel(const ir::Node& norm) {
+  const ir::Value* x = norm.input(0);
+  if (x == nullptr || !x->type().has_rank() || x->type().rank() < 1) return false;
+  const ir::Dim& channels = x->type().shape->back();
+  if (!channels.is_known()) return false;
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    const ir::Value* vector = norm.input(i);
+    if (vector == nullptr) {
+      if (i == 1) return false;  // Scale is required
+      continue;
+    }
+    const ir::TensorType& type = vector->type();
+    if (type.dtype != DType::kFloat32 || type.rank() != 1 || (*type.shape)[0] != channels) return false;
+  }
+  return true;
+}
+
 std::optional<WeightGemm> as_weight_gemm(const ir::Node& node, bool require_untransposed_activation) {
   const bool is_gemm = node.is("Gemm");
   if (!is_gemm && !node.is("MatMul")) return std::nullopt;

@@ -51,6 +51,11 @@ std::optional<float> tensor_recipe_x_scale(const ir::Use& use);
 /// every Mods rewrite relies on.
 bool normalizes_last_axis_only(const ir::Node& node);
 
+/// True when the LayerNormalization `norm`'s Scale (input 1) and B (input 2, when given) are
+/// float32 vectors of exactly the normalized dim's known size: what LoKA's fused norms take
+/// (LayerNormalization itself also broadcasts, e.g. a Scale of shape [1]).
+bool norm_affine_is_per_channel(const ir::Node& norm);
+
 /// Makes input `slot` of `node` (an initializer) hold `tensor`. Initializer
 /// storage is shared and immutable, so the data is always replaced, never
 /// written through; when other nodes read the same initializer, a new one named

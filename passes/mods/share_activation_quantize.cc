@@ -52,11 +52,16 @@ std::map<uint32_t, Group> quantizing_readers(ir::Value* x) {
   return by_scale;
 }
 
-std::vector<Group> find_groups(const ir::Graph& graph) {
+struct Added;
+Added* existing_quantize(std::vector<Added>& added, const ir::Value* x, float scale);
+
+/// Groups of two or more readers, or of one where codes of that scale exist already (`added`).
+std::vector<Group> find_groups(const ir::Graph& graph, std::vector<Added>& added) {
   std::vector<Group> groups;
   for (ir::Value* x : graph.values())
     for (auto& [bits, group] : quantizing_readers(x))
-      if (group.readers.size() >= 2) groups.push_back(std::move(group));
+      if (group.readers.size() >= 2 || existing_quantize(added, x, group.scale) != nullptr)
+        groups.push_back(std::move(group));
   return groups;
 }
 
@@ -88,6 +93,10 @@ struct Added {
   std::vector<ir::Node*> feeds;
 };
 
+ir::Value* scale_initializer(ir::Graph& graph, const ir::Value* x, float scale) {
+  return graph.add_initializer(graph.unique_value_name(x->name() + "_scale"), Tensor::scalar_float(scale));
+}
+
 /// One QuantizeLinear of `x` with `scale` (a new initializer, also the readers' X_scale); its codes.
 ir::Value* quantize(ir::Graph& graph, ir::Value* x, ir::Value* scale, std::vector<Added>& added,
                     const std::vector<ir::Node*>& feeds) {
@@ -113,18 +122,27 @@ void rewire(ir::Graph& graph, const std::vector<ir::Node*>& readers, ir::Value* 
   }
 }
 
-/// The codes of a QuantizeLinear of `x` this pass added with the scale `scale` (a Transpose's input
-/// hoisted first may also have GEMMs reading it directly), or null.
-ir::Value* existing_codes(const std::vector<Added>& added, const ir::Value* x, float scale) {
-  for (const Added& a : added)
+/// The QuantizeLinear of `x` with the scale `scale` this pass already added (a value several
+/// Transposes read, or that GEMMs read beside a Transpose), or null.
+Added* existing_quantize(std::vector<Added>& added, const ir::Value* x, float scale) {
+  for (Added& a : added)
     if (a.node->is("QuantizeLinear") && a.node->input(0) == x &&
         std::bit_cast<uint32_t>(a.scale) == std::bit_cast<uint32_t>(scale))
-      return a.node->output(0);
+      return &a;
   return nullptr;
 }
 
-ir::Value* scale_initializer(ir::Graph& graph, const ir::Value* x, float scale) {
-  return graph.add_initializer(graph.unique_value_name(x->name() + "_scale"), Tensor::scalar_float(scale));
+/// Codes of `x` at `scale` for `readers`: those already made, or a new QuantizeLinear; the scale
+/// initializer the readers take with them in `scale`.
+ir::Value* codes_for(ir::Graph& graph, ir::Value* x, float scale_value, const std::vector<ir::Node*>& readers,
+                     std::vector<Added>& added, ir::Value*& scale) {
+  if (Added* made = existing_quantize(added, x, scale_value)) {
+    made->feeds.insert(made->feeds.end(), readers.begin(), readers.end());
+    scale = made->node->input(1);
+    return made->node->output(0);
+  }
+  scale = scale_initializer(graph, x, scale_value);
+  return quantize(graph, x, scale, added, readers);
 }
 
 /// Quantizes the Transpose's input and transposes the codes in its place (same name, same perm).
@@ -132,8 +150,8 @@ void hoist(ir::Graph& graph, const Hoist& h, std::vector<Added>& added) {
   ir::Node* transpose = h.transpose;
   ir::Value* x = transpose->input(0);
   ir::Value* y = transpose->output(0);
-  ir::Value* scale = scale_initializer(graph, x, h.group.scale);
-  ir::Value* codes = quantize(graph, x, scale, added, h.group.readers);
+  ir::Value* scale = nullptr;
+  ir::Value* codes = codes_for(graph, x, h.group.scale, h.group.readers, added, scale);
   ir::Value* moved = graph.add_value(graph.unique_value_name(y->name() + "_fp8"),
                                      ir::TensorType{DType::kFloat8E4M3FN, y->type().shape});
   rewire(graph, h.group.readers, moved, scale);
@@ -164,17 +182,16 @@ class ShareActivationQuantizePass final : public Pass {
           context.add_statistic("transposes-of-codes");
         }
     }
-    if (!find_groups(graph).empty()) {
-      LOKA_ASSIGN_OR_RETURN(const bool ready, at_opset(graph, kFp8QuantizeOpset, find_groups(graph).size(), context));
+    if (!find_groups(graph, added).empty()) {
+      LOKA_ASSIGN_OR_RETURN(const bool ready,
+                            at_opset(graph, kFp8QuantizeOpset, find_groups(graph, added).size(), context));
       if (ready)
-        for (const Group& group : find_groups(graph)) {
-          if (ir::Value* codes = existing_codes(added, group.x, group.scale)) {
-            rewire(graph, group.readers, codes, codes->producer()->input(1));
-            continue;
-          }
-          ir::Value* scale = scale_initializer(graph, group.x, group.scale);
-          rewire(graph, group.readers, quantize(graph, group.x, scale, added, group.readers), scale);
-          context.add_statistic("quantizes-shared");
+        for (const Group& group : find_groups(graph, added)) {
+          const bool shared = existing_quantize(added, group.x, group.scale) == nullptr;
+          ir::Value* scale = nullptr;
+          ir::Value* codes = codes_for(graph, group.x, group.scale, group.readers, added, scale);
+          rewire(graph, group.readers, codes, scale);
+          if (shared) context.add_statistic("quantizes-shared");
         }
     }
     if (added.empty()) return false;

@@ -32,7 +32,9 @@
 // emulated or in BF16, which read float X as cheaply); readers are
 // grouped by the scale's exact value and every group of two or more gets its
 // own QuantizeLinear (other readers of X, e.g. FP32 ops or a per-row GEMM,
-// keep reading X). X itself must be float32.
+// keep reading X); a group of one reads codes already made for a Transpose
+// of X at that scale. X itself must be float32. One X and scale get one
+// QuantizeLinear whatever reads its codes.
 // A Transpose is rewritten when every reader of its output is such a GEMM
 // and all use one scale (one reader is enough: the transpose itself gets cheaper).
 // Guarantees: the graph's ai.onnx opset is raised to 19 (QuantizeLinear's

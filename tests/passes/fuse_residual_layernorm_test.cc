@@ -70,6 +70,16 @@ TEST(FuseResidualLayerNorm, NoFusionWhenTheNormIsNotOverTheLastAxisOnly) {
   expect_unchanged(residual_norm("", "f32[batch,4,8]", "{axis = -2, epsilon = 0.001f}"));
 }
 
+TEST(FuseResidualLayerNorm, NoFusionWhenScaleOrBiasBroadcast) {
+  // LayerNormalization broadcasts a Scale of shape [1]; ResidualLayerNorm takes exactly [C].
+  std::string input = residual_norm();
+  input.replace(input.find("init %gamma : f32[8] = [1, 2, 1, 0.5, 1, 1, 1, 1]"), 49, "init %gamma : f32[1] = [2]");
+  expect_unchanged(input);
+  std::string bias = residual_norm();
+  bias.replace(bias.find("init %beta : f32[8] = [0, 0.5, 0, 0, 0, 0, 0, 1]"), 48, "init %beta : f32[1] = [0.5]");
+  expect_unchanged(bias);
+}
+
 TEST(FuseResidualLayerNorm, NoFusionWhenAnUnknownDimCouldDiffer) {
   std::string input = residual_norm();
   input.replace(input.find("input %a : f32[batch,4,8]"), 25, "input %a : f32[?,4,8]");

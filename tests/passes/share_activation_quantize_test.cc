@@ -148,6 +148,39 @@ CHECK-NEXT: %b = ai.loka::QuantizedGemm(%t_fp8, %w1, %ws1, _, %x_scale) : f32[ba
   EXPECT_EQ(result.annotations["nodes"]["transpose"]["feeds"], nlohmann::json::array({"q0", "q1"}));
 }
 
+TEST(ShareActivationQuantize, TransposesAndDirectReadersOfOneValueShareOneQuantizeLinear) {
+  // x [batch, 16, 16] read by two Transposes (each read by a GEMM) and by one GEMM directly, all
+  // at scale 0.5: one QuantizeLinear, whose codes the transposes move and the third GEMM reads.
+  const Fusion result = share(R"(graph "t" {
+  opset "" 17
+  opset "ai.loka" 1
+  input %x : f32[batch,16,16]
+  init %w : f8e4m3fn[16,16] = )" + codes(256) + R"(
+  init %ws : f32[16] = )" + ones(16) + R"(
+  init %xs0 : f32[] = [0.5]
+  init %xs1 : f32[] = [0.5]
+  init %xs2 : f32[] = [0.5]
+  %t0 = Transpose(%x) {perm = ints[0, 2, 1]} : f32[batch,16,16] @"transpose0"
+  %t1 = Transpose(%x) {perm = ints[0, 2, 1]} : f32[batch,16,16] @"transpose1"
+  %a = ai.loka::QuantizedGemm(%t0, %w, %ws, _, %xs0) : f32[batch,16,16] @"q0"
+  %b = ai.loka::QuantizedGemm(%t1, %w, %ws, _, %xs1) : f32[batch,16,16] @"q1"
+  %c = ai.loka::QuantizedGemm(%x, %w, %ws, _, %xs2) : f32[batch,16,16] @"q2"
+  output %a
+  output %b
+  output %c
+})");
+  EXPECT_EQ(result.statistics.at("transposes-of-codes"), 2.0);
+  EXPECT_EQ(result.statistics.count("quantizes-shared"), 0u);
+  size_t quantizes = 0;
+  for (size_t at = result.printed.find("QuantizeLinear("); at != std::string::npos;
+       at = result.printed.find("QuantizeLinear(", at + 1))
+    ++quantizes;
+  EXPECT_EQ(quantizes, 1u) << result.printed;
+  EXPECT_NE(result.printed.find("%c = ai.loka::QuantizedGemm(%x_fp8, %w, %ws, _, %x_scale)"), std::string::npos)
+      << result.printed;
+  EXPECT_EQ(result.annotations["nodes"]["x_quantize"]["feeds"], nlohmann::json::array({"q0", "q1", "q2"}));
+}
+
 TEST(ShareActivationQuantize, NoCodesTransposedWhenAReaderIsNotSuchAGemmOrTheScalesDiffer) {
   const std::string relu = "  %r = Relu(%t) : f32[batch,8,16] @\"relu\"\n  output %r\n";
   // Neither rewrite applies: the transpose's readers disagree, and each scale has one GEMM.
