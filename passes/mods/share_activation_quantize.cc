@@ -52,8 +52,22 @@ std::map<uint32_t, Group> quantizing_readers(ir::Value* x) {
   return by_scale;
 }
 
-struct Added;
-Added* existing_quantize(std::vector<Added>& added, const ir::Value* x, float scale);
+/// What the rewrites add, for the annotation document and the statistics.
+struct Added {
+  ir::Node* node = nullptr;
+  float scale = 0.0f;
+  std::vector<ir::Node*> feeds;
+};
+
+/// The QuantizeLinear of `x` with the scale `scale` this pass already added (a value several
+/// Transposes read, or that GEMMs read beside a Transpose), or null.
+Added* existing_quantize(std::vector<Added>& added, const ir::Value* x, float scale) {
+  for (Added& a : added)
+    if (a.node->is("QuantizeLinear") && a.node->input(0) == x &&
+        std::bit_cast<uint32_t>(a.scale) == std::bit_cast<uint32_t>(scale))
+      return &a;
+  return nullptr;
+}
 
 /// Groups of two or more readers, or of one where codes of that scale exist already (`added`).
 std::vector<Group> find_groups(const ir::Graph& graph, std::vector<Added>& added) {
@@ -86,13 +100,6 @@ std::vector<Hoist> find_hoists(const ir::Graph& graph) {
   return hoists;
 }
 
-/// What the rewrites add, for the annotation document and the statistics.
-struct Added {
-  ir::Node* node = nullptr;
-  float scale = 0.0f;
-  std::vector<ir::Node*> feeds;
-};
-
 ir::Value* scale_initializer(ir::Graph& graph, const ir::Value* x, float scale) {
   return graph.add_initializer(graph.unique_value_name(x->name() + "_scale"), Tensor::scalar_float(scale));
 }
@@ -120,16 +127,6 @@ void rewire(ir::Graph& graph, const std::vector<ir::Node*>& readers, ir::Value* 
     if (!old_scale->has_uses() && !old_scale->is_graph_input() && !old_scale->is_graph_output())
       graph.erase_value(old_scale);
   }
-}
-
-/// The QuantizeLinear of `x` with the scale `scale` this pass already added (a value several
-/// Transposes read, or that GEMMs read beside a Transpose), or null.
-Added* existing_quantize(std::vector<Added>& added, const ir::Value* x, float scale) {
-  for (Added& a : added)
-    if (a.node->is("QuantizeLinear") && a.node->input(0) == x &&
-        std::bit_cast<uint32_t>(a.scale) == std::bit_cast<uint32_t>(scale))
-      return &a;
-  return nullptr;
 }
 
 /// Codes of `x` at `scale` for `readers`: those already made, or a new QuantizeLinear; the scale
@@ -163,36 +160,35 @@ void hoist(ir::Graph& graph, const Hoist& h, std::vector<Added>& added) {
   added.push_back({fp8, h.group.scale, h.group.readers});
 }
 
-/// Whether the graph is (or was raised) at `opset`; counts what it skips otherwise.
-Result<bool> at_opset(ir::Graph& graph, int64_t opset, size_t matches, PassContext& context) {
-  LOKA_ASSIGN_OR_RETURN(const FusionOpset result, require_opset_for_fusion(graph, opset, matches, context));
-  return result != FusionOpset::kNotUpgradable;
-}
-
 class ShareActivationQuantizePass final : public Pass {
  public:
   Result<bool> run(ir::Graph& graph, PassContext& context) override {
     std::vector<Added> added;
     // Transposes first: a value they quantize may also have direct readers sharing a group below.
-    if (!find_hoists(graph).empty()) {
-      LOKA_ASSIGN_OR_RETURN(const bool ready, at_opset(graph, kFp8TransposeOpset, find_hoists(graph).size(), context));
-      if (ready)
-        for (const Hoist& h : find_hoists(graph)) {  // found again: an upgrade may have rewritten nodes
-          hoist(graph, h, added);
-          context.add_statistic("transposes-of-codes");
-        }
+    std::vector<Hoist> hoists = find_hoists(graph);
+    if (!hoists.empty()) {
+      LOKA_ASSIGN_OR_RETURN(const FusionOpset opset,
+                            require_opset_for_fusion(graph, kFp8TransposeOpset, hoists.size(), context));
+      if (opset == FusionOpset::kRaised) hoists = find_hoists(graph);  // the upgrade may have rewritten nodes
+      if (opset == FusionOpset::kNotUpgradable) hoists.clear();
+      for (const Hoist& h : hoists) {
+        hoist(graph, h, added);
+        context.add_statistic("transposes-of-codes");
+      }
     }
-    if (!find_groups(graph, added).empty()) {
-      LOKA_ASSIGN_OR_RETURN(const bool ready,
-                            at_opset(graph, kFp8QuantizeOpset, find_groups(graph, added).size(), context));
-      if (ready)
-        for (const Group& group : find_groups(graph, added)) {
-          const bool shared = existing_quantize(added, group.x, group.scale) == nullptr;
-          ir::Value* scale = nullptr;
-          ir::Value* codes = codes_for(graph, group.x, group.scale, group.readers, added, scale);
-          rewire(graph, group.readers, codes, scale);
-          if (shared) context.add_statistic("quantizes-shared");
-        }
+    std::vector<Group> groups = find_groups(graph, added);
+    if (!groups.empty()) {
+      LOKA_ASSIGN_OR_RETURN(const FusionOpset opset,
+                            require_opset_for_fusion(graph, kFp8QuantizeOpset, groups.size(), context));
+      if (opset == FusionOpset::kRaised) groups = find_groups(graph, added);
+      if (opset == FusionOpset::kNotUpgradable) groups.clear();
+      for (const Group& group : groups) {
+        const bool shared = existing_quantize(added, group.x, group.scale) == nullptr;
+        ir::Value* scale = nullptr;
+        ir::Value* codes = codes_for(graph, group.x, group.scale, group.readers, added, scale);
+        rewire(graph, group.readers, codes, scale);
+        if (shared) context.add_statistic("quantizes-shared");
+      }
     }
     if (added.empty()) return false;
     LOKA_ASSIGN_OR_RETURN(nlohmann::json document, read_annotations(graph));

@@ -276,6 +276,28 @@ Result<std::unique_ptr<OpKernel>> make_fused_gemm(const KernelInit& init) {
 }
 
 // ----------------------------------------------------------------------------
+// The two fused norms share ONNX LayerNormalization's row arithmetic and attribute.
+
+/// LayerNorm of one row of `c` values (kernels/cpu/layer_norm.h, then + B as ONNX adds it), each
+/// normalized value of column j handed to store(j, value).
+template <typename Store>
+void layer_norm_row(const float* row, int64_t c, float epsilon, const float* scale, const float* bias, Store store) {
+  const cpu::LayerNormRowStats stats = cpu::layer_norm_row_stats(row, c, epsilon);
+  for (int64_t j = 0; j < c; ++j) {
+    float value = cpu::layer_norm_element(row[j], stats, scale[j]);
+    if (bias) value += bias[j];
+    store(j, value);
+  }
+}
+
+Result<float> parse_epsilon(const KernelInit& init) {
+  LOKA_ASSIGN_OR_RETURN(const float epsilon, init.attributes.get_float("epsilon", 1e-5f));
+  if (!(epsilon >= 0.0f) || !std::isfinite(epsilon))
+    return Status::error("attribute 'epsilon' must be finite and >= 0, got " + std::to_string(epsilon));
+  return epsilon;
+}
+
+// ----------------------------------------------------------------------------
 // LayerNormQuant: Y = Q(LayerNorm(X; Scale, B, epsilon, axis=-1) / Y_scale).
 
 Status run_layer_norm_quant(float epsilon, std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
@@ -299,23 +321,17 @@ Status run_layer_norm_quant(float epsilon, std::span<const Tensor> in, std::span
   const float* bias = has_bias ? in[2].data<float>() : nullptr;
   uint8_t* py = out[0].data<uint8_t>();
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = px + r * c;
-    const cpu::LayerNormRowStats stats = cpu::layer_norm_row_stats(row, c, epsilon);
-    for (int64_t j = 0; j < c; ++j) {
-      float value = cpu::layer_norm_element(row[j], stats, scale[j]);
-      if (bias) value += bias[j];
-      // Divide, not multiply by a reciprocal: bit-exact with ONNX QuantizeLinear.
-      py[r * c + j] = float_to_fp8e4m3fn(value / y_scale);
-    }
+    uint8_t* codes = py + r * c;
+    // Divide, not multiply by a reciprocal: bit-exact with ONNX QuantizeLinear.
+    layer_norm_row(px + r * c, c, epsilon, scale, bias,
+                   [&](int64_t j, float value) { codes[j] = float_to_fp8e4m3fn(value / y_scale); });
   }
   return Status::ok();
 }
 
 Result<std::unique_ptr<OpKernel>> make_layer_norm_quant(const KernelInit& init) {
   LOKA_RETURN_IF_ERROR(check_arity(init, 4, 4));
-  LOKA_ASSIGN_OR_RETURN(const float epsilon, init.attributes.get_float("epsilon", 1e-5f));
-  if (!(epsilon >= 0.0f) || !std::isfinite(epsilon))
-    return Status::error("attribute 'epsilon' must be finite and >= 0, got " + std::to_string(epsilon));
+  LOKA_ASSIGN_OR_RETURN(const float epsilon, parse_epsilon(init));
   return make_function_kernel([epsilon](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
     return run_layer_norm_quant(epsilon, in, out, context);
   });
@@ -352,21 +368,15 @@ Status run_residual_layer_norm(float epsilon, std::span<const Tensor> in, std::s
   std::vector<float> sum(static_cast<size_t>(c));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < c; ++j) sum[static_cast<size_t>(j)] = px[r * c + j] + pr[r * c + j];  // ONNX Add
-    const cpu::LayerNormRowStats stats = cpu::layer_norm_row_stats(sum.data(), c, epsilon);
-    for (int64_t j = 0; j < c; ++j) {
-      float value = cpu::layer_norm_element(sum[static_cast<size_t>(j)], stats, scale[j]);
-      if (bias) value += bias[j];
-      py[r * c + j] = value;
-    }
+    float* y = py + r * c;
+    layer_norm_row(sum.data(), c, epsilon, scale, bias, [&](int64_t j, float value) { y[j] = value; });
   }
   return Status::ok();
 }
 
 Result<std::unique_ptr<OpKernel>> make_residual_layer_norm(const KernelInit& init) {
   LOKA_RETURN_IF_ERROR(check_arity(init, 3, 4));
-  LOKA_ASSIGN_OR_RETURN(const float epsilon, init.attributes.get_float("epsilon", 1e-5f));
-  if (!(epsilon >= 0.0f) || !std::isfinite(epsilon))
-    return Status::error("attribute 'epsilon' must be finite and >= 0, got " + std::to_string(epsilon));
+  LOKA_ASSIGN_OR_RETURN(const float epsilon, parse_epsilon(init));
   return make_function_kernel([epsilon](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
     return run_residual_layer_norm(epsilon, in, out, context);
   });

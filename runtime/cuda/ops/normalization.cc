@@ -11,6 +11,7 @@
 // Only the Y output is computed: Mean / InvStdDev outputs are refused.
 // ============================================================================
 #include <cmath>
+#include <span>
 
 #include "kernels/cuda/layer_norm.h"
 #include "runtime/cuda/ops/op_args.h"
@@ -20,6 +21,8 @@ namespace {
 
 struct NormGeometry {
   int64_t rows = 0, cols = 0;
+  size_t scale_index = 1;  ///< Scale's input; B, when present, is the next
+  bool has_bias = false;
 };
 
 /// rows × cols of X normalized from `axis`, with Scale (input `scale_index`, 1 but for
@@ -38,6 +41,8 @@ Result<NormGeometry> plan_geometry(const DeviceOpInit& init, int64_t axis, size_
   if (axis < 0 || axis >= rank)
     return Status::error("axis " + std::to_string(axis) + " out of range for X of rank " + std::to_string(rank));
   NormGeometry geometry;
+  geometry.scale_index = scale_index;
+  geometry.has_bias = has_input(init, bias_index);
   geometry.cols = element_count(Shape(shape.begin() + axis, shape.end()));
   geometry.rows = geometry.cols == 0 ? 0 : element_count(shape) / geometry.cols;
   for (size_t i : {scale_index, bias_index})
@@ -55,21 +60,27 @@ Result<float> planned_epsilon(const DeviceOpInit& init) {
   return epsilon;
 }
 
+/// What every norm passes the kernel alike: X (input 0), Scale and B, the shape and epsilon; the
+/// caller adds its output (and a residual).
+LayerNormArgs norm_args(std::span<const DeviceTensor> in, const NormGeometry& geometry, float epsilon) {
+  LayerNormArgs args;
+  args.x = static_cast<const float*>(in[0].data);
+  args.scale = static_cast<const float*>(in[geometry.scale_index].data);
+  args.bias = geometry.has_bias ? static_cast<const float*>(in[geometry.scale_index + 1].data) : nullptr;
+  args.rows = geometry.rows;
+  args.cols = geometry.cols;
+  args.epsilon = epsilon;
+  return args;
+}
+
 Result<DevicePlan> plan_layer_norm(const DeviceOpInit& init) {
   LOKA_ASSIGN_OR_RETURN(const int64_t axis, init.attributes.get_int("axis", -1));
   LOKA_ASSIGN_OR_RETURN(const int64_t stash_type, init.attributes.get_int("stash_type", 1));
   if (stash_type != 1) return Status::error("stash_type must be 1 (FLOAT), got " + std::to_string(stash_type));
   LOKA_ASSIGN_OR_RETURN(const NormGeometry geometry, plan_geometry(init, axis));
   LOKA_ASSIGN_OR_RETURN(const float epsilon, planned_epsilon(init));
-  const bool has_bias = has_input(init, 2);
   return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
-    LayerNormArgs args;
-    args.x = static_cast<const float*>(in[0].data);
-    args.scale = static_cast<const float*>(in[1].data);
-    args.bias = has_bias ? static_cast<const float*>(in[2].data) : nullptr;
-    args.rows = geometry.rows;
-    args.cols = geometry.cols;
-    args.epsilon = epsilon;
+    LayerNormArgs args = norm_args(in, geometry, epsilon);
     args.y = static_cast<float*>(out[0].data);
     return launch_layer_norm(args, context.stream);
   });
@@ -83,15 +94,8 @@ Result<DevicePlan> plan_layer_norm_quant(const DeviceOpInit& init) {
   const float y_scale = init.inputs[3].host.to_floats().front();
   if (!(y_scale > 0.0f) || !std::isfinite(y_scale))
     return Status::error("Y_scale must be finite and > 0, got " + std::to_string(y_scale));
-  const bool has_bias = has_input(init, 2);
   return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
-    LayerNormArgs args;
-    args.x = static_cast<const float*>(in[0].data);
-    args.scale = static_cast<const float*>(in[1].data);
-    args.bias = has_bias ? static_cast<const float*>(in[2].data) : nullptr;
-    args.rows = geometry.rows;
-    args.cols = geometry.cols;
-    args.epsilon = epsilon;
+    LayerNormArgs args = norm_args(in, geometry, epsilon);
     args.y_codes = static_cast<uint8_t*>(out[0].data);
     args.y_scale = y_scale;
     return launch_layer_norm(args, context.stream);
@@ -106,16 +110,9 @@ Result<DevicePlan> plan_residual_layer_norm(const DeviceOpInit& init) {
     return Status::error("Residual " + shape_to_string(init.inputs[1].shape) + " must have X's shape " +
                          shape_to_string(init.inputs[0].shape));
   LOKA_ASSIGN_OR_RETURN(const float epsilon, planned_epsilon(init));
-  const bool has_bias = has_input(init, 3);
   return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
-    LayerNormArgs args;
-    args.x = static_cast<const float*>(in[0].data);
+    LayerNormArgs args = norm_args(in, geometry, epsilon);
     args.residual = static_cast<const float*>(in[1].data);
-    args.scale = static_cast<const float*>(in[2].data);
-    args.bias = has_bias ? static_cast<const float*>(in[3].data) : nullptr;
-    args.rows = geometry.rows;
-    args.cols = geometry.cols;
-    args.epsilon = epsilon;
     args.y = static_cast<float*>(out[0].data);
     return launch_layer_norm(args, context.stream);
   });
