@@ -150,8 +150,11 @@ Status CudnnDescriptor::finalize() {
   return Status::ok();
 }
 
-Result<CudnnDescriptor> cudnn_tensor(int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& dims,
-                                     const std::vector<int64_t>& strides, bool is_virtual) {
+namespace {
+
+/// A finalized tensor descriptor; by-value tensors are scalars the variant pack gives on the host.
+Result<CudnnDescriptor> tensor_descriptor(int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& dims,
+                                          const std::vector<int64_t>& strides, bool is_virtual, bool is_by_value) {
   LOKA_ASSIGN_OR_RETURN(CudnnDescriptor tensor, CudnnDescriptor::create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor descriptor"));
   const int64_t alignment = 16;
   const bool virtual_flag = is_virtual;
@@ -161,8 +164,30 @@ Result<CudnnDescriptor> cudnn_tensor(int64_t uid, cudnnDataType_t type, const st
   LOKA_RETURN_IF_ERROR(tensor.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
   LOKA_RETURN_IF_ERROR(tensor.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment));
   LOKA_RETURN_IF_ERROR(tensor.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virtual_flag));
+  if (is_by_value) LOKA_RETURN_IF_ERROR(tensor.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &is_by_value));
   LOKA_RETURN_IF_ERROR(tensor.finalize());
   return tensor;
+}
+
+}  // namespace
+
+Result<CudnnDescriptor> cudnn_tensor(int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& dims,
+                                     const std::vector<int64_t>& strides, bool is_virtual) {
+  return tensor_descriptor(uid, type, dims, strides, is_virtual, false);
+}
+
+Result<CudnnDescriptor> cudnn_scalar_by_value(int64_t uid, cudnnDataType_t type, size_t rank) {
+  const std::vector<int64_t> ones(rank, 1);
+  return tensor_descriptor(uid, type, ones, ones, false, true);
+}
+
+Result<CudnnDescriptor> cudnn_pointwise(cudnnPointwiseMode_t mode) {
+  LOKA_ASSIGN_OR_RETURN(CudnnDescriptor pointwise, CudnnDescriptor::create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise descriptor"));
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  LOKA_RETURN_IF_ERROR(pointwise.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+  LOKA_RETURN_IF_ERROR(pointwise.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision));
+  LOKA_RETURN_IF_ERROR(pointwise.finalize());
+  return pointwise;
 }
 
 Result<CudnnDescriptor> cudnn_operation(
@@ -250,6 +275,27 @@ Status execute_cudnn_plan(const CudnnPlan& plan, const CudnnVariantPack& pack, c
   LOKA_CUDNN_CHECK(cudnnSetStream(handle, stream), "cudnnSetStream");
   LOKA_CUDNN_CHECK(cudnnBackendExecute(handle, plan.plan.get(), pack.get()), "executing the plan");
   return Status::ok();
+}
+
+Result<const CudnnDescriptor*> CudnnGraphKernel::keep(Result<CudnnDescriptor> made) {
+  LOKA_RETURN_IF_ERROR(made.status());
+  parts_.push_back(std::move(made).value());
+  return &parts_.back();
+}
+
+Status CudnnGraphKernel::plan(const std::vector<cudnnBackendDescriptor_t>& operations, int engine,
+                              int64_t max_workspace_bytes) {
+  LOKA_ASSIGN_OR_RETURN(CudnnHandle handle, CudnnHandle::lease());
+  LOKA_ASSIGN_OR_RETURN(plan_, build_cudnn_plan(std::move(handle), operations, engine, max_workspace_bytes));
+  return Status::ok();
+}
+
+Status CudnnGraphKernel::run(std::span<const int64_t> uids, std::span<void* const> pointers, void* workspace,
+                             cudaStream_t stream) {
+  if (plan_.workspace_bytes > 0 && workspace == nullptr)
+    return Status::error("the plan needs " + std::to_string(plan_.workspace_bytes) + " bytes of workspace and none was given");
+  LOKA_RETURN_IF_ERROR(pack_.bind(uids, pointers, workspace));
+  return execute_cudnn_plan(plan_, pack_, stream);
 }
 
 }  // namespace loka::cuda

@@ -3,7 +3,8 @@
 // cuDNN planners share: one-line errors, handles leased from a per-device
 // pool, owned descriptors with typed attribute setters, "finalize the graph,
 // ask the heuristic, build engine configuration N into an execution plan",
-// and a variant pack rebuilt only when a run's pointers change.
+// a variant pack rebuilt only when a run's pointers change, and the three
+// together as what a graph kernel owns (CudnnGraphKernel).
 //
 // Handles: each planned kernel leases one handle when it is created and
 // keeps it, exclusively, until it is destroyed; its plan is built with that
@@ -32,6 +33,7 @@
 #include <cudnn_graph.h>
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <utility>
@@ -115,6 +117,14 @@ class CudnnDescriptor {
 Result<CudnnDescriptor> cudnn_tensor(int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& dims,
                                      const std::vector<int64_t>& strides, bool is_virtual);
 
+/// A finalized scalar tensor passed by value (CUDNN_ATTR_TENSOR_IS_BY_VALUE): `rank` dimensions
+/// of 1, as many as the graph's other tensors have. Its variant-pack pointer is a host address
+/// whose value cuDNN reads when the plan is enqueued (a captured CUDA graph keeps that value).
+Result<CudnnDescriptor> cudnn_scalar_by_value(int64_t uid, cudnnDataType_t type, size_t rank);
+
+/// A finalized pointwise descriptor of `mode`, computing in FP32.
+Result<CudnnDescriptor> cudnn_pointwise(cudnnPointwiseMode_t mode);
+
 /// A finalized descriptor of `type` whose attributes `inputs` name other descriptors (an
 /// operation and its tensors), set in order.
 Result<CudnnDescriptor> cudnn_operation(
@@ -158,5 +168,30 @@ class CudnnVariantPack {
 /// only (no allocation, no synchronization): CUDA graphs capture it. Not reentrant: the plan's
 /// handle takes `stream` for the call, so one thread at a time runs a plan.
 Status execute_cudnn_plan(const CudnnPlan& plan, const CudnnVariantPack& pack, cudaStream_t stream);
+
+/// What a kernel made of one cuDNN graph owns: the graph's descriptors (alive as long as the
+/// plan that names them), its plan with a handle of its own, and the last run's variant pack.
+/// A kernel keeps the descriptors it builds, plans their operations once, then runs.
+class CudnnGraphKernel {
+ public:
+  /// Keeps a finalized descriptor (a tensor or an operation) for the plan's lifetime, at an
+  /// address that stays put; or passes on why it was not made.
+  Result<const CudnnDescriptor*> keep(Result<CudnnDescriptor> made);
+  /// Leases the kernel's handle and builds configuration `engine` of `operations`, as
+  /// build_cudnn_plan does. Call it when planning: it may allocate (never in capture).
+  Status plan(const std::vector<cudnnBackendDescriptor_t>& operations, int engine, int64_t max_workspace_bytes);
+  /// Binds `uids` at `pointers` and `workspace` (the pack is kept while they stay the same) and
+  /// enqueues the plan on `stream`; a plan needing workspace and given none is an error. One
+  /// thread at a time (see execute_cudnn_plan).
+  Status run(std::span<const int64_t> uids, std::span<void* const> pointers, void* workspace, cudaStream_t stream);
+
+  int engine_count() const { return plan_.engine_count; }
+  int64_t workspace_bytes() const { return plan_.workspace_bytes; }
+
+ private:
+  std::deque<CudnnDescriptor> parts_;
+  CudnnPlan plan_;
+  CudnnVariantPack pack_;
+};
 
 }  // namespace loka::cuda

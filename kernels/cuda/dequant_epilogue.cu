@@ -7,30 +7,18 @@
 // rows with no index division; the per-row x_scale is one load per row. When
 // cols % 4 == 0 and every [rows, cols] and per-column base is 16-byte aligned,
 // a thread moves 4 columns as float4. The arithmetic per element is the one
-// the CPU reference does, in the same order, whatever the path (dequant_value).
+// the CPU reference does, in the same order, whatever the path (dequant_value.cuh).
 // ============================================================================
 #include "kernels/cuda/dequant_epilogue.h"
 
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/dequant_value.cuh"
 #include "kernels/cuda/device_util.cuh"
 
 namespace loka::cuda {
 namespace {
-
-/// act(acc · xs · ws + b): explicit roundings, so nvcc cannot contract to an FMA.
-__device__ __forceinline__ float dequant_value(float acc, float xs, float ws, bool has_bias, float b,
-                                               GemmEpilogue activation) {
-  float v = __fmul_rn(__fmul_rn(acc, xs), ws);
-  if (has_bias) v = __fadd_rn(v, b);
-  if (activation == GemmEpilogue::kRelu) {
-    v = v > 0.0f ? v : (v != v ? v : 0.0f);  // NaN stays NaN, as ONNX Relu
-  } else if (activation == GemmEpilogue::kGelu) {
-    v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-  }
-  return v;
-}
 
 template <int kVec>
 __device__ __forceinline__ void load_floats(const float* p, float (&v)[kVec]) {

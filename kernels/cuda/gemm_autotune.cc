@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/cuda/autotune_timing.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_candidate.h"
 #include "kernels/cuda/gemm_types.h"
@@ -23,54 +24,13 @@ using kernels::GemmKey;
 using kernels::GemmLayout;
 using kernels::GemmShape;
 
-Status check(cudaError_t error, const char* what) {
-  return error == cudaSuccess ? Status::ok() : Status::error(std::string("autotune: ") + what + ": " + cudaGetErrorString(error));
-}
-
-/// A device allocation freed on scope exit.
-struct DeviceBytes {
-  void* data = nullptr;
-  DeviceBytes() = default;
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  DeviceBytes(DeviceBytes&& other) noexcept : data(std::exchange(other.data, nullptr)) {}
-  ~DeviceBytes() {
-    if (data) cudaFree(data);
-  }
-  Status upload(const void* host, size_t bytes) {
-    LOKA_RETURN_IF_ERROR(check(cudaMalloc(&data, std::max<size_t>(bytes, 256)), "cudaMalloc"));
-    if (host && bytes) return check(cudaMemcpy(data, host, bytes, cudaMemcpyHostToDevice), "upload");
-    return Status::ok();
-  }
-};
-
 /// One input set (rotated through to defeat the L2 cache).
 struct InputSet {
   DeviceBytes x, w, y;
 };
 
-double rel_l2(const std::vector<float>& y, const std::vector<float>& reference) {
-  double error = 0, norm = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    const double d = static_cast<double>(y[i]) - reference[i];
-    error += d * d;
-    norm += static_cast<double>(reference[i]) * reference[i];
-  }
-  if (!std::isfinite(error)) return std::numeric_limits<double>::infinity();
-  return norm > 0 ? std::sqrt(error / norm) : std::sqrt(error);
-}
-
-constexpr size_t kDrawnValues = size_t{1} << 22;
+/// The error is measured on about this many outputs (whole rows).
 constexpr size_t kErrorValues = size_t{1} << 20;
-
-/// values[i] = draw() for the first kDrawnValues, then those values again, cyclically.
-template <typename Draw>
-void fill_repeating(std::vector<float>& values, Draw draw) {
-  const size_t drawn = std::min(values.size(), kDrawnValues);
-  for (size_t i = 0; i < drawn; ++i) values[i] = draw();
-  for (size_t i = drawn; i < values.size(); i += drawn)
-    std::copy_n(values.begin(), std::min(drawn, values.size() - i), values.begin() + static_cast<long>(i));
-}
 
 }  // namespace
 
@@ -78,9 +38,9 @@ Result<TuningDevice> tuning_device() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return Status::error("no usable CUDA device");
   cudaDeviceProp properties{};
-  LOKA_RETURN_IF_ERROR(check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties"));
+  LOKA_RETURN_IF_ERROR(autotune_check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties"));
   int driver = 0;
-  LOKA_RETURN_IF_ERROR(check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion"));
+  LOKA_RETURN_IF_ERROR(autotune_check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion"));
   // "130100+loka3": the library's version and the revision of LoKA's candidate kernels.
   return TuningDevice{properties.name, std::to_string(driver),
                       std::to_string(cublasLtGetVersion()) + "+loka" + std::to_string(kGemmKernelRevision)};
@@ -155,20 +115,16 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   const size_t w_bytes = w_count * (fp8_w ? 1 : 4);
   const size_t y_bytes = y_count * 4;
   const size_t set_bytes = x_bytes + w_bytes + y_bytes;
-  const size_t set_count = std::clamp<size_t>((options.rotate_bytes + set_bytes - 1) / set_bytes, 1, 64);
-  std::vector<InputSet> sets(set_count);
+  std::vector<InputSet> sets(rotating_set_count(set_bytes, options.rotate_bytes));
   for (InputSet& set : sets) {
     LOKA_RETURN_IF_ERROR(set.x.upload(x_host, x_bytes));
     LOKA_RETURN_IF_ERROR(set.w.upload(w_host, w_bytes));
     LOKA_RETURN_IF_ERROR(set.y.upload(nullptr, y_bytes));
   }
 
-  cudaStream_t stream = nullptr;
-  LOKA_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } stream_guard{stream};
+  AutotuneStream owned_stream;
+  LOKA_RETURN_IF_ERROR(owned_stream.create());
+  cudaStream_t stream = owned_stream.stream;
 
   // The reference: FP32 GEMM of the unquantized operands.
   std::vector<float> reference(error_count);
@@ -187,8 +143,8 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
     LOKA_RETURN_IF_ERROR(rw.upload(w.data(), w_count * 4));
     LOKA_RETURN_IF_ERROR(ry.upload(nullptr, y_bytes));
     LOKA_RETURN_IF_ERROR(gemm->run(GemmArgs{rx.data, rw.data, key.bias ? d_bias.data : nullptr, ry.data}, workspace.data, stream));
-    LOKA_RETURN_IF_ERROR(check(cudaMemcpyAsync(reference.data(), ry.data, error_count * 4, cudaMemcpyDeviceToHost, stream), "download"));
-    LOKA_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), "reference GEMM"));
+    LOKA_RETURN_IF_ERROR(autotune_check(cudaMemcpyAsync(reference.data(), ry.data, error_count * 4, cudaMemcpyDeviceToHost, stream), "download"));
+    LOKA_RETURN_IF_ERROR(autotune_check(cudaStreamSynchronize(stream), "reference GEMM"));
     if (key.residual)  // Y = act(...) + R: the residual comes after the activation
       for (size_t i = 0; i < error_count; ++i) reference[i] += residual[i];
   }
@@ -208,20 +164,13 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
 
   kernels::CandidateOptions expand{options.max_algorithms, options.fast_accum, options.bf16,
                                    options.tf32, options.split_k, options.tiles, options.cudnn_engines,
-                                   options.tanh_gelu};
-  std::vector<GemmMeasurement> measurements;
-  // One event pair per timed launch, all enqueued before waiting: the GPU never
-  // idles between launches waiting for the host, so host launch cost stays out.
-  const size_t repeats = static_cast<size_t>(std::max(options.repeats, 1));
-  std::vector<cudaEvent_t> events(2 * repeats, nullptr);
-  struct EventGuard {
-    std::vector<cudaEvent_t>& events;
-    ~EventGuard() {
-      for (cudaEvent_t event : events)
-        if (event) cudaEventDestroy(event);
-    }
-  } event_guard{events};
-  for (cudaEvent_t& event : events) LOKA_RETURN_IF_ERROR(check(cudaEventCreate(&event), "cudaEventCreate"));
+                                   options.tanh_gelu, options.small_m};
+  // Every candidate that plans, runs and captures here: its error on set 0, then its graphs
+  // timed; the close winners again (kernels/cuda/autotune_timing.h says why).
+  std::vector<std::unique_ptr<GemmKernel>> kernels_kept;
+  std::vector<kernels::GemmCandidate> candidates;
+  std::vector<double> errors;
+  std::vector<CapturedCandidate> captured;
   for (const kernels::GemmCandidate& candidate : kernels::gemm_candidates(key, shape, expand)) {
     auto planned = GemmKernel::create(candidate, key, shape, plan_inputs);
     if (!planned) continue;  // e.g. an algorithm index this problem does not have
@@ -243,51 +192,27 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
       continue;
     }
     std::vector<float> y(error_count);
-    LOKA_RETURN_IF_ERROR(check(cudaMemcpyAsync(y.data(), sets[0].y.data, error_count * 4, cudaMemcpyDeviceToHost, stream), "download"));
-    LOKA_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), candidate.name().c_str()));
-    const double error = rel_l2(y, reference);
-
+    LOKA_RETURN_IF_ERROR(autotune_check(cudaMemcpyAsync(y.data(), sets[0].y.data, error_count * 4, cudaMemcpyDeviceToHost, stream), "download"));
+    LOKA_RETURN_IF_ERROR(autotune_check(cudaStreamSynchronize(stream), candidate.name().c_str()));
     // One CUDA graph per input set, as the runtime replays a model.
-    std::vector<cudaGraphExec_t> graphs;
-    bool captured = true;
-    for (const InputSet& set : sets) {
-      cudaGraph_t graph = nullptr;
-      if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        captured = false;
-        break;
-      }
-      const Status status = kernel.run(args_for(set), workspace.data, stream);
-      const cudaError_t end = cudaStreamEndCapture(stream, &graph);
-      cudaGraphExec_t exec = nullptr;
-      if (!status || end != cudaSuccess || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) captured = false;
-      if (graph) cudaGraphDestroy(graph);
-      if (!captured) break;
-      graphs.push_back(exec);
-    }
-    if (!captured) {
-      for (cudaGraphExec_t exec : graphs) cudaGraphExecDestroy(exec);
-      cudaGetLastError();
-      continue;
-    }
-    for (int i = 0; i < options.warmup; ++i) cudaGraphLaunch(graphs[static_cast<size_t>(i) % graphs.size()], stream);
-    for (size_t i = 0; i < repeats; ++i) {
-      cudaEventRecord(events[2 * i], stream);
-      cudaGraphLaunch(graphs[(i + static_cast<size_t>(options.warmup)) % graphs.size()], stream);
-      cudaEventRecord(events[2 * i + 1], stream);
-    }
-    std::vector<float> times;
-    if (cudaStreamSynchronize(stream) == cudaSuccess) {
-      for (size_t i = 0; i < repeats; ++i) {
-        float ms = 0;
-        if (cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]) == cudaSuccess) times.push_back(ms * 1000.0f);
-      }
-    }
-    for (cudaGraphExec_t exec : graphs) cudaGraphExecDestroy(exec);
-    LOKA_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream), candidate.name().c_str()));
-    if (times.empty()) continue;
-    std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
-    measurements.push_back(GemmMeasurement{candidate, times[times.size() / 2], error, static_cast<int>(times.size())});
+    auto runs = CapturedCandidate::capture(
+        sets.size(), [&](size_t set, cudaStream_t s) { return kernel.run(args_for(sets[set]), workspace.data, s); }, stream);
+    if (!runs) continue;
+    kernels_kept.push_back(std::move(planned).value());
+    candidates.push_back(candidate);
+    errors.push_back(rel_l2(y, reference));
+    captured.push_back(std::move(runs).value());
   }
+  std::vector<TimedCandidate> timed(captured.size());
+  for (size_t i = 0; i < captured.size(); ++i) {
+    timed[i].runs = &captured[i];
+    LOKA_ASSIGN_OR_RETURN(timed[i].samples, captured[i].time(options.warmup, options.repeats, stream));
+  }
+  LOKA_RETURN_IF_ERROR(refine_close_winners(timed, options.refine_rounds, options.repeats, stream));
+  std::vector<GemmMeasurement> measurements;
+  for (size_t i = 0; i < timed.size(); ++i)
+    measurements.push_back(
+        GemmMeasurement{candidates[i], timed[i].median_us(), errors[i], static_cast<int>(timed[i].samples.size())});
   return measurements;
 }
 

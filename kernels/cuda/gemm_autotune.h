@@ -7,8 +7,9 @@
 // activation's static scale from its amax); the FP32 cuBLASLt GEMM of the
 // unquantized operands is the reference. Each candidate the registry offers
 // (every heuristic algorithm cuBLASLt returns, FAST_ACCUM variants, TF32,
-// BF16, emulation, explicit split-K and tile configurations, cuDNN graphs) is planned, run once for its relative L2 error against the
-// reference, then captured in CUDA graphs (one per input set, as the runtime
+// BF16, emulation, explicit split-K and tile configurations, cuDNN graphs,
+// LoKA's small-M FP8 kernel) is planned, run once for its relative L2 error
+// against the reference, then captured in CUDA graphs (one per input set, as the runtime
 // replays whole-model graphs) and timed with CUDA events: warm-up launches,
 // then `repeats` timed launches rotating through enough input sets to exceed
 // `rotate_bytes` (more than the 50 MB L2), the median kept. Candidates
@@ -50,8 +51,10 @@ struct AutotuneOptions {
   /// cuDNN FP8 graph candidates: engine configurations 0..N-1 (0: none; none in a build without cuDNN).
   int cudnn_engines = kernels::kOfferedCudnnEngines;
   bool tanh_gelu = true;  ///< GELU keys: also time cuBLASLt's tanh GELU in the GEMM (its error is measured)
+  bool small_m = true;    ///< QuantizedGemm keys of up to kSmallMMaxRows rows: also time LoKA's small-M kernel
   int warmup = 3;
   int repeats = 15;                       ///< timed launches; the median is kept
+  int refine_rounds = 4;                  ///< further rounds of `repeats` for the close winners
   size_t rotate_bytes = size_t{96} << 20; ///< input sets rotated through at least this much memory
   uint64_t seed = 1;
 };

@@ -13,6 +13,7 @@
 #include "kernels/cuda/fp8_gemm.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/quantize_rows.h"
+#include "kernels/cuda/small_m_gemm.h"
 #include "loka/bfloat16.h"
 #include "loka/float8.h"
 
@@ -76,6 +77,27 @@ Result<std::vector<float>> host_weight_values(const GemmKey& key, const GemmShap
   return values;
 }
 
+/// The small-M kernel's operands: what X holds follows the key, as the fp8_e4m3 path's quantize does.
+SmallMGemmArgs small_m_args(const GemmKey& key, const GemmShape& shape, ScaleGranularity granularity,
+                            const GemmCandidateArgs& args) {
+  SmallMGemmArgs small;
+  small.x = args.x;
+  small.input = key.input == DType::kFloat8E4M3FN       ? SmallMInput::kE4M3Codes
+                : granularity == ScaleGranularity::kRow ? SmallMInput::kFloatRowScale
+                                                        : SmallMInput::kFloatTensorScale;
+  small.w = static_cast<const uint8_t*>(args.w);
+  small.w_scale = args.w_scale;
+  small.x_scale = args.x_scale;
+  small.bias = key.bias ? args.bias : nullptr;
+  small.epilogue = key.epilogue;
+  small.residual = key.residual ? args.residual : nullptr;
+  small.y = args.y;
+  small.m = shape.m;
+  small.n = shape.n;
+  small.k = shape.k;
+  return small;
+}
+
 }  // namespace
 
 struct GemmKernel::Impl {
@@ -121,6 +143,11 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   options.stages = c.stages;
   options.tanh_gelu = c.tanh_gelu;
   const size_t mk = static_cast<size_t>(shape.m * shape.k * shape.batch);
+  if (c.library == kernels::GemmLibrary::kLoka) {
+    // LoKA's small-M kernel: nothing to plan, no scratch; it adds the residual itself.
+    impl->residual_in_gemm = key.residual;
+    return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
+  }
   const auto too_few = [&](int count) {
     return Status::error(c.name() + ": cuBLASLt offers " + std::to_string(count) + " algorithm(s) for " +
                          key.to_string() + " " + shape.to_string() + " on this device");
@@ -248,6 +275,8 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
   const Impl& p = *impl_;
   const float* addend = p.residual_in_gemm ? args.residual : nullptr;
   const int64_t count = p.shape.m * p.shape.k * p.shape.batch;
+  if (candidate_.library == kernels::GemmLibrary::kLoka)
+    return launch_small_m_gemm(small_m_args(p.key, p.shape, candidate_.granularity, args), stream);
   switch (candidate_.precision) {
     case GemmPrecision::kFp32:
     case GemmPrecision::kTf32: {  // the same cuBLASLt call; TF32 was chosen when planned (compute type)

@@ -22,6 +22,9 @@
 //   fp8_emulated  quantize + dequantize X, FP32 GEMM on decoded weights (any K)
 //   cudnn fp8     the same quantize, then one cuDNN graph (cudnn_fp8_gemm.h) applying the
 //                 scales, FP32 bias, ReLU and the residual; engine N of cuDNN's heuristic
+//   loka small_m  one LoKA kernel (small_m_gemm.h): X quantized on the fly (or its E4M3
+//                 codes read), SIMT FP32 sums of E4M3 products, then the scales, FP32
+//                 bias, activation and residual; up to kSmallMMaxRows rows, any K and N
 // Explicit configurations (.splitkN, .tileT[.stagesS]) run the same sequence with
 // the GEMM's algorithm configured (cublaslt_util.h); one cuBLASLt refuses is an
 // error from create() saying why, and no candidate.
@@ -54,7 +57,9 @@ namespace loka::cuda {
 /// 2: fp8_e4m3 applies its scales, bias and ReLU inside cuBLASLt's GEMM (paired OUTER_VEC).
 /// 3: explicit tile configurations and tanh_gelu candidates are measured (a revision-2 DB would
 ///    answer every problem it holds without timing them).
-inline constexpr int kGemmKernelRevision = 3;
+/// 4: LoKA's small-M FP8 kernel (loka.fp8.e4m3.*.small_m) is measured for problems of up to
+///    kSmallMMaxRows rows (a revision-3 DB would answer them without it).
+inline constexpr int kGemmKernelRevision = 4;
 
 /// Device operands of one run. Which ones are read depends on the key.
 struct GemmCandidateArgs {
@@ -62,7 +67,7 @@ struct GemmCandidateArgs {
   const void* w = nullptr;          ///< FP32 ([N,K] nt / [K,N] nn / [batch,K,N]), or E4M3 codes [N,K]
   const float* w_scale = nullptr;   ///< E4M3 weights: [N] per-channel scales
   const float* x_scale = nullptr;   ///< E4M3 input or the tensor recipe: the static scale (one float)
-  const float* bias = nullptr;      ///< FP32 [N] or null
+  const float* bias = nullptr;      ///< FP32 [N] or null (small_m reads it as it is)
   float* y = nullptr;               ///< FP32 [M,N] (or [batch,M,N])
   const float* residual = nullptr;  ///< FP32 [M,N] when key.residual: added after the activation
 };

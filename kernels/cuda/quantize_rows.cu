@@ -15,20 +15,12 @@
 #include <string>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/quantize_rows.h"
 #include "kernels/cuda/row_reduce.cuh"
 
 namespace loka::cuda {
 namespace {
-
-constexpr float kE4M3Max = 448.0f;
-
-__device__ __forceinline__ float row_scale(float amax) { return amax > 0.0f ? amax / kE4M3Max : 1.0f; }
-
-/// Divide, not multiply by a reciprocal: bit-exact with ONNX QuantizeLinear and the CPU reference.
-__device__ __forceinline__ uint8_t encode(float v, float scale) {
-  return __nv_cvt_float_to_fp8(v / scale, __NV_SATFINITE, __NV_E4M3);
-}
 
 /// kVec = 4 (k % 4 == 0, x and codes aligned to 4 elements): each thread holds its values
 /// as kPerThread / 4 packs of 4 consecutive columns and stores 4 codes at once. Which
@@ -56,7 +48,7 @@ __global__ void __launch_bounds__(kRowBlockThreads<kThreads>) quantize_rows_regi
       if (isfinite(values[i * kVec + v])) amax = fmaxf(amax, fabsf(values[i * kVec + v]));
     }
   }
-  const float scale = row_scale(row_reduce<kThreads>(amax, [](float a, float b) { return fmaxf(a, b); }, shared));
+  const float scale = e4m3_row_scale(row_reduce<kThreads>(amax, [](float a, float b) { return fmaxf(a, b); }, shared));
   if (lane == 0) row_scales[row] = scale;
   uint8_t* out = codes + row * k;
 #pragma unroll
@@ -65,7 +57,7 @@ __global__ void __launch_bounds__(kRowBlockThreads<kThreads>) quantize_rows_regi
     if (j >= k) continue;
     Pack<uint8_t, kVec> pack;
 #pragma unroll
-    for (int v = 0; v < kVec; ++v) pack.v[v] = encode(values[i * kVec + v], scale);
+    for (int v = 0; v < kVec; ++v) pack.v[v] = e4m3_encode_divided(values[i * kVec + v], scale);
     *reinterpret_cast<Pack<uint8_t, kVec>*>(out + j) = pack;
   }
 }
@@ -81,9 +73,9 @@ __global__ void quantize_rows_wide_kernel(const T* x, int64_t k, uint8_t* codes,
     const float v = to_float(in[j]);
     if (isfinite(v)) amax = fmaxf(amax, fabsf(v));
   }
-  const float scale = row_scale(row_reduce<kThreadsPerBlock>(amax, [](float a, float b) { return fmaxf(a, b); }, shared));
+  const float scale = e4m3_row_scale(row_reduce<kThreadsPerBlock>(amax, [](float a, float b) { return fmaxf(a, b); }, shared));
   if (threadIdx.x == 0) row_scales[row] = scale;
-  for (int64_t j = threadIdx.x; j < k; j += kThreadsPerBlock) codes[row * k + j] = encode(to_float(in[j]), scale);
+  for (int64_t j = threadIdx.x; j < k; j += kThreadsPerBlock) codes[row * k + j] = e4m3_encode_divided(to_float(in[j]), scale);
 }
 
 template <int kThreads, int kPerThread, typename T>

@@ -30,6 +30,24 @@ double gemm_kernel_us(double tflops, int tile, double bytes, const GemmShape& s,
   return f.kernel_fixed_us + std::max(compute, memory);
 }
 
+/// LoKA's small-M kernel (kernels/cuda/small_m_gemm.h): one launch at the SIMT FP32 rate whose
+/// CTAs (small_m_tiling.h: 32 columns x small_m_rows_per_cta(M) rows) run in waves of one per
+/// SM, each at one SM's share of that rate; its memory is W's codes once, X (or its codes), the
+/// per-column scales and bias, Y and the residual. It quantizes X itself and applies the scales,
+/// bias, activation and residual to its sums: nothing else is launched. Non-decreasing in M
+/// (where the rows per CTA double, the CTAs at most halve), N and K.
+double small_m_kernel_us(const GemmKey& key, const GemmShape& s, const HopperFigures& f) {
+  const double m = static_cast<double>(s.rows()), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
+  const double rows_per_cta = cuda::small_m_rows_per_cta(s.rows());
+  const double ctas = std::ceil(n / cuda::kSmallMColumnsPerCta) * std::ceil(m / rows_per_cta);
+  const double peak = f.fp32_tflops * 1e12;
+  const double cta_us = 2.0 * rows_per_cta * cuda::kSmallMColumnsPerCta * k / (peak / f.sm_count) * 1e6;
+  const double compute = std::max(2.0 * m * n * k / peak * 1e6, std::ceil(ctas / f.sm_count) * cta_us);
+  const double in_bytes = key.input == DType::kFloat8E4M3FN ? 1.0 : 4.0;
+  const double bytes = n * k + 8 * n + in_bytes * m * k + 4 * m * n * (key.residual ? 2 : 1);
+  return f.kernel_fixed_us + std::max(compute, bytes / f.bytes_per_second * 1e6);
+}
+
 }  // namespace
 
 ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const GemmShape& s, const HopperFigures& f) {
@@ -38,6 +56,11 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
   const double w_batch = key.layout == GemmLayout::kBatched ? static_cast<double>(s.batch) : 1.0;
   const double in_bytes = key.input == DType::kFloat8E4M3FN ? 1.0 : 4.0;
   ModelledTime t;
+  if (c.library == GemmLibrary::kLoka) {  // the small-M kernel: one launch, the residual included
+    t.gemm_us = t.total_us = small_m_kernel_us(key, s, f);
+    t.kernels = 1;
+    return t;
+  }
   switch (c.precision) {
     case GemmPrecision::kFp32:
       t.gemm_us = gemm_kernel_us(f.fp32_tflops, f.fp32_tile, 4 * (m * k + w_batch * n * k + m * n), s, f);
@@ -97,6 +120,13 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
   }
   t.total_us = t.gemm_us + t.extra_us;
   return t;
+}
+
+double model_norm_time_us(const NormKey& key, const NormShape& shape, const HopperFigures& figures) {
+  const double values = static_cast<double>(shape.rows) * static_cast<double>(key.cols);
+  const double per_value = 4.0 + (key.residual ? 4.0 : 0.0) + (key.fp8_output ? 1.0 : 4.0);
+  const double parameters = static_cast<double>(key.cols) * (key.bias ? 8.0 : 4.0);
+  return memory_kernel_us(values * per_value + parameters, figures);
 }
 
 }  // namespace loka::kernels

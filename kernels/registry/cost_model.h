@@ -10,7 +10,9 @@
 // a separate activation quantize (FP8 from FP32 activations) and the GEMM,
 // which applies the FP8 scales itself (plus LoKA's scale epilogue pass when
 // the activation is the exact GELU); the BF16 path casts activations first (and
-// a computed W: activation x activation); TF32 is the FP32 GEMM alone.
+// a computed W: activation x activation); TF32 is the FP32 GEMM alone; LoKA's
+// small-M kernel is one launch (quantize, SIMT FP32 sums of E4M3 products,
+// epilogue) whose CTAs run in waves at one SM's share of the FP32 rate.
 // Figures (HopperFigures) come from ARCHITECTURE.md's measurements where there
 // is one; docs/dispatch.md lists them with their sources and the derivation.
 // The model ranks candidates; it does not predict absolute times closely.
@@ -18,6 +20,7 @@
 #pragma once
 
 #include "kernels/registry/gemm_kernel_key.h"
+#include "kernels/registry/norm_kernel_key.h"
 
 namespace loka::kernels {
 
@@ -45,5 +48,10 @@ struct ModelledTime {
 /// Models `candidate` computing `key` at `shape`. Deterministic, monotonic in M, N and K.
 ModelledTime model_gemm_time(const GemmCandidate& candidate, const GemmKey& key, const GemmShape& shape,
                              const HopperFigures& figures = {});
+
+/// Models a norm candidate: one memory-bound kernel reading X (and the residual), writing Y
+/// (4 bytes a value, 1 as E4M3 codes), plus Scale and B. The cost model offers LoKA's kernel only
+/// (cuDNN's engines are measured, never modelled), so this prices the plan's annotation.
+double model_norm_time_us(const NormKey& key, const NormShape& shape, const HopperFigures& figures = {});
 
 }  // namespace loka::kernels

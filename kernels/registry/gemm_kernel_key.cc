@@ -93,6 +93,7 @@ std::string GemmShape::to_string() const {
 std::string GemmCandidate::name() const {
   if (library == GemmLibrary::kCudnn)
     return std::string("cudnn.fp8.e4m3.") + granularity_name(granularity) + ".engine" + std::to_string(algorithm);
+  if (library == GemmLibrary::kLoka) return std::string("loka.fp8.e4m3.") + granularity_name(granularity) + ".small_m";
   std::string algo = std::string(tanh_gelu ? ".tanh_gelu" : "") + ".algo" + std::to_string(algorithm);
   if (split_k > 0) algo += ".splitk" + std::to_string(split_k);
   if (tile > 0) algo += ".tile" + std::to_string(tile);
@@ -114,7 +115,7 @@ GemmCandidate GemmCandidate::family_default() const {
   copy.split_k = 0;
   copy.tile = 0;
   copy.stages = 0;
-  return copy;  // tanh_gelu stays: it changes what is computed, not which configuration
+  return copy;  // tanh_gelu stays: it changes what is computed, not which configuration; a small_m is itself
 }
 
 Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
@@ -128,6 +129,16 @@ Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
     return c;
   }
   std::vector<std::string> parts = split(name, '.');
+  if (!parts.empty() && parts[0] == "loka") {
+    // loka.fp8.e4m3.<tensor|row>.small_m: LoKA's small-M kernel, one configuration.
+    if (parts.size() != 5 || parts[1] != "fp8" || parts[2] != "e4m3" || parts[4] != "small_m" ||
+        (parts[3] != "tensor" && parts[3] != "row"))
+      return bad("LoKA's kernels are loka.fp8_emulated_fp32 and loka.fp8.e4m3.{tensor,row}.small_m");
+    c.library = GemmLibrary::kLoka;
+    c.precision = GemmPrecision::kFp8E4M3;
+    c.granularity = parts[3] == "tensor" ? ScaleGranularity::kTensor : ScaleGranularity::kRow;
+    return c;
+  }
   if (!parts.empty() && parts[0] == "cudnn") {
     // cudnn.fp8.e4m3.tensor.engine<N>: the one cuDNN family.
     const std::optional<int> engine = parts.size() == 5 ? parse_numbered(parts[4], "engine", 0) : std::nullopt;
@@ -139,7 +150,8 @@ Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
     c.algorithm = *engine;
     return c;
   }
-  if (parts.size() < 3 || parts[0] != "cublaslt") return bad("expected cublaslt.<precision>...algo<N>, cudnn...engine<N> or loka.fp8_emulated_fp32");
+  if (parts.size() < 3 || parts[0] != "cublaslt")
+    return bad("expected cublaslt.<precision>...algo<N>, cudnn...engine<N>, loka.fp8_emulated_fp32 or loka...small_m");
   // An explicit configuration follows the algorithm: splitk<N>, or tile<T> with optional stages<S>.
   if (starts_with(parts.back(), "stages")) {
     const std::optional<int> stages = parse_numbered(parts.back(), "stages", 1);
@@ -213,6 +225,18 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
     if (c.granularity != ScaleGranularity::kTensor) return Status::error("the cuDNN graph takes a per-tensor activation scale");
     if (key.epilogue == cuda::GemmEpilogue::kGelu) return Status::error("the cuDNN graph fuses bias and ReLU, not GELU");
   }
+  if (c.library == GemmLibrary::kLoka) {
+    // LoKA's small-M kernel (kernels/cuda/small_m_gemm.h): quantize and E4M3 GEMM in one launch,
+    // scales, FP32 bias, ReLU or exact GELU and the residual in it; any K and N, few rows.
+    if (c.precision != GemmPrecision::kFp8E4M3) return Status::error("LoKA's small-M kernel is an FP8 E4M3 GEMM");
+    if (c.algorithm != 0 || c.fast_accum || c.split_k > 0 || c.tile > 0)
+      return Status::error("LoKA's small-M kernel has one configuration (no algorithm index, FAST_ACCUM, split-K or tile)");
+    if (key.input != DType::kFloat32 && key.input != DType::kFloat8E4M3FN)
+      return Status::error("LoKA's small-M kernel reads FP32 or E4M3 activations");
+    if (shape.rows() > cuda::kSmallMMaxRows)
+      return Status::error("LoKA's small-M kernel takes up to " + std::to_string(cuda::kSmallMMaxRows) + " rows (" +
+                           shape.to_string() + ")");
+  }
   const bool fp8_weights = key.weight == DType::kFloat8E4M3FN;
   switch (c.precision) {
     case GemmPrecision::kFp32:
@@ -232,9 +256,11 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
       return Status::ok();
     case GemmPrecision::kFp8E4M3:
       if (!fp8_weights) return Status::error("FP8 GEMMs need E4M3 weights (insert-scales makes them)");
-      if (key.layout != GemmLayout::kNT || shape.batch != 1) return Status::error("FP8 cuBLASLt GEMMs are TN, unbatched");
-      if (shape.k % 16 != 0) return Status::error("FP8 GEMM needs K a multiple of 16 (K=" + std::to_string(shape.k) + ")");
-      if (shape.n % 16 != 0) return Status::error("FP8 GEMM needs N a multiple of 16 (N=" + std::to_string(shape.n) + ")");
+      if (key.layout != GemmLayout::kNT || shape.batch != 1) return Status::error("FP8 GEMMs are TN ([N,K] weights), unbatched");
+      if (c.library != GemmLibrary::kLoka) {  // the tensor-core kernels' rule; LoKA's small-M kernel takes any K and N
+        if (shape.k % 16 != 0) return Status::error("FP8 GEMM needs K a multiple of 16 (K=" + std::to_string(shape.k) + ")");
+        if (shape.n % 16 != 0) return Status::error("FP8 GEMM needs N a multiple of 16 (N=" + std::to_string(shape.n) + ")");
+      }
       if (key.input != DType::kFloat8E4M3FN && c.granularity != key.activation_scale)
         return Status::error(std::string("the node's activation scale is per ") + granularity_name(key.activation_scale));
       if (key.input == DType::kFloat8E4M3FN && c.granularity != ScaleGranularity::kTensor)

@@ -19,6 +19,8 @@
 //   cublaslt.tf32.algo0.tile20.stages8       20 = 128x128), with its stages (cublasLtMatmulStages_t)
 //   cudnn.fp8.e4m3.tensor.engine0            E4M3 as a cuDNN graph, heuristic engine configuration 0
 //   loka.fp8_emulated_fp32                   FP8 rounding, FP32 arithmetic (any K)
+//   loka.fp8.e4m3.row.small_m                LoKA's own kernel: quantize + E4M3 GEMM in one launch,
+//                                            up to kSmallMMaxRows rows, any K and N
 //
 // Algorithm (and cuDNN engine) indices are positions in the library's
 // heuristic list for the same problem, GPU and library version: meaningful
@@ -31,6 +33,7 @@
 #include <string>
 
 #include "kernels/cuda/gemm_types.h"
+#include "kernels/cuda/small_m_tiling.h"
 #include "loka/dtype.h"
 #include "loka/status.h"
 
@@ -41,8 +44,9 @@ namespace loka::kernels {
 enum class GemmPrecision { kFp32, kTf32, kBf16, kFp8E4M3, kFp8Emulated };
 
 /// Which library runs a candidate's GEMM. LoKA's FP8 emulation (a cuBLASLt FP32 GEMM on
-/// de-quantized operands) is told apart by its precision, not here.
-enum class GemmLibrary { kCublasLt, kCudnn };
+/// de-quantized operands) is told apart by its precision, not here. kLoka: LoKA's own CUDA
+/// kernel, FP8 E4M3 for few rows (kernels/cuda/small_m_gemm.h), one configuration.
+enum class GemmLibrary { kCublasLt, kCudnn, kLoka };
 
 /// Granularity of the activation scale of an FP8 GEMM (weights are always per output channel).
 enum class ScaleGranularity { kNone, kTensor, kRow };
@@ -101,6 +105,7 @@ struct GemmCandidate {
   int stages = 0;
   /// kCudnn: the FP8 GEMM as a cuDNN graph (kernels/cuda/cudnn_fp8_gemm.h), `algorithm` indexing
   /// cuDNN's heuristic engine configurations; FP8 with a per-tensor activation scale only.
+  /// kLoka: LoKA's small-M FP8 kernel (precision kFp8E4M3, the node's own arithmetic), algorithm 0.
   GemmLibrary library = GemmLibrary::kCublasLt;
   /// A GELU node's activation as cuBLASLt's epilogue, the tanh approximation (GemmOptions::tanh_gelu),
   /// instead of the exact GELU pass after the GEMM: one less pass over the output, a measured error.

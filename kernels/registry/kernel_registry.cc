@@ -11,27 +11,32 @@ namespace loka::kernels {
 namespace {
 
 /// Where a family's candidates come from: cuBLASLt (heuristic algorithms, explicit
-/// configurations), cuDNN (heuristic engine configurations) or LoKA's emulation (one).
+/// configurations), cuDNN (heuristic engine configurations) or LoKA (one each: the emulation,
+/// the small-M kernel).
 enum class Source { kCublasLt, kCudnn, kLoka };
 
-/// One family: a precision, its source and whether it is the fast-accumulation FP8 variant.
+/// One family: a precision, its source, whether it is the fast-accumulation FP8 variant, and
+/// the library its candidates name (the emulation's GEMM is cuBLASLt's FP32 one).
 struct Family {
   GemmPrecision precision;
   Source source;
   bool fast_accum;
+  GemmLibrary library = GemmLibrary::kCublasLt;
 };
 
 // Fixed order: the nodes' own arithmetic first (FP32, or FP8 for QuantizedGemm), then by
-// growing error (TF32 before BF16), so ties in time go to the more accurate family. cuDNN
-// comes last: plans measured before it existed keep their order.
-constexpr std::array<Family, 7> kFamilies = {{
+// growing error (TF32 before BF16), so ties in time go to the more accurate family. Families
+// added later come last, so plans measured before them keep their order: cuDNN, then LoKA's
+// small-M kernel.
+constexpr std::array<Family, 8> kFamilies = {{
     {GemmPrecision::kFp32, Source::kCublasLt, false},
     {GemmPrecision::kFp8E4M3, Source::kCublasLt, false},
     {GemmPrecision::kTf32, Source::kCublasLt, false},
     {GemmPrecision::kBf16, Source::kCublasLt, false},
     {GemmPrecision::kFp8E4M3, Source::kCublasLt, true},
     {GemmPrecision::kFp8Emulated, Source::kLoka, false},
-    {GemmPrecision::kFp8E4M3, Source::kCudnn, false},
+    {GemmPrecision::kFp8E4M3, Source::kCudnn, false, GemmLibrary::kCudnn},
+    {GemmPrecision::kFp8E4M3, Source::kLoka, false, GemmLibrary::kLoka},
 }};
 
 }  // namespace
@@ -44,6 +49,7 @@ std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& 
     if (family.fast_accum && !options.fast_accum) continue;
     if (family.precision == GemmPrecision::kBf16 && !options.bf16) continue;
     if (family.precision == GemmPrecision::kTf32 && !options.tf32) continue;
+    if (family.library == GemmLibrary::kLoka && !options.small_m) continue;
     // Heuristic algorithm `algorithm`, or algorithm 0 with an explicit split-K or tile; with
     // `tanh_gelu`, cuBLASLt's tanh GELU in the GEMM.
     const auto offer = [&](int algorithm, int split_k, int tile, bool tanh_gelu = false) {
@@ -54,7 +60,7 @@ std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& 
       c.algorithm = algorithm;
       c.split_k = split_k;
       c.tile = tile;
-      c.library = family.source == Source::kCudnn ? GemmLibrary::kCudnn : GemmLibrary::kCublasLt;
+      c.library = family.library;
       c.granularity = family.precision == GemmPrecision::kFp8E4M3 ? granularity : ScaleGranularity::kNone;
       if (can_implement(c, key, shape).is_ok()) out.push_back(c);
     };

@@ -3,7 +3,8 @@
 // key (CPU-side descriptors; kernels/cuda/gemm_candidate.h runs them).
 //
 // The registry holds kernel families (FP32, TF32, BF16, FP8 E4M3 with and without
-// fast accumulation, LoKA's FP8 emulation in FP32, FP8 E4M3 as a cuDNN graph). Asked for a key and a
+// fast accumulation, LoKA's FP8 emulation in FP32, FP8 E4M3 as a cuDNN graph, LoKA's
+// small-M FP8 kernel). Asked for a key and a
 // shape it expands every family that accepts the key into candidates, one
 // per cuBLASLt heuristic algorithm index (then the explicit split-K and tile
 // configurations asked for), and keeps those whose static can_implement passes. Candidate order is fixed (family order, then
@@ -32,6 +33,9 @@ struct CandidateOptions {
   /// For GELU nodes, each cuBLASLt heuristic algorithm again with cuBLASLt's tanh GELU in the GEMM
   /// (GemmCandidate::tanh_gelu): an approximation whose error must be measured.
   bool tanh_gelu = false;
+  /// LoKA's small-M FP8 kernel (loka.fp8.e4m3.{tensor,row}.small_m) for QuantizedGemm problems of
+  /// up to cuda::kSmallMMaxRows rows: the node's own FP8 arithmetic, so no error to measure first.
+  bool small_m = true;
 };
 
 /// How many cuDNN engine configurations the autotuner times per FP8 problem when asked for cuDNN

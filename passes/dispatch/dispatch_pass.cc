@@ -14,6 +14,7 @@
 #include "kernels/registry/kernel_plan.h"
 #include "passes/dispatch/gemm_problems.h"
 #include "passes/dispatch/gpu_timer.h"
+#include "passes/dispatch/norm_problems.h"
 #include "passes/dispatch/perf_db.h"
 #include "passes/ir/graph_algorithms.h"
 #include "passes/probe/annotations.h"
@@ -263,6 +264,94 @@ json rounded(double value) {
   return std::round(value * 1000.0) / 1000.0;
 }
 
+/// One bucket's choice as a node's annotation records it.
+struct ChoiceRecord {
+  std::string kernel;
+  double time_us = 0;
+  const char* precision = "";
+  double rel_error = 0;
+  std::string shape;
+  size_t candidates = 0;
+  std::optional<std::pair<std::string, double>> runner_up;  ///< name and time
+};
+
+/// Adds the choice to `per_bucket` and, at the reference bucket, as the node's "kernel".
+void record_choice(json& annotation, json& per_bucket, int64_t bucket, bool reference, const ChoiceRecord& choice) {
+  json entry = {{"kernel", choice.kernel},
+                {"time_us", rounded(choice.time_us)},
+                {"precision", choice.precision},
+                {"rel_error", choice.rel_error},
+                {"shape", choice.shape},
+                {"candidates", choice.candidates}};
+  entry["runner_up"] = choice.runner_up ? json(choice.runner_up->first) : json(nullptr);
+  entry["runner_up_time_us"] = choice.runner_up ? rounded(choice.runner_up->second) : json(nullptr);
+  if (reference) {
+    annotation["kernel"] = choice.kernel;
+    annotation["kernel_time_us"] = entry["time_us"];
+    annotation["kernel_runner_up"] = entry["runner_up"];
+    annotation["kernel_runner_up_time_us"] = entry["runner_up_time_us"];
+    annotation["kernel_precision"] = entry["precision"];
+  }
+  per_bucket[std::to_string(bucket)] = std::move(entry);
+}
+
+/// The fastest norm timing whose error matches LoKA's kernel's (norm candidates trade no
+/// precision: they differ in summation order only); ties by registry order. `excluding` skips one.
+const NormTiming* fastest_norm(const std::vector<NormTiming>& timings, const NormTiming* excluding = nullptr) {
+  double own = kInfinity;
+  for (const NormTiming& t : timings)
+    if (t.candidate.library == kernels::NormLibrary::kLoka) own = t.rel_error;
+  const double allowed = std::isfinite(own) ? std::max(own * kSameErrorFactor, kExactError) : kExactError;
+  const NormTiming* best = nullptr;
+  for (const NormTiming& t : timings)
+    if (&t != excluding && t.rel_error <= allowed && (!best || t.time_us < best->time_us)) best = &t;
+  return best;
+}
+
+struct NormCounts {
+  size_t dispatched = 0, unsized = 0, cudnn = 0;
+};
+
+/// Chooses every norm node's kernel per bucket, recording it in `nodes` and `plan`.
+Result<NormCounts> dispatch_norms(const std::vector<ir::Node*>& order, NormTimer& timer, const DispatchOptions& options,
+                                  int64_t reference, json& nodes, kernels::KernelPlan& plan) {
+  NormCounts counts;
+  for (const ir::Node* node : order) {
+    std::optional<NormProblem> problem = describe_norm(*node, options.buckets);
+    if (!problem) continue;
+    json& annotation = nodes[node->name()];
+    if (!annotation.is_object()) annotation = json{{"name", node->name()}, {"op", node->op_type()}};
+    if (!problem->reason.empty()) {
+      annotation["kernel_reason"] = problem->reason;
+      ++counts.unsized;
+      continue;
+    }
+    annotation.erase("kernel_reason");
+    json per_bucket = json::object();
+    for (const auto& [bucket, shape] : problem->shapes) {
+      auto timings = timer.time(problem->key, shape);
+      if (!timings)
+        return timings.status().with_context("node '" + node->name() + "' (" + problem->key.to_string() + " " +
+                                             shape.to_string() + "): ");
+      const NormTiming* chosen = fastest_norm(*timings);
+      if (!chosen)
+        return Status::error("node '" + node->name() + "': no norm kernel ran for " + problem->key.to_string() + " " +
+                             shape.to_string());
+      const NormTiming* runner_up = fastest_norm(*timings, chosen);
+      ChoiceRecord record{chosen->candidate.name(), chosen->time_us, problem->key.fp8_output ? "fp8_e4m3" : "fp32",
+                          chosen->rel_error, shape.to_string(), timings->size(), std::nullopt};
+      if (runner_up) record.runner_up = std::make_pair(runner_up->candidate.name(), runner_up->time_us);
+      record_choice(annotation, per_bucket, bucket, bucket == reference, record);
+      plan.nodes[node->name()].push_back({shape.rows, record.kernel});
+      counts.cudnn += chosen->candidate.library == kernels::NormLibrary::kCudnn;
+    }
+    annotation["kernels"] = std::move(per_bucket);
+    annotation["kernel_source"] = timer.source();
+    ++counts.dispatched;
+  }
+  return counts;
+}
+
 }  // namespace
 
 Result<std::vector<int64_t>> parse_buckets(const std::string& text) {
@@ -281,7 +370,8 @@ Result<std::vector<int64_t>> parse_buckets(const std::string& text) {
   return buckets;
 }
 
-Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& timer, const DispatchOptions& options) {
+Result<bool> dispatch_kernels(ir::Graph& graph, PassContext& context, GemmTimer& timer, NormTimer& norm_timer,
+                              const DispatchOptions& options) {
   if (options.buckets.empty()) return Status::error("dispatch needs at least one batch bucket");
   LOKA_ASSIGN_OR_RETURN(json document, read_annotations(graph));
   const std::string before = document.dump();
@@ -340,22 +430,10 @@ Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& t
       if (!chosen) return Status::error("node '" + work.name + "': no allowed kernel at batch " + std::to_string(bucket));
       const Option* runner_up = fastest(work.buckets[b], max_extra, chosen);
       const std::string name = chosen->timing.candidate.name();
-      json entry = {{"kernel", name},
-                    {"time_us", rounded(chosen->timing.time_us)},
-                    {"precision", kernels::precision_name(chosen->timing.candidate.precision)},
-                    {"rel_error", chosen->timing.rel_error},
-                    {"shape", shape.to_string()},
-                    {"candidates", work.buckets[b].size()}};
-      entry["runner_up"] = runner_up ? json(runner_up->timing.candidate.name()) : json(nullptr);
-      entry["runner_up_time_us"] = runner_up ? rounded(runner_up->timing.time_us) : json(nullptr);
-      if (bucket == reference) {
-        annotation["kernel"] = name;
-        annotation["kernel_time_us"] = entry["time_us"];
-        annotation["kernel_runner_up"] = entry["runner_up"];
-        annotation["kernel_runner_up_time_us"] = entry["runner_up_time_us"];
-        annotation["kernel_precision"] = entry["precision"];
-      }
-      per_bucket[std::to_string(bucket)] = std::move(entry);
+      ChoiceRecord record{name, chosen->timing.time_us, kernels::precision_name(chosen->timing.candidate.precision),
+                          chosen->timing.rel_error, shape.to_string(), work.buckets[b].size(), std::nullopt};
+      if (runner_up) record.runner_up = std::make_pair(runner_up->timing.candidate.name(), runner_up->timing.time_us);
+      record_choice(annotation, per_bucket, bucket, bucket == reference, record);
       plan.nodes[work.name].push_back({shape.rows(), name});
       attribute.push_back(std::to_string(shape.rows()) + ":" + name);
       precision_counts[kernels::precision_name(chosen->timing.candidate.precision)] += 1;
@@ -367,12 +445,16 @@ Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& t
     if (node && node->domain() == "ai.loka") node->mutable_attributes().set("kernel", attribute);
   }
 
+  LOKA_ASSIGN_OR_RETURN(const NormCounts norms, dispatch_norms(order, norm_timer, options, reference, nodes, plan));
+
   json summary = {{"device", timer.device()},
                   {"source", timer.source()},
                   {"buckets", options.buckets},
                   {"reference_bucket", reference},
                   {"gemm_nodes", works.size() + unsized},
                   {"dispatched_nodes", works.size()},
+                  {"norm_nodes", norms.dispatched + norms.unsized},
+                  {"dispatched_norm_nodes", norms.dispatched},
                   {"budget_known", budget.known},
                   {"headroom", budget.headroom()},
                   {"extra_error", used}};
@@ -390,6 +472,8 @@ Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& t
   context.add_statistic("budget-upgrades",
                         static_cast<double>(std::count_if(works.begin(), works.end(), [](const NodeWork& w) { return w.granted > 0; })));
   context.add_statistic("extra-error", used);
+  context.add_statistic("norm-nodes", static_cast<double>(norms.dispatched + norms.unsized));
+  context.add_statistic("cudnn-norm-choices", static_cast<double>(norms.cudnn));
 
   const std::string plan_text = plan.to_text();
   const bool plan_changed = graph.metadata[kernels::kKernelPlanKey] != plan_text;
@@ -415,7 +499,8 @@ class DispatchPass final : public Pass {
     LOKA_ASSIGN_OR_RETURN(const bool use_gpu, dispatch::resolve_device_option(context.string_option("device")));
     if (!use_gpu) {
       auto timer = dispatch::make_cost_model_timer();
-      return dispatch::dispatch_gemms(graph, context, *timer, options);
+      auto norm_timer = dispatch::make_cost_model_norm_timer();
+      return dispatch::dispatch_kernels(graph, context, *timer, *norm_timer, options);
     }
     const std::string db_option = context.string_option("perf_db");
     const std::filesystem::path db_path = db_option.empty() ? dispatch::default_perf_db_path() : std::filesystem::path(db_option);
@@ -427,9 +512,13 @@ class DispatchPass final : public Pass {
     gpu.repeats = static_cast<int>(context.int_option("repeats"));
     gpu.cudnn_engines = static_cast<int>(context.int_option("cudnn"));
     if (gpu.cudnn_engines < 0) return Status::error("dispatch option cudnn must be >= 0, got " + std::to_string(gpu.cudnn_engines));
+    gpu.cudnn_norm_engines = static_cast<int>(context.int_option("cudnn_norm"));
+    if (gpu.cudnn_norm_engines < 0)
+      return Status::error("dispatch option cudnn_norm must be >= 0, got " + std::to_string(gpu.cudnn_norm_engines));
     LOKA_ASSIGN_OR_RETURN(auto timer, dispatch::make_gpu_timer(db, use, gpu));
+    LOKA_ASSIGN_OR_RETURN(auto norm_timer, dispatch::make_gpu_norm_timer(db, use, gpu));
     const size_t before = db.size();
-    auto changed = dispatch::dispatch_gemms(graph, context, *timer, options);
+    auto changed = dispatch::dispatch_kernels(graph, context, *timer, *norm_timer, options);
     // Save what was measured even when a later node failed: the time is spent.
     if (db.size() != before) LOKA_RETURN_IF_ERROR(db.save(db_path));
     LOKA_RETURN_IF_ERROR(changed.status());
@@ -476,9 +565,13 @@ PassInfo dispatch_pass_info() {
         "cuDNN FP8 matmul graphs timed per FP8 problem: engine configurations 0..N-1 of cuDNN's heuristic (GPU "
         "only; off by default: on an H100 they won 0 of 24 rec-model shapes against cuBLASLt, and each plan "
         "compiles kernels when built, about 1 s). A perf DB answers a problem it holds without timing them: give "
-        "such runs their own perf_db"}},
+        "such runs their own perf_db"},
+       {"cudnn_norm", OptionType::kInt, std::to_string(kernels::kOfferedCudnnNormEngines),
+        "cuDNN LayerNorm graphs timed per norm problem against LoKA's kernel: engine configurations 0..N-1 of "
+        "cuDNN's heuristic (GPU only; 0: LoKA's kernel only)"}},
       {"gemm-nodes", "dispatched-nodes", "unsized-nodes", "fp32-choices", "tf32-choices", "bf16-choices", "fp8_e4m3-choices",
-       "fp8_emulated-choices", "budget-upgrades", "extra-error", "perf-db-hits", "tuned-problems"}};
+       "fp8_emulated-choices", "budget-upgrades", "extra-error", "norm-nodes", "cudnn-norm-choices", "perf-db-hits",
+       "tuned-problems"}};
 }
 
 std::unique_ptr<Pass> make_dispatch_pass() { return std::make_unique<DispatchPass>(); }

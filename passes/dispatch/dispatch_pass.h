@@ -27,7 +27,12 @@
 // Requires: shape-inferred IR; pin-precision's annotations for any
 // error-adding choice (without them only free candidates are used).
 // Guarantees: the same model with the same perf DB (or the cost model) gives
-// byte-identical output; every GEMM node gets a kernel or a "kernel_reason".
+// byte-identical output; every GEMM and norm node gets a kernel or a "kernel_reason".
+// Norms: every LayerNormalization / ai.loka LayerNormQuant / ResidualLayerNorm
+// (norm_problems.h) gets, per bucket, the fastest of LoKA's kernel and cuDNN's
+// LayerNorm graphs (option cudnn_norm, GPU only) whose error matches LoKA's
+// kernel's: they trade no precision. Annotated and planned as the GEMMs are,
+// with "kernel_reason" where the CUDA runtime has no kernel for the form.
 // Does not: change the graph's ops or weights, or measure model accuracy.
 // ============================================================================
 #pragma once
@@ -37,6 +42,7 @@
 #include <vector>
 
 #include "passes/dispatch/gemm_timer.h"
+#include "passes/dispatch/norm_timer.h"
 #include "passes/pass.h"
 
 namespace loka {
@@ -59,9 +65,10 @@ struct DispatchOptions {
 /// Parses "512:4096:16384" (',' accepted too; positive, strictly ascending).
 Result<std::vector<int64_t>> parse_buckets(const std::string& text);
 
-/// The pass's work with a given timer (tests pass the cost model or a perf-DB
-/// timer with a fake measurement). True when the IR or its annotations changed.
-Result<bool> dispatch_gemms(ir::Graph& graph, PassContext& context, GemmTimer& timer, const DispatchOptions& options);
+/// The pass's work with given timers (tests pass the cost models or perf-DB
+/// timers with a fake measurement). True when the IR or its annotations changed.
+Result<bool> dispatch_kernels(ir::Graph& graph, PassContext& context, GemmTimer& timer, NormTimer& norm_timer,
+                              const DispatchOptions& options);
 
 }  // namespace dispatch
 }  // namespace loka

@@ -13,18 +13,6 @@ using kernels::GemmKey;
 using kernels::GemmLayout;
 using kernels::GemmShape;
 
-/// The shape of `value` at `bucket`, or nothing.
-std::optional<std::vector<int64_t>> shape_at(const ir::Value* value, int64_t bucket) {
-  if (value == nullptr || !value->type().has_rank()) return std::nullopt;
-  std::vector<int64_t> dims;
-  for (const ir::Dim& dim : *value->type().shape) {
-    const std::optional<int64_t> size = dim_at_bucket(dim, bucket);
-    if (!size) return std::nullopt;
-    dims.push_back(*size);
-  }
-  return dims;
-}
-
 std::string dims_text(const std::vector<int64_t>& dims) {
   std::string text = "[";
   for (size_t i = 0; i < dims.size(); ++i) text += (i ? "," : "") + std::to_string(dims[i]);
@@ -42,16 +30,16 @@ int64_t int_attribute(const ir::Node& node, const char* name);
 using ShapeFn = std::optional<GemmShape> (*)(const ir::Node&, int64_t);
 
 std::optional<GemmShape> gemm_shape(const ir::Node& node, int64_t bucket) {
-  const auto x = shape_at(node.input(0), bucket);
-  const auto w = shape_at(node.input(1), bucket);
+  const auto x = dims_at_bucket(node.input(0), bucket);
+  const auto w = dims_at_bucket(node.input(1), bucket);
   if (!x || !w || x->size() != 2 || w->size() != 2) return std::nullopt;
   const bool trans_b = int_attribute(node, "transB") != 0;
   return GemmShape{(*x)[0], trans_b ? (*w)[0] : (*w)[1], (*x)[1], 1};
 }
 
 std::optional<GemmShape> matmul_shape(const ir::Node& node, int64_t bucket) {
-  const auto x = shape_at(node.input(0), bucket);
-  const auto w = shape_at(node.input(1), bucket);
+  const auto x = dims_at_bucket(node.input(0), bucket);
+  const auto w = dims_at_bucket(node.input(1), bucket);
   if (!x || !w || x->size() < 2 || w->size() < 2) return std::nullopt;
   const int64_t k = x->back(), n = w->back();
   if ((*w)[w->size() - 2] != k) return std::nullopt;
@@ -61,16 +49,16 @@ std::optional<GemmShape> matmul_shape(const ir::Node& node, int64_t bucket) {
 }
 
 std::optional<GemmShape> fused_gemm_shape(const ir::Node& node, int64_t bucket) {
-  const auto x = shape_at(node.input(0), bucket);
-  const auto w = shape_at(node.input(1), bucket);
+  const auto x = dims_at_bucket(node.input(0), bucket);
+  const auto w = dims_at_bucket(node.input(1), bucket);
   if (!x || !w || x->size() < 2 || w->size() != 2) return std::nullopt;
   const bool trans_b = int_attribute(node, "transB") != 0;
   return GemmShape{product(*x, 0, x->size() - 1), trans_b ? (*w)[0] : (*w)[1], x->back(), 1};
 }
 
 std::optional<GemmShape> quantized_gemm_shape(const ir::Node& node, int64_t bucket) {
-  const auto x = shape_at(node.input(0), bucket);
-  const auto w = shape_at(node.input(1), bucket);
+  const auto x = dims_at_bucket(node.input(0), bucket);
+  const auto w = dims_at_bucket(node.input(1), bucket);
   if (!x || !w || w->size() != 2 || x->empty() || (*w)[1] <= 0) return std::nullopt;
   return GemmShape{product(*x, 0, x->size()) / (*w)[1], (*w)[0], (*w)[1], 1};
 }
@@ -122,6 +110,17 @@ std::optional<int64_t> dim_at_bucket(const ir::Dim& dim, int64_t bucket) {
   return size;
 }
 
+std::optional<std::vector<int64_t>> dims_at_bucket(const ir::Value* value, int64_t bucket) {
+  if (value == nullptr || !value->type().has_rank()) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (const ir::Dim& dim : *value->type().shape) {
+    const std::optional<int64_t> size = dim_at_bucket(dim, bucket);
+    if (!size) return std::nullopt;
+    dims.push_back(*size);
+  }
+  return dims;
+}
+
 std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector<int64_t>& buckets) {
   GemmProblem problem;
   problem.node = &node;
@@ -167,14 +166,14 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
   if (key.op == "Gemm" && node.input(2) != nullptr) {
     // C as a bias [N] / [1,N] is fused; any other C is a separate broadcast add.
     const auto shape = gemm_shape(node, buckets.empty() ? 1 : buckets.front());
-    const auto c = shape_at(node.input(2), buckets.empty() ? 1 : buckets.front());
+    const auto c = dims_at_bucket(node.input(2), buckets.empty() ? 1 : buckets.front());
     key.bias = shape && c && product(*c, 0, c->size()) == shape->n && (c->size() == 1 || (c->size() == 2 && (*c)[0] == 1));
   }
   for (int64_t bucket : buckets) {
     const std::optional<GemmShape> shape = shape_fn(node, bucket);
     if (!shape || shape->m <= 0 || shape->n <= 0 || shape->k <= 0) {
       problem.shapes.clear();
-      const auto x = shape_at(node.input(0), bucket), w = shape_at(node.input(1), bucket);
+      const auto x = dims_at_bucket(node.input(0), bucket), w = dims_at_bucket(node.input(1), bucket);
       const bool shared_left = node.is("MatMul") && x && w && x->size() == 2 && w->size() > 2;
       problem.reason = !x || !w ? "shapes unknown at batch " + std::to_string(bucket) + " (run infer-shapes first)"
                        : shared_left

@@ -38,4 +38,7 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
 /// A dim's size with every symbol set to `bucket`; nothing when unknown.
 std::optional<int64_t> dim_at_bucket(const ir::Dim& dim, int64_t bucket);
 
+/// The shape of `value` at `bucket` (every dim known then), or nothing.
+std::optional<std::vector<int64_t>> dims_at_bucket(const ir::Value* value, int64_t bucket);
+
 }  // namespace loka::dispatch

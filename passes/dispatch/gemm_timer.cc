@@ -34,7 +34,10 @@ class CostModelTimer final : public GemmTimer {
   std::string device() const override { return kernels::kCostModelDevice; }
   Result<std::vector<CandidateTiming>> time(const GemmKey& key, const GemmShape& shape) override {
     std::vector<CandidateTiming> out;
-    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, kernels::CandidateOptions{1, false, true}))
+    kernels::CandidateOptions modelled;  // algorithm 0 of each family, no FAST_ACCUM (see the header)
+    modelled.algorithms = 1;
+    modelled.fast_accum = false;
+    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, modelled))
       out.push_back({c, kernels::model_gemm_time(c, key, shape).total_us, expected_rel_error(c, key)});
     return out;
   }
@@ -48,29 +51,10 @@ class PerfDbTimer final : public GemmTimer {
   std::string source() const override { return "measured"; }
   std::string device() const override { return device_.to_string(); }
   Result<std::vector<CandidateTiming>> time(const GemmKey& key, const GemmShape& shape) override {
-    const std::string problem = problem_key(key, shape);
-    // The registry's expansion for the offered options, in order; the database holds the viable ones.
-    std::vector<CandidateTiming> out;
-    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, offered_))
-      if (auto record = db_.find(device_, problem, c.name())) out.push_back({c, record->median_us, record->rel_error});
-    if (!out.empty()) {
-      ++use_.hits;
-      return out;
-    }
-    use_.foreign += db_.problem_only_elsewhere(device_, problem);
-    ++use_.tuned;
-    LOKA_ASSIGN_OR_RETURN(std::vector<CandidateTiming> measured, measure_(key, shape));
-    if (measured.empty()) return Status::error("no kernel candidate ran for " + problem);
-    for (const CandidateTiming& t : measured)
-      db_.put(device_, problem, t.candidate.name(), PerfRecord{t.time_us, t.rel_error, 1});
-    // Re-read through the database: the plan is the same whether measured now or read later
-    // (the file keeps doubles exactly; the order is the registry's).
-    std::vector<CandidateTiming> stored;
-    for (const GemmCandidate& c : kernels::gemm_candidates(key, shape, offered_))
-      if (auto record = db_.find(device_, problem, c.name())) stored.push_back({c, record->median_us, record->rel_error});
-    return stored;
+    return answer_or_measure<CandidateTiming>(db_, device_, problem_key(key, shape),
+                                              kernels::gemm_candidates(key, shape, offered_),
+                                              [&] { return measure_(key, shape); }, use_);
   }
-
 
  private:
   PerfDb& db_;
@@ -99,7 +83,7 @@ std::unique_ptr<GemmTimer> make_cost_model_timer() { return std::make_unique<Cos
 kernels::CandidateOptions all_candidates() {
   constexpr int kMaxAlgorithms = 64;  // above any heuristic count a measurement records
   return kernels::CandidateOptions{kMaxAlgorithms, true, true, true, {2, 4}, kernels::kOfferedTilesPerFamily,
-                                   kernels::kOfferedCudnnEngines, /*tanh_gelu=*/true};
+                                   kernels::kOfferedCudnnEngines, /*tanh_gelu=*/true, /*small_m=*/true};
 }
 
 std::unique_ptr<GemmTimer> make_perf_db_timer(PerfDb& db, DeviceFingerprint device, MeasureFn measure, PerfDbUse& use,

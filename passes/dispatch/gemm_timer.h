@@ -53,13 +53,6 @@ kernels::CandidateOptions all_candidates();
 /// Measures one problem: every viable candidate with its median time and error.
 using MeasureFn = std::function<Result<std::vector<CandidateTiming>>(const kernels::GemmKey&, const kernels::GemmShape&)>;
 
-/// Counters of a perf-DB timer (pass statistics and messages).
-struct PerfDbUse {
-  size_t hits = 0;               ///< problems answered from the database
-  size_t tuned = 0;              ///< problems measured
-  size_t foreign = 0;            ///< of those, problems the database had for another device only
-};
-
 /// Answers from `db` (entries of `device` only), measuring what is missing and adding it to `db`.
 /// Only the candidates `offered` expands to are answered: a database filled with FAST_ACCUM
 /// variants, or more heuristic algorithms, must not bring them back into a run that turned

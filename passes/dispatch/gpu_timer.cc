@@ -6,6 +6,7 @@
 #if LOKA_HAVE_CUDA
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/gemm_autotune.h"
+#include "kernels/cuda/norm_autotune.h"
 #endif
 
 namespace loka::dispatch {
@@ -29,6 +30,7 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, co
   tune.tiles = all_candidates().tiles;
   tune.cudnn_engines = options.cudnn_engines;
   tune.tanh_gelu = all_candidates().tanh_gelu;
+  tune.small_m = all_candidates().small_m;
   MeasureFn measure = [tune](const kernels::GemmKey& key,
                              const kernels::GemmShape& shape) -> Result<std::vector<CandidateTiming>> {
     LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::GemmMeasurement> measured, cuda::autotune_gemm(key, shape, tune));
@@ -44,6 +46,21 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, co
   return make_perf_db_timer(db, std::move(device), std::move(measure), use, offered);
 }
 
+Result<std::unique_ptr<NormTimer>> make_gpu_norm_timer(PerfDb& db, PerfDbUse& use, const GpuTimerOptions& options) {
+  LOKA_ASSIGN_OR_RETURN(DeviceFingerprint device, gpu_fingerprint());
+  cuda::NormAutotuneOptions tune;
+  tune.cudnn_engines = options.cudnn_norm_engines;
+  tune.repeats = options.repeats;
+  NormMeasureFn measure = [tune](const kernels::NormKey& key,
+                                 const kernels::NormShape& shape) -> Result<std::vector<NormTiming>> {
+    LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::NormMeasurement> measured, cuda::autotune_norm(key, shape, tune));
+    std::vector<NormTiming> out;
+    for (const cuda::NormMeasurement& m : measured) out.push_back({m.candidate, m.median_us, m.rel_error});
+    return out;
+  };
+  return make_perf_db_norm_timer(db, std::move(device), std::move(measure), use, options.cudnn_norm_engines);
+}
+
 #else
 
 std::string gpu_unavailable_reason() { return "this build has no CUDA kernels (configured without nvcc or with LOKA_ENABLE_CUDA=OFF)"; }
@@ -51,6 +68,10 @@ std::string gpu_unavailable_reason() { return "this build has no CUDA kernels (c
 Result<DeviceFingerprint> gpu_fingerprint() { return Status::error(gpu_unavailable_reason()); }
 
 Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb&, PerfDbUse&, const GpuTimerOptions&) {
+  return Status::error(gpu_unavailable_reason());
+}
+
+Result<std::unique_ptr<NormTimer>> make_gpu_norm_timer(PerfDb&, PerfDbUse&, const GpuTimerOptions&) {
   return Status::error(gpu_unavailable_reason());
 }
 

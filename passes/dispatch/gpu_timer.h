@@ -8,6 +8,7 @@
 #include <string>
 
 #include "passes/dispatch/gemm_timer.h"
+#include "passes/dispatch/norm_timer.h"
 
 namespace loka::dispatch {
 
@@ -16,6 +17,8 @@ struct GpuTimerOptions {
   bool fast_accum = false;
   int repeats = 15;
   int cudnn_engines = 0;  ///< cuDNN FP8 graph engine configurations timed per FP8 problem (dispatch{cudnn=N})
+  /// cuDNN LayerNorm graph engine configurations timed per norm problem (dispatch{cudnn_norm=N})
+  int cudnn_norm_engines = kernels::kOfferedCudnnNormEngines;
 };
 
 /// Empty when a GPU can tune here; otherwise why not (no CUDA in this build, no device).
@@ -30,5 +33,8 @@ Result<DeviceFingerprint> gpu_fingerprint();
 
 /// A timer answering from `db` for this GPU, autotuning what is missing.
 Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, const GpuTimerOptions& options);
+
+/// The same for norm nodes (kernels/cuda/norm_autotune.h).
+Result<std::unique_ptr<NormTimer>> make_gpu_norm_timer(PerfDb& db, PerfDbUse& use, const GpuTimerOptions& options);
 
 }  // namespace loka::dispatch

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "loka/status.h"
 
@@ -68,5 +69,39 @@ class PerfDb {
 
 /// $LOKA_PERF_DB, else $XDG_CACHE_HOME/loka/perfdb.json, else $HOME/.cache/loka/perfdb.json.
 std::filesystem::path default_perf_db_path();
+
+/// Counters of a perf-DB timer (pass statistics and messages).
+struct PerfDbUse {
+  size_t hits = 0;               ///< problems answered from the database
+  size_t tuned = 0;              ///< problems measured
+  size_t foreign = 0;            ///< of those, problems the database had for another device only
+};
+
+/// A perf-DB timer's answer for one problem (GEMM or norm alike): the `offered` candidates'
+/// records of `device` when the database holds any, else `measure()`'s timings, recorded and then
+/// read back through the database (so the plan is the same whether measured now or read later:
+/// the file keeps doubles exactly; the order is `offered`'s). `Timing` is {candidate, time_us,
+/// rel_error}; a candidate has name().
+template <typename Timing, typename Candidate, typename Measure>
+Result<std::vector<Timing>> answer_or_measure(PerfDb& db, const DeviceFingerprint& device, const std::string& problem,
+                                              const std::vector<Candidate>& offered, Measure&& measure,
+                                              PerfDbUse& use) {
+  const auto stored = [&] {
+    std::vector<Timing> out;
+    for (const Candidate& c : offered)
+      if (auto record = db.find(device, problem, c.name())) out.push_back(Timing{c, record->median_us, record->rel_error});
+    return out;
+  };
+  if (std::vector<Timing> out = stored(); !out.empty()) {
+    ++use.hits;
+    return out;
+  }
+  use.foreign += db.problem_only_elsewhere(device, problem);
+  ++use.tuned;
+  LOKA_ASSIGN_OR_RETURN(const std::vector<Timing> measured, measure());
+  if (measured.empty()) return Status::error("no kernel candidate ran for " + problem);
+  for (const Timing& t : measured) db.put(device, problem, t.candidate.name(), PerfRecord{t.time_us, t.rel_error, 1});
+  return stored();
+}
 
 }  // namespace loka::dispatch

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cuda/cudnn_fp8_gemm.h"  // cudnn_unavailable_reason()
 #include "kernels/cuda/device.h"
 #include "loka/engine.h"
 #include "loka/float8.h"
@@ -19,6 +20,13 @@ namespace loka::testing {
 void CudaTest::SetUp() {
   const std::string reason = cuda::device_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+}
+
+void CudnnTest::SetUp() {
+  CudaTest::SetUp();
+  if (IsSkipped()) return;
+  const std::string reason = cuda::cudnn_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << "cuDNN test skipped: " << reason;
 }
 
 DeviceBytes::DeviceBytes(size_t bytes) : bytes_(bytes) {

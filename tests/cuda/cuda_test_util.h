@@ -23,6 +23,12 @@ class CudaTest : public ::testing::Test {
   void SetUp() override;
 };
 
+/// Skips visibly also when this build has no cuDNN or cuDNN opens no handle here.
+class CudnnTest : public CudaTest {
+ protected:
+  void SetUp() override;
+};
+
 /// A device allocation of `bytes` (at least 1), freed on destruction.
 class DeviceBytes {
  public:

@@ -39,15 +39,7 @@ using kernels::GemmCandidate;
 using kernels::GemmKey;
 using kernels::GemmShape;
 
-class CudnnFp8GemmTest : public CudaTest {
- protected:
-  void SetUp() override {
-    CudaTest::SetUp();
-    if (IsSkipped()) return;
-    const std::string reason = cuda::cudnn_unavailable_reason();
-    if (!reason.empty()) GTEST_SKIP() << "cuDNN test skipped: " << reason;
-  }
-};
+class CudnnFp8GemmTest : public CudnnTest {};
 
 GemmCandidate cudnn_engine(int engine) {
   GemmCandidate c{kernels::GemmPrecision::kFp8E4M3, kernels::ScaleGranularity::kTensor, engine, false};

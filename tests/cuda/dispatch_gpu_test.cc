@@ -46,7 +46,7 @@ TEST_F(DispatchGpuTest, AutotuneMeasuresEveryCandidateWithSaneErrors) {
   bool emulated = false;
   for (const cuda::GemmMeasurement& m : *fp8) {
     EXPECT_GT(m.median_us, 0) << m.candidate.name();
-    EXPECT_EQ(m.samples, 5);
+    EXPECT_GE(m.samples, 5);  // close winners are timed again
     if (m.candidate.precision == kernels::GemmPrecision::kFp8E4M3 && !m.candidate.fast_accum) fp8_error = m.rel_error;
     if (m.candidate.precision == kernels::GemmPrecision::kBf16) bf16_error = m.rel_error;
     emulated |= m.candidate.precision == kernels::GemmPrecision::kFp8Emulated;

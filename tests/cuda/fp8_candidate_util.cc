@@ -18,67 +18,100 @@
 
 namespace loka::testing {
 
-size_t fp8_candidate_mismatches(const kernels::GemmCandidate& candidate, const kernels::GemmKey& key,
-                                const kernels::GemmShape& shape) {
+std::vector<float> run_fp8_candidate(const kernels::GemmCandidate& candidate, const kernels::GemmKey& key,
+                                     const kernels::GemmShape& shape, const Fp8GemmOperands& o, bool in_graph) {
   const int64_t m = shape.m, n = shape.n, k = shape.k;
-  std::mt19937 rng(static_cast<unsigned>(m * 31 + n * 7 + k));
-  std::normal_distribution<float> normal(0.0f, 60.0f);
-  std::uniform_real_distribution<float> scale_draw(0.001f, 0.01f);
-  std::vector<uint8_t> x_codes(static_cast<size_t>(m * k)), w_codes(static_cast<size_t>(n * k));
-  for (uint8_t& v : x_codes) v = float_to_fp8e4m3fn(normal(rng));
-  for (uint8_t& v : w_codes) v = float_to_fp8e4m3fn(normal(rng));
-  std::vector<float> w_scale(static_cast<size_t>(n)), bias(static_cast<size_t>(n)), residual(static_cast<size_t>(m * n));
-  for (float& s : w_scale) s = scale_draw(rng);
-  for (float& b : bias) b = bf16_to_float(float_to_bf16(normal(rng) / 60.0f));
-  for (float& r : residual) r = normal(rng) / 60.0f;
-  const bool fp32_input = key.input == DType::kFloat32;
-  const float x_scale = fp32_input ? 1.0f / 32 : scale_draw(rng);  // a power of two: exact quantization
-  std::vector<float> x_values(x_codes.size());
-  for (size_t i = 0; i < x_codes.size(); ++i) x_values[i] = fp8e4m3fn_to_float(x_codes[i]) * x_scale;
-
   Tensor host_w = Tensor::zeros(DType::kFloat8E4M3FN, {n, k});
-  std::copy(w_codes.begin(), w_codes.end(), host_w.values<uint8_t>().begin());
-  const Tensor host_w_scale = Tensor::from_floats({n}, w_scale);
-  const Tensor host_bias = Tensor::from_floats({n}, bias);
-  cuda::GemmCandidatePlanInputs inputs{&host_w, &host_w_scale, key.bias ? &host_bias : nullptr, x_scale, 8};
+  std::copy(o.w_codes.begin(), o.w_codes.end(), host_w.values<uint8_t>().begin());
+  const Tensor host_w_scale = Tensor::from_floats({n}, o.w_scale);
+  const Tensor host_bias = Tensor::from_floats({n}, o.bias);
+  cuda::GemmCandidatePlanInputs inputs{&host_w, &host_w_scale, key.bias ? &host_bias : nullptr, o.x_scale, 8};
   auto kernel = cuda::GemmKernel::create(candidate, key, shape, inputs);
   EXPECT_TRUE(kernel.is_ok()) << kernel.status().message();
-  if (!kernel.is_ok()) return 1;
+  if (!kernel.is_ok()) return {};
 
   const size_t y_count = static_cast<size_t>(m * n);
-  DeviceBytes d_x_codes(x_codes), d_x_values(x_values), d_w(w_codes), d_w_scale(w_scale), d_bias(bias),
-      d_residual(residual), d_x_scale(std::vector<float>{x_scale}), d_y(y_count * sizeof(float)),
+  const bool fp32_input = key.input == DType::kFloat32;
+  DeviceBytes d_x(fp32_input ? o.x.size() * sizeof(float) : o.x_codes.size()), d_w(o.w_codes), d_w_scale(o.w_scale),
+      d_bias(o.bias), d_residual(o.residual), d_x_scale(std::vector<float>{o.x_scale}), d_y(y_count * sizeof(float)),
       workspace(cuda::kGemmWorkspaceBytes);
+  if (fp32_input)
+    d_x.upload(o.x.data(), o.x.size() * sizeof(float));
+  else
+    d_x.upload(o.x_codes.data(), o.x_codes.size());
   cuda::GemmCandidateArgs args;
-  args.x = fp32_input ? d_x_values.get() : d_x_codes.get();
+  args.x = d_x.get();
   args.w = d_w.get();
   args.w_scale = d_w_scale.as<float>();
   args.x_scale = d_x_scale.as<float>();
   args.bias = key.bias ? d_bias.as<float>() : nullptr;
   args.residual = key.residual ? d_residual.as<float>() : nullptr;
   args.y = d_y.as<float>();
-  const Status status = (*kernel)->run(args, workspace.get(), nullptr);
-  EXPECT_TRUE(status) << status.message();
-  const std::vector<float> y = d_y.download_vector<float>(y_count);
+  if (!in_graph) {
+    const Status status = (*kernel)->run(args, workspace.get(), nullptr);
+    EXPECT_TRUE(status) << status.message();
+    if (!status) return {};
+    return d_y.download_vector<float>(y_count);
+  }
+  cudaStream_t stream = nullptr;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status status = (*kernel)->run(args, workspace.get(), stream);
+  const bool replayed = cudaStreamEndCapture(stream, &graph) == cudaSuccess && status &&
+                        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess &&
+                        cudaGraphLaunch(exec, stream) == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
+  EXPECT_TRUE(replayed) << candidate.name() << " in a CUDA graph: " << status.message() << " "
+                        << cudaGetErrorString(cudaGetLastError());
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  if (!replayed) return {};
+  return d_y.download_vector<float>(y_count);
+}
+
+size_t fp8_candidate_mismatches(const kernels::GemmCandidate& candidate, const kernels::GemmKey& key,
+                                const kernels::GemmShape& shape) {
+  const int64_t m = shape.m, n = shape.n, k = shape.k;
+  std::mt19937 rng(static_cast<unsigned>(m * 31 + n * 7 + k));
+  std::normal_distribution<float> normal(0.0f, 60.0f);
+  std::uniform_real_distribution<float> scale_draw(0.001f, 0.01f);
+  Fp8GemmOperands o;
+  o.x_codes.resize(static_cast<size_t>(m * k));
+  o.w_codes.resize(static_cast<size_t>(n * k));
+  for (uint8_t& v : o.x_codes) v = float_to_fp8e4m3fn(normal(rng));
+  for (uint8_t& v : o.w_codes) v = float_to_fp8e4m3fn(normal(rng));
+  o.w_scale.resize(static_cast<size_t>(n));
+  o.bias.resize(static_cast<size_t>(n));
+  o.residual.resize(static_cast<size_t>(m * n));
+  for (float& s : o.w_scale) s = scale_draw(rng);
+  for (float& b : o.bias) b = bf16_to_float(float_to_bf16(normal(rng) / 60.0f));
+  for (float& r : o.residual) r = normal(rng) / 60.0f;
+  o.x_scale = key.input == DType::kFloat32 ? 1.0f / 32 : scale_draw(rng);  // a power of two: exact quantization
+  o.x.resize(o.x_codes.size());
+  for (size_t i = 0; i < o.x_codes.size(); ++i) o.x[i] = fp8e4m3fn_to_float(o.x_codes[i]) * o.x_scale;
+  const std::vector<float> y = run_fp8_candidate(candidate, key, shape, o);
+  if (y.size() != static_cast<size_t>(m * n)) return 1;
 
   size_t bad = 0;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0, magnitude = 0;
       for (int64_t p = 0; p < k; ++p) {
-        const double term = double(fp8e4m3fn_to_float(x_codes[static_cast<size_t>(i * k + p)])) *
-                            fp8e4m3fn_to_float(w_codes[static_cast<size_t>(j * k + p)]);
+        const double term = double(fp8e4m3fn_to_float(o.x_codes[static_cast<size_t>(i * k + p)])) *
+                            fp8e4m3fn_to_float(o.w_codes[static_cast<size_t>(j * k + p)]);
         sum += term;
         magnitude += std::fabs(term);
       }
-      const double scale = double(x_scale) * w_scale[static_cast<size_t>(j)];
-      double expected = sum * scale + (key.bias ? bias[static_cast<size_t>(j)] : 0.0);
+      const double scale = double(o.x_scale) * o.w_scale[static_cast<size_t>(j)];
+      double expected = sum * scale + (key.bias ? o.bias[static_cast<size_t>(j)] : 0.0);
       if (key.epilogue == cuda::GemmEpilogue::kRelu) expected = std::max(0.0, expected);
       // GELU: exact (erf) in the reference; its slope stays below 1.13, and a tanh_gelu candidate's
       // approximation adds at most 4.7e-4 (docs/dispatch.md).
       const bool gelu = key.epilogue == cuda::GemmEpilogue::kGelu;
       if (gelu) expected = 0.5 * expected * (1.0 + std::erf(expected / std::sqrt(2.0)));
-      if (key.residual) expected += residual[static_cast<size_t>(i * n + j)];
+      if (key.residual) expected += o.residual[static_cast<size_t>(i * n + j)];
       const double got = y[static_cast<size_t>(i * n + j)];
       const double tolerance = (gelu ? 1.13 : 1.0) * 2e-3 * magnitude * scale + 1e-6 * (1 + std::fabs(expected)) +
                                (candidate.tanh_gelu ? 5e-4 : 0.0);

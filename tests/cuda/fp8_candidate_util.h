@@ -1,15 +1,39 @@
 // ============================================================================
 // tests/cuda/fp8_candidate_util.h — an FP8 registry candidate (cuBLASLt with
-// an explicit tile, a cuDNN graph, ...) run through GemmKernel and checked
-// element by element against the same arithmetic in double on the CPU.
+// an explicit tile, a cuDNN graph, LoKA's small-M kernel, ...) run through
+// GemmKernel and checked element by element against the same arithmetic in
+// double on the CPU.
 // ============================================================================
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "kernels/registry/gemm_kernel_key.h"
 
 namespace loka::testing {
+
+/// The host operands of one QuantizedGemm problem (row-major; W stored [N,K]).
+struct Fp8GemmOperands {
+  std::vector<float> x;          ///< the FP32 activation (uploaded when the key's input is FP32)
+  /// The activation's E4M3 codes: uploaded when the key's input is E4M3; for an FP32 activation,
+  /// what quantizing it gives (for the reference; the candidate quantizes x itself).
+  std::vector<uint8_t> x_codes;
+  float x_scale = 1.0f;          ///< the static activation scale (tensor recipe, E4M3 input)
+  std::vector<uint8_t> w_codes;  ///< [N,K]
+  std::vector<float> w_scale;    ///< [N]
+  std::vector<float> bias;       ///< [N] (read when the key has a bias)
+  std::vector<float> residual;   ///< [M,N] (read when the key has a residual)
+};
+
+/// Plans `candidate` for `key` at `shape` with the operands' constants (weights, scales, bias,
+/// X_scale), expecting planning to succeed, and runs it once on device copies: directly, or
+/// (`in_graph`) captured in a CUDA graph and replayed as the runtime does. Returns Y, or nothing
+/// after a failure (reported as one).
+std::vector<float> run_fp8_candidate(const kernels::GemmCandidate& candidate, const kernels::GemmKey& key,
+                                     const kernels::GemmShape& shape, const Fp8GemmOperands& operands,
+                                     bool in_graph = false);
 
 /// Runs `candidate` for `key` (a QuantizedGemm: E4M3 weights with per-channel scales; an E4M3
 /// or FP32 activation with a per-tensor scale; optional bias, ReLU or GELU, residual) at `shape` on

@@ -115,3 +115,61 @@ TEST(CostModel, ActivationMatMulBf16CastsBothOperands) {
 
 }  // namespace
 }  // namespace loka::kernels
+
+namespace loka::kernels {
+namespace {
+
+const GemmCandidate kSmallM{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false, 0, 0, 0, GemmLibrary::kLoka};
+
+TEST(CostModel, SmallMIsOneLaunchAtTheSimtRate) {
+  // 64 x 512 x 1024: 16 column blocks x 8 row tiles = 128 CTAs, one wave; a CTA's 8 rows x 32
+  // columns x K at one SM's share of 50 TFLOP/s (1.38 µs) outweigh the whole GEMM's FLOPs at the
+  // full rate (1.34 µs) and its bytes (0.92 MB, 0.22 µs).
+  const ModelledTime t = model_gemm_time(kSmallM, quantized(), {64, 512, 1024, 1});
+  EXPECT_EQ(t.kernels, 1);
+  EXPECT_EQ(t.extra_us, 0.0);
+  EXPECT_NEAR(t.total_us, 3.0 + 2.0 * 8 * 32 * 1024 / (50e12 / 132) * 1e6, 1e-9);
+  // A residual is read in the same launch: no kernel of its own.
+  GemmKey residual = quantized();
+  residual.residual = true;
+  residual.epilogue = cuda::GemmEpilogue::kGelu;
+  EXPECT_EQ(model_gemm_time(kSmallM, residual, {64, 512, 1024, 1}).kernels, 1);
+}
+
+TEST(CostModel, SmallMWinsFewRowsAndLosesManyAsMeasuredOrAssumed) {
+  // Serving batches: one launch against quantize + GEMM (the FP8 tensor-core tiles are mostly empty).
+  for (const GemmShape shape : {GemmShape{1, 512, 512, 1}, GemmShape{64, 512, 1024, 1}, GemmShape{16, 1024, 1024, 1}}) {
+    EXPECT_LT(model_gemm_time(kSmallM, quantized(), shape).total_us, model_gemm_time(kFp8, quantized(), shape).total_us)
+        << shape.to_string();
+    EXPECT_LT(model_gemm_time(kSmallM, quantized(DType::kFloat8E4M3FN), shape).total_us,
+              model_gemm_time(kFp8, quantized(DType::kFloat8E4M3FN), shape).total_us)
+        << shape.to_string();
+  }
+  // At the row limit a 1024 x 1024 layer is compute-bound at the SIMT rate: the tensor cores win
+  // even with the separate quantize (kSmallMMaxRows' reason, small_m_tiling.h).
+  const GemmShape limit{cuda::kSmallMMaxRows, 1024, 1024, 1};
+  EXPECT_GT(model_gemm_time(kSmallM, quantized(), limit).total_us, model_gemm_time(kFp8, quantized(), limit).total_us);
+}
+
+TEST(CostModel, SmallMIsMonotonicUpToItsRowLimit) {
+  for (const DType input : {DType::kFloat32, DType::kFloat8E4M3FN}) {
+    // Every row count (the CTA's rows step 1, 2, 4, 8, 16), narrow to wide layers.
+    for (int64_t m = 1; m < cuda::kSmallMMaxRows; ++m)
+      for (const int64_t n : {1, 24, 512, 4096})
+        EXPECT_GE(model_gemm_time(kSmallM, quantized(input), {m + 1, n, 512, 1}).total_us,
+                  model_gemm_time(kSmallM, quantized(input), {m, n, 512, 1}).total_us)
+            << "m=" << m << " n=" << n;
+    double previous_n = 0, previous_k = 0;
+    for (int64_t d = 1; d <= 8192; d += d / 7 + 1) {
+      const double tn = model_gemm_time(kSmallM, quantized(input), {64, d, 512, 1}).total_us;
+      const double tk = model_gemm_time(kSmallM, quantized(input), {64, 512, d, 1}).total_us;
+      EXPECT_GE(tn, previous_n) << "n=" << d;
+      EXPECT_GE(tk, previous_k) << "k=" << d;
+      previous_n = tn;
+      previous_k = tk;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loka::kernels

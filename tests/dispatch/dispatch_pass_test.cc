@@ -75,7 +75,8 @@ json dispatch_with_cost_model(ir::Graph& graph, const dispatch::DispatchOptions&
   CompileSettings settings;
   PassContext context(settings, default_options());
   auto timer = dispatch::make_cost_model_timer();
-  auto changed = dispatch::dispatch_gemms(graph, context, *timer, options);
+  auto norm_timer = dispatch::make_cost_model_norm_timer();
+  auto changed = dispatch::dispatch_kernels(graph, context, *timer, *norm_timer, options);
   EXPECT_TRUE(changed.is_ok()) << changed.status().message();
   auto document = read_annotations(graph);
   EXPECT_TRUE(document.is_ok());
@@ -217,7 +218,8 @@ json dispatch_measured(ir::Graph& graph) {
   auto timer = dispatch::make_perf_db_timer(db, {"Test GPU", "1", "2"}, fake_gpu(), use);
   CompileSettings settings;
   PassContext context(settings, default_options());
-  EXPECT_TRUE(dispatch::dispatch_gemms(graph, context, *timer, {}).is_ok());
+  auto norm_timer = dispatch::make_cost_model_norm_timer();
+  EXPECT_TRUE(dispatch::dispatch_kernels(graph, context, *timer, *norm_timer, {}).is_ok());
   return read_annotations(graph).value();
 }
 

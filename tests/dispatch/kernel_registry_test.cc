@@ -40,6 +40,10 @@ TEST(GemmKernelKey, NamesRoundTrip) {
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, true, 0, 312}, "cublaslt.fp8.e4m3.tensor.fast_accum.algo0.tile312"},
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 1, false, 0, 0, 0, GemmLibrary::kCudnn},
        "cudnn.fp8.e4m3.tensor.engine1"},
+      {{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false, 0, 0, 0, GemmLibrary::kLoka},
+       "loka.fp8.e4m3.tensor.small_m"},
+      {{GemmPrecision::kFp8E4M3, ScaleGranularity::kRow, 0, false, 0, 0, 0, GemmLibrary::kLoka},
+       "loka.fp8.e4m3.row.small_m"},
   };
   GemmCandidate bf16_tanh{GemmPrecision::kBf16, ScaleGranularity::kNone, 1, false};
   bf16_tanh.tanh_gelu = true;
@@ -65,6 +69,9 @@ TEST(GemmKernelKey, NamesRoundTrip) {
                 .family_default()
                 .name(),
             "cudnn.fp8.e4m3.tensor.engine0");
+  // LoKA's small-M kernel has one configuration: its family default is itself.
+  const GemmCandidate small_m{GemmPrecision::kFp8E4M3, ScaleGranularity::kRow, 0, false, 0, 0, 0, GemmLibrary::kLoka};
+  EXPECT_EQ(small_m.family_default(), small_m);
 }
 
 TEST(GemmKernelKey, BadNamesAreErrorsQuotingThem) {
@@ -83,7 +90,11 @@ TEST(GemmKernelKey, BadNamesAreErrorsQuotingThem) {
                            "cudnn.fp8.e4m3.tensor.fast_accum.engine0", "cudnn.fp8.e5m2.tensor.engine0",
                            "cublaslt.tanh_gelu.algo0", "cublaslt.bf16.algo0.tanh_gelu", "cublaslt.tanh_gelu.bf16.algo0",
                            "cublaslt.fp8.e4m3.tanh_gelu.tensor.algo0", "cublaslt.fp8.e4m3.tensor.tanh_gelu.fast_accum.algo0",
-                           "cublaslt.bf16.tanh_gelu.tanh_gelu.algo0", "cublaslt.fp32.tanh_gelu.x.algo0"}) {
+                           "cublaslt.bf16.tanh_gelu.tanh_gelu.algo0", "cublaslt.fp32.tanh_gelu.x.algo0", "loka",
+                           "loka.small_m", "loka.fp8.e4m3.small_m", "loka.fp8.e4m3.block.small_m",
+                           "loka.fp8.e5m2.tensor.small_m", "loka.bf16.tensor.small_m", "loka.fp8.e4m3.tensor.small_m.algo0",
+                           "loka.fp8.e4m3.tensor.fast_accum.small_m", "loka.fp8.e4m3.tensor.large_m",
+                           "loka.fp8.e4m3.tensor.algo0", "loka.fp8_emulated_fp32.algo0"}) {
     auto parsed = parse_gemm_candidate(name);
     ASSERT_FALSE(parsed.is_ok()) << name;
     EXPECT_NE(parsed.status().message().find(std::string("'") + name + "'"), std::string::npos) << parsed.status().message();
@@ -181,6 +192,105 @@ TEST(GemmKernelKey, ExplicitTilesAreCublasLtConfigurationsOfTheirOwn) {
   EXPECT_FALSE(can_implement(emulated, quantized(ScaleGranularity::kTensor), {512, 256, 512, 1}).is_ok());
 }
 
+const GemmCandidate kSmallMTensor{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false, 0, 0, 0, GemmLibrary::kLoka};
+const GemmCandidate kSmallMRow{GemmPrecision::kFp8E4M3, ScaleGranularity::kRow, 0, false, 0, 0, 0, GemmLibrary::kLoka};
+
+TEST(GemmKernelKey, SmallMTakesAnyKAndNUpToItsRowLimit) {
+  // No multiple-of-16 rule: K = 17, N = 1, one row; and exactly kSmallMMaxRows rows.
+  const GemmKey tensor = quantized(ScaleGranularity::kTensor);
+  for (const GemmShape shape : {GemmShape{1, 1, 17, 1}, GemmShape{3, 129, 100, 1}, GemmShape{64, 24, 1000, 1},
+                                GemmShape{cuda::kSmallMMaxRows, 512, 512, 1}, GemmShape{1, 1, 1, 1}})
+    EXPECT_TRUE(can_implement(kSmallMTensor, tensor, shape).is_ok()) << shape.to_string();
+  EXPECT_TRUE(can_implement(kSmallMRow, quantized(ScaleGranularity::kRow), {5, 24, 17, 1}).is_ok());
+  // An E4M3 activation carries its per-tensor scale; bias, GELU, a residual, a computed W.
+  GemmKey everything = quantized(ScaleGranularity::kTensor, DType::kFloat8E4M3FN);
+  everything.bias = true;
+  everything.epilogue = cuda::GemmEpilogue::kGelu;
+  everything.residual = true;
+  everything.constant_weight = false;
+  EXPECT_TRUE(can_implement(kSmallMTensor, everything, {7, 33, 17, 1}).is_ok());
+}
+
+TEST(GemmKernelKey, NegativeTwinSmallMRefusesWithReasons) {
+  const GemmKey tensor = quantized(ScaleGranularity::kTensor);
+  const auto refusal = [](const GemmCandidate& c, const GemmKey& key, const GemmShape& shape) {
+    const Status status = can_implement(c, key, shape);
+    EXPECT_FALSE(status.is_ok()) << c.name() << " " << key.to_string() << " " << shape.to_string();
+    return status.message();
+  };
+  // One row past the limit, with the limit and the shape in the reason.
+  const std::string rows = refusal(kSmallMTensor, tensor, {cuda::kSmallMMaxRows + 1, 512, 512, 1});
+  EXPECT_NE(rows.find("up to " + std::to_string(cuda::kSmallMMaxRows) + " rows"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("m=257"), std::string::npos) << rows;
+  EXPECT_NE(refusal(kSmallMTensor, testing::fp32_gemm_key(), {4, 16, 16, 1}).find("E4M3 weights"), std::string::npos);
+  GemmKey nn = tensor;
+  nn.layout = GemmLayout::kNN;
+  EXPECT_NE(refusal(kSmallMTensor, nn, {4, 16, 16, 1}).find("TN"), std::string::npos);
+  EXPECT_NE(refusal(kSmallMTensor, tensor, {4, 16, 16, 2}).find("unbatched"), std::string::npos);
+  // The node's scale granularity: a row key is no tensor candidate, an E4M3 input has a tensor scale.
+  EXPECT_NE(refusal(kSmallMTensor, quantized(ScaleGranularity::kRow), {4, 16, 16, 1}).find("per row"), std::string::npos);
+  EXPECT_NE(refusal(kSmallMRow, quantized(ScaleGranularity::kRow, DType::kFloat8E4M3FN), {4, 16, 16, 1}).find("per-tensor"),
+            std::string::npos);
+  // One configuration: no algorithm index, FAST_ACCUM, split-K or tile; no tanh GELU (cuBLASLt's).
+  GemmCandidate configured[4] = {kSmallMTensor, kSmallMTensor, kSmallMTensor, kSmallMTensor};
+  configured[0].algorithm = 1;
+  configured[1].fast_accum = true;
+  configured[2].split_k = 2;
+  configured[3].tile = 20;
+  for (const GemmCandidate& c : configured)
+    EXPECT_NE(refusal(c, tensor, {4, 16, 16, 1}).find("one configuration"), std::string::npos) << c.name();
+  GemmKey gelu = tensor;
+  gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  GemmCandidate tanh_gelu = kSmallMTensor;
+  tanh_gelu.tanh_gelu = true;
+  EXPECT_NE(refusal(tanh_gelu, gelu, {4, 16, 16, 1}).find("cuBLASLt"), std::string::npos);
+  GemmCandidate bf16 = kSmallMTensor;
+  bf16.precision = GemmPrecision::kBf16;
+  bf16.granularity = ScaleGranularity::kNone;
+  EXPECT_NE(refusal(bf16, tensor, {4, 16, 16, 1}).find("FP8 E4M3"), std::string::npos);
+}
+
+/// The candidates' names, in the registry's order.
+std::vector<std::string> names(const std::vector<GemmCandidate>& candidates) {
+  std::vector<std::string> out;
+  for (const GemmCandidate& c : candidates) out.push_back(c.name());
+  return out;
+}
+
+TEST(KernelRegistry, OffersSmallMLastForFewRowsOfAnyShape) {
+  const CandidateOptions options{1, false, true};
+  // K = 17, N = 1: no cuBLASLt FP8 kernel, the small-M kernel after the families before it.
+  EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kRow), {1, 1, 17, 1}, options)),
+            (std::vector<std::string>{"cublaslt.bf16.algo0", "loka.fp8_emulated_fp32", "loka.fp8.e4m3.row.small_m"}));
+  EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kTensor), {cuda::kSmallMMaxRows, 256, 512, 1}, options)),
+            (std::vector<std::string>{"cublaslt.fp8.e4m3.tensor.algo0", "cublaslt.bf16.algo0", "loka.fp8_emulated_fp32",
+                                      "loka.fp8.e4m3.tensor.small_m"}));
+  // An E4M3 activation: its per-tensor scale.
+  EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kTensor, DType::kFloat8E4M3FN), {3, 24, 100, 1},
+                                  {1, false, false})),
+            (std::vector<std::string>{"loka.fp8_emulated_fp32", "loka.fp8.e4m3.tensor.small_m"}));
+  // After cuDNN's engines (families added later come last).
+  CandidateOptions with_cudnn{1, false, false, true, {}, 0, 1};
+  EXPECT_EQ(names(gemm_candidates(quantized(ScaleGranularity::kTensor), {64, 256, 512, 1}, with_cudnn)),
+            (std::vector<std::string>{"cublaslt.fp8.e4m3.tensor.algo0", "loka.fp8_emulated_fp32",
+                                      "cudnn.fp8.e4m3.tensor.engine0", "loka.fp8.e4m3.tensor.small_m"}));
+}
+
+TEST(KernelRegistry, NegativeTwinNoSmallMAboveItsRowsForFp32NodesOrWhenTurnedOff) {
+  const CandidateOptions options{1, false, true};
+  const auto has_small_m = [](const std::vector<GemmCandidate>& candidates) {
+    for (const GemmCandidate& c : candidates)
+      if (c.library == GemmLibrary::kLoka) return true;
+    return false;
+  };
+  EXPECT_TRUE(has_small_m(gemm_candidates(quantized(ScaleGranularity::kRow), {cuda::kSmallMMaxRows, 256, 512, 1}, options)));
+  EXPECT_FALSE(has_small_m(gemm_candidates(quantized(ScaleGranularity::kRow), {cuda::kSmallMMaxRows + 1, 256, 512, 1}, options)));
+  EXPECT_FALSE(has_small_m(gemm_candidates(fp32_gemm(), {1, 256, 512, 1}, options)));
+  CandidateOptions off = options;
+  off.small_m = false;
+  EXPECT_FALSE(has_small_m(gemm_candidates(quantized(ScaleGranularity::kRow), {1, 256, 512, 1}, off)));
+}
+
 using testing::activation_matmul_key;
 
 const GemmCandidate kTf32{GemmPrecision::kTf32, ScaleGranularity::kNone, 0, false};
@@ -218,11 +328,6 @@ TEST(GemmKernelKey, NegativeTwinNoTf32OrBf16WithoutFp32Operands) {
 }
 
 TEST(KernelRegistry, ExpandsFamiliesInAFixedOrder) {
-  const auto names = [](const std::vector<GemmCandidate>& candidates) {
-    std::vector<std::string> out;
-    for (const GemmCandidate& c : candidates) out.push_back(c.name());
-    return out;
-  };
   EXPECT_EQ(names(gemm_candidates(fp32_gemm(), {512, 256, 512, 1}, {2, true, true})),
             (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.fp32.algo1", "cublaslt.tf32.algo0",
                                       "cublaslt.tf32.algo1", "cublaslt.bf16.algo0", "cublaslt.bf16.algo1"}));

@@ -1,20 +1,14 @@
 // ============================================================================
 // runtime/cuda/ops/dispatched_gemm.cc — the chosen candidate as a device op,
-// and the fallbacks with their one-time warnings.
+// with its fallbacks (runtime/cuda/ops/kernel_choice.h).
 // ============================================================================
 #include "runtime/cuda/ops/dispatched_gemm.h"
 
-#include <cstdio>
-#include <cstdlib>
-#include <mutex>
-#include <set>
 #include <string>
-#include <variant>
 
 #include "kernels/cuda/elementwise.h"
-#include "kernels/cuda/gemm_autotune.h"
 #include "kernels/cuda/gemm_candidate.h"
-#include "kernels/registry/kernel_plan.h"
+#include "runtime/cuda/ops/kernel_choice.h"
 
 namespace loka::cuda {
 namespace {
@@ -46,75 +40,35 @@ class DispatchedGemmOp final : public DeviceOp {
   Shape y_shape_, addend_shape_;
 };
 
-bool strict_mode() {
-  const char* value = std::getenv("LOKA_STRICT_KERNELS");
-  return value && *value && std::string(value) != "0";
-}
-
-/// Prints `message` once per node (a Session plans each bucket; say it once).
-void warn_once(const std::string& node, const std::string& message) {
-  static std::mutex mutex;
-  static std::set<std::string> warned;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!warned.insert(node).second) return;
-  std::fprintf(stderr, "loka: node '%s': %s\n", node.c_str(), message.c_str());
-}
-
-/// This device as the perf DB writes it (kernels/cuda/gemm_autotune.h), computed once.
-const std::string& this_device() {
-  static const std::string device = [] {
-    auto found = tuning_device();
-    if (!found) return std::string("unknown device");
-    return found->gpu + " / driver " + found->driver + " / cuBLASLt " + found->cublaslt;
-  }();
-  return device;
-}
-
-/// A fallback: an error in strict mode, else a warning and `fallback`.
-template <typename T>
-Result<T> fall_back(const std::string& node, const std::string& message, T fallback) {
-  if (strict_mode()) return Status::error(message + " (LOKA_STRICT_KERNELS is set)");
-  warn_once(node, message);
-  return fallback;
-}
-
 }  // namespace
 
 Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init, const kernels::GemmKey& key,
                                                        const kernels::GemmShape& shape, const GemmInputSlots& slots) {
-  if (!init.attributes.has("loka_kernel")) return std::optional<DevicePlan>();
+  LOKA_ASSIGN_OR_RETURN(const std::optional<PlannedKernelChoice> choice, planned_kernel_choice(init, shape.rows()));
+  if (!choice) return std::optional<DevicePlan>();
   const std::string node(init.node_name);
-  const auto* entries_value = std::get_if<std::vector<std::string>>(&init.attributes.all().at("loka_kernel"));
-  if (entries_value == nullptr) return Status::error("attribute loka_kernel must be a list of strings");
-  const std::vector<std::string>& entries = *entries_value;
-  LOKA_ASSIGN_OR_RETURN(const std::string device, init.attributes.get_string("loka_kernel_device", std::string()));
-  // The entry for these rows (M × batch), else the nearest.
-  kernels::KernelPlan plan;
-  for (const std::string& entry : entries) {
-    const size_t colon = entry.find(':');
-    int64_t m = 0;
-    try {
-      m = colon == std::string::npos ? 0 : std::stoll(entry.substr(0, colon));
-    } catch (const std::exception&) {
-      m = 0;
-    }
-    if (m <= 0) return Status::error("attribute loka_kernel: '" + entry + "' is not <rows>:<kernel>");
-    plan.nodes[node].push_back({m, entry.substr(colon + 1)});
-  }
-  const kernels::KernelChoice* choice = plan.choose(node, shape.rows());
-  if (choice == nullptr) return std::optional<DevicePlan>();
   auto parsed = kernels::parse_gemm_candidate(choice->candidate);
   if (!parsed) return fall_back(node, parsed.status().message() + ": running the default kernel", std::optional<DevicePlan>());
   kernels::GemmCandidate candidate = *parsed;
   // An algorithm index is a position in cuBLASLt's list for one problem on one device.
-  if (candidate.algorithm != 0 && device != kernels::kCostModelDevice && device != this_device()) {
+  if (candidate.algorithm != 0 && !choice->same_device) {
     LOKA_ASSIGN_OR_RETURN(candidate, fall_back(node,
-                                               "kernels were tuned on " + device + ", this is " + this_device() +
-                                                   ": running " + candidate.family_default().name() + " instead of " +
+                                               "kernels were tuned on " + choice->device + ", this is " +
+                                                   this_tuning_device() + ": running " +
+                                                   candidate.family_default().name() + " instead of " +
                                                    candidate.name() + " (re-run loka-opt here to re-tune)",
                                                candidate.family_default()));
-  } else if (candidate.algorithm != 0 && choice->m != shape.rows()) {
+  } else if (candidate.algorithm != 0 && !choice->same_rows) {
     candidate = candidate.family_default();  // another problem size: its own heuristic best
+  }
+  // LoKA's small-M kernel chosen at a bucket of few rows, planned here for more rows than it
+  // takes: the same arithmetic through cuBLASLt's FP8 GEMM (a nearest-bucket choice, not an error).
+  if (candidate.library == kernels::GemmLibrary::kLoka && !choice->same_rows &&
+      !kernels::can_implement(candidate, key, shape).is_ok()) {
+    kernels::GemmCandidate cublaslt;
+    cublaslt.precision = candidate.precision;
+    cublaslt.granularity = candidate.granularity;
+    candidate = cublaslt;
   }
   // A static activation scale is a planning input (the quantize kernel takes it by value);
   // without a constant one the op's default path reports what is missing.

@@ -9,11 +9,18 @@
 // codes divided by its constant Y_scale, read once when the bucket is planned;
 // ResidualLayerNorm normalizes X + Residual, the sum formed as each row is staged.
 // Only the Y output is computed: Mean / InvStdDev outputs are refused.
+// Each runs LoKA's kernel unless Dispatch chose a cuDNN graph for the node at
+// these rows (runtime/cuda/ops/kernel_choice.h); a choice that cannot be built
+// here falls back to LoKA's kernel, with a warning.
 // ============================================================================
 #include <cmath>
+#include <memory>
 #include <span>
 
+#include "kernels/cuda/cudnn_layer_norm.h"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/registry/norm_kernel_key.h"
+#include "runtime/cuda/ops/kernel_choice.h"
 #include "runtime/cuda/ops/op_args.h"
 
 namespace loka::cuda {
@@ -73,16 +80,60 @@ LayerNormArgs norm_args(std::span<const DeviceTensor> in, const NormGeometry& ge
   return args;
 }
 
+/// The cuDNN graph Dispatch chose for this norm at these rows; null for LoKA's kernel (no choice,
+/// LoKA's chosen, or a choice that cannot be built here).
+Result<std::shared_ptr<const CudnnLayerNorm>> dispatched_cudnn_norm(const DeviceOpInit& init, const NormGeometry& geometry,
+                                                                    float epsilon, bool residual, bool fp8_output) {
+  using Graph = std::shared_ptr<const CudnnLayerNorm>;
+  if (geometry.rows == 0) return Graph();
+  LOKA_ASSIGN_OR_RETURN(const std::optional<PlannedKernelChoice> choice, planned_kernel_choice(init, geometry.rows));
+  if (!choice) return Graph();
+  const std::string node(init.node_name);
+  const std::string instead = "; running LoKA's LayerNorm kernel";
+  auto parsed = kernels::parse_norm_candidate(choice->candidate);
+  if (!parsed) return fall_back(node, parsed.status().message() + instead, Graph());
+  if (parsed->library == kernels::NormLibrary::kLoka) return Graph();
+  // An engine index is a position in cuDNN's heuristic list for one problem on one device.
+  int engine = parsed->engine;
+  if (engine != 0 && !choice->same_device) {
+    LOKA_ASSIGN_OR_RETURN(engine, fall_back(node,
+                                            "kernels were tuned on " + choice->device + ", this is " +
+                                                this_tuning_device() + ": running cuDNN's engine 0 instead of " +
+                                                choice->candidate + " (re-run loka-opt here to re-tune)",
+                                            0));
+  } else if (!choice->same_rows) {
+    engine = 0;
+  }
+  CudnnLayerNormProblem problem;
+  problem.rows = geometry.rows;
+  problem.cols = geometry.cols;
+  problem.has_bias = geometry.has_bias;
+  problem.has_residual = residual;
+  problem.fp8_output = fp8_output;
+  problem.epsilon = epsilon;
+  auto graph = CudnnLayerNorm::create(problem, engine);
+  if (!graph) return fall_back(node, "cannot run the dispatched " + choice->candidate + ": " + graph.status().message() + instead, Graph());
+  return Graph(std::move(graph).value());
+}
+
+/// Runs `args` with the chosen graph (its workspace need is at most kGemmWorkspaceBytes, what a
+/// session lends every step), or LoKA's kernel without one.
+Status run_norm(const std::shared_ptr<const CudnnLayerNorm>& graph, const LayerNormArgs& args,
+                const DeviceRunContext& context) {
+  return graph ? graph->run(args, context.workspace, context.stream) : launch_layer_norm(args, context.stream);
+}
+
 Result<DevicePlan> plan_layer_norm(const DeviceOpInit& init) {
   LOKA_ASSIGN_OR_RETURN(const int64_t axis, init.attributes.get_int("axis", -1));
   LOKA_ASSIGN_OR_RETURN(const int64_t stash_type, init.attributes.get_int("stash_type", 1));
   if (stash_type != 1) return Status::error("stash_type must be 1 (FLOAT), got " + std::to_string(stash_type));
   LOKA_ASSIGN_OR_RETURN(const NormGeometry geometry, plan_geometry(init, axis));
   LOKA_ASSIGN_OR_RETURN(const float epsilon, planned_epsilon(init));
+  LOKA_ASSIGN_OR_RETURN(auto graph, dispatched_cudnn_norm(init, geometry, epsilon, false, false));
   return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
     LayerNormArgs args = norm_args(in, geometry, epsilon);
     args.y = static_cast<float*>(out[0].data);
-    return launch_layer_norm(args, context.stream);
+    return run_norm(graph, args, context);
   });
 }
 
@@ -94,11 +145,12 @@ Result<DevicePlan> plan_layer_norm_quant(const DeviceOpInit& init) {
   const float y_scale = init.inputs[3].host.to_floats().front();
   if (!(y_scale > 0.0f) || !std::isfinite(y_scale))
     return Status::error("Y_scale must be finite and > 0, got " + std::to_string(y_scale));
+  LOKA_ASSIGN_OR_RETURN(auto graph, dispatched_cudnn_norm(init, geometry, epsilon, false, true));
   return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
     LayerNormArgs args = norm_args(in, geometry, epsilon);
     args.y_codes = static_cast<uint8_t*>(out[0].data);
     args.y_scale = y_scale;
-    return launch_layer_norm(args, context.stream);
+    return run_norm(graph, args, context);
   });
 }
 
@@ -110,11 +162,12 @@ Result<DevicePlan> plan_residual_layer_norm(const DeviceOpInit& init) {
     return Status::error("Residual " + shape_to_string(init.inputs[1].shape) + " must have X's shape " +
                          shape_to_string(init.inputs[0].shape));
   LOKA_ASSIGN_OR_RETURN(const float epsilon, planned_epsilon(init));
+  LOKA_ASSIGN_OR_RETURN(auto graph, dispatched_cudnn_norm(init, geometry, epsilon, true, false));
   return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
     LayerNormArgs args = norm_args(in, geometry, epsilon);
     args.residual = static_cast<const float*>(in[1].data);
     args.y = static_cast<float*>(out[0].data);
-    return launch_layer_norm(args, context.stream);
+    return run_norm(graph, args, context);
   });
 }
 

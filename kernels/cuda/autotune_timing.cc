@@ -1,0 +1,128 @@
+// ============================================================================
+// kernels/cuda/autotune_timing.cc — buffers, errors and graph-replay timing
+// shared by the autotuners.
+// ============================================================================
+#include "kernels/cuda/autotune_timing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace loka::cuda {
+
+Status autotune_check(cudaError_t error, const char* what) {
+  return error == cudaSuccess ? Status::ok()
+                              : Status::error(std::string("autotune: ") + what + ": " + cudaGetErrorString(error));
+}
+
+DeviceBytes::~DeviceBytes() {
+  if (data) cudaFree(data);
+}
+
+Status DeviceBytes::upload(const void* host, size_t bytes) {
+  LOKA_RETURN_IF_ERROR(autotune_check(cudaMalloc(&data, std::max<size_t>(bytes, 256)), "cudaMalloc"));
+  if (host && bytes) return autotune_check(cudaMemcpy(data, host, bytes, cudaMemcpyHostToDevice), "upload");
+  return Status::ok();
+}
+
+AutotuneStream::~AutotuneStream() {
+  if (stream) cudaStreamDestroy(stream);
+}
+
+Status AutotuneStream::create() {
+  return autotune_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+}
+
+double rel_l2(const std::vector<float>& y, const std::vector<float>& reference) {
+  double error = 0, norm = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double d = static_cast<double>(y[i]) - reference[i];
+    error += d * d;
+    norm += static_cast<double>(reference[i]) * reference[i];
+  }
+  if (!std::isfinite(error)) return std::numeric_limits<double>::infinity();
+  return norm > 0 ? std::sqrt(error / norm) : std::sqrt(error);
+}
+
+size_t rotating_set_count(size_t set_bytes, size_t rotate_bytes) {
+  return std::clamp<size_t>((rotate_bytes + set_bytes - 1) / std::max<size_t>(set_bytes, 1), 1, 64);
+}
+
+Result<CapturedCandidate> CapturedCandidate::capture(size_t set_count,
+                                                     const std::function<Status(size_t, cudaStream_t)>& enqueue,
+                                                     cudaStream_t stream) {
+  CapturedCandidate captured;
+  for (size_t set = 0; set < set_count; ++set) {
+    LOKA_RETURN_IF_ERROR(autotune_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture"));
+    const Status status = enqueue(set, stream);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t instantiated =
+        status && end == cudaSuccess ? cudaGraphInstantiate(&exec, graph, 0) : cudaErrorStreamCaptureInvalidated;
+    if (graph) cudaGraphDestroy(graph);
+    if (!status || end != cudaSuccess || instantiated != cudaSuccess) {
+      cudaGetLastError();  // clear the (non-sticky) error a failed capture leaves behind
+      return status ? autotune_check(end != cudaSuccess ? end : instantiated, "graph capture") : status;
+    }
+    captured.graphs_.push_back(exec);
+  }
+  return captured;
+}
+
+CapturedCandidate::~CapturedCandidate() {
+  for (cudaGraphExec_t exec : graphs_) cudaGraphExecDestroy(exec);
+}
+
+Result<std::vector<float>> CapturedCandidate::time(int warmup, int repeats, cudaStream_t stream) const {
+  // One event pair per timed launch, all enqueued before waiting: the GPU never idles between
+  // launches waiting for the host, so host launch cost stays out.
+  const size_t count = static_cast<size_t>(std::max(repeats, 1));
+  std::vector<cudaEvent_t> events(2 * count, nullptr);
+  struct EventGuard {
+    std::vector<cudaEvent_t>& events;
+    ~EventGuard() {
+      for (cudaEvent_t event : events)
+        if (event) cudaEventDestroy(event);
+    }
+  } guard{events};
+  for (cudaEvent_t& event : events) LOKA_RETURN_IF_ERROR(autotune_check(cudaEventCreate(&event), "cudaEventCreate"));
+  const size_t sets = graphs_.size();
+  for (int i = 0; i < warmup; ++i) cudaGraphLaunch(graphs_[static_cast<size_t>(i) % sets], stream);
+  for (size_t i = 0; i < count; ++i) {
+    cudaEventRecord(events[2 * i], stream);
+    cudaGraphLaunch(graphs_[(i + static_cast<size_t>(std::max(warmup, 0))) % sets], stream);
+    cudaEventRecord(events[2 * i + 1], stream);
+  }
+  LOKA_RETURN_IF_ERROR(autotune_check(cudaStreamSynchronize(stream), "timed replays"));
+  std::vector<float> times;
+  for (size_t i = 0; i < count; ++i) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]) == cudaSuccess) times.push_back(ms * 1000.0f);
+  }
+  if (times.empty()) return Status::error("autotune: no timed replay could be read");
+  return times;
+}
+
+double median_of(std::vector<float> samples) {
+  if (samples.empty()) return std::nan("");
+  std::nth_element(samples.begin(), samples.begin() + static_cast<long>(samples.size() / 2), samples.end());
+  return samples[samples.size() / 2];
+}
+
+Status refine_close_winners(std::vector<TimedCandidate>& candidates, int rounds, int repeats, cudaStream_t stream) {
+  double best = std::numeric_limits<double>::infinity();
+  for (const TimedCandidate& c : candidates) best = std::min(best, c.median_us());
+  std::vector<TimedCandidate*> close;
+  for (TimedCandidate& c : candidates)
+    if (c.runs != nullptr && c.median_us() <= best * kCloseFactor) close.push_back(&c);
+  if (close.size() < 2) return Status::ok();
+  for (int round = 0; round < rounds; ++round)
+    for (TimedCandidate* c : close) {
+      LOKA_ASSIGN_OR_RETURN(const std::vector<float> times, c->runs->time(/*warmup=*/1, repeats, stream));
+      c->samples.insert(c->samples.end(), times.begin(), times.end());
+    }
+  return Status::ok();
+}
+
+}  // namespace loka::cuda

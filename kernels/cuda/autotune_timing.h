@@ -1,0 +1,116 @@
+// ============================================================================
+// kernels/cuda/autotune_timing.h — what the GEMM and norm autotuners share:
+// device buffers, the relative L2 error, synthetic values, and timing a
+// candidate as the runtime runs it (CUDA graphs replayed, device events).
+//
+// A candidate is captured into one CUDA graph per input set (the runtime
+// replays whole-model graphs, so host launch cost is not part of a kernel's
+// time), then replayed: warm-up launches, then timed ones rotating through
+// the sets (more memory than the 50 MB L2, so each launch reads from HBM as
+// a model's does), each between two events, all enqueued before waiting.
+//
+// Close winners are timed again (`refine_close_winners`): one round of 15
+// launches per candidate has ranked a BF16 algorithm of an 8 µs GEMM first
+// that later re-timed at twice the runner-up's time (DHEN at batch 512, H100,
+// 2026-11-26). The candidates within kCloseFactor of the fastest run further
+// rounds, interleaved so that clock and thermal drift reach them alike, and
+// each keeps the median of all its samples.
+// ============================================================================
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "loka/status.h"
+
+namespace loka::cuda {
+
+/// "autotune: WHAT: cudaGetErrorString" unless `error` is cudaSuccess.
+Status autotune_check(cudaError_t error, const char* what);
+
+/// A device allocation freed on scope exit.
+struct DeviceBytes {
+  void* data = nullptr;
+  DeviceBytes() = default;
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  DeviceBytes(DeviceBytes&& other) noexcept : data(std::exchange(other.data, nullptr)) {}
+  ~DeviceBytes();
+  /// Allocates `bytes` (at least 256) and copies `host` into it when given.
+  Status upload(const void* host, size_t bytes);
+};
+
+/// A non-blocking stream destroyed on scope exit.
+struct AutotuneStream {
+  cudaStream_t stream = nullptr;
+  AutotuneStream() = default;
+  AutotuneStream(const AutotuneStream&) = delete;
+  AutotuneStream& operator=(const AutotuneStream&) = delete;
+  ~AutotuneStream();
+  Status create();
+};
+
+/// sqrt(Σ (y - r)² / Σ r²) in double; infinity when y holds a non-finite value.
+double rel_l2(const std::vector<float>& y, const std::vector<float>& reference);
+
+/// Values drawn for the first this many elements of a synthetic operand, then repeated: drawing
+/// every value of a batch-16384 problem cost about a second, and a kernel's speed does not depend
+/// on them.
+inline constexpr size_t kDrawnValues = size_t{1} << 22;
+
+/// values[i] = draw() for the first kDrawnValues, then those values again, cyclically.
+template <typename Draw>
+void fill_repeating(std::vector<float>& values, Draw draw) {
+  const size_t drawn = std::min(values.size(), kDrawnValues);
+  for (size_t i = 0; i < drawn; ++i) values[i] = draw();
+  for (size_t i = drawn; i < values.size(); i += drawn)
+    std::copy_n(values.begin(), std::min(drawn, values.size() - i), values.begin() + static_cast<long>(i));
+}
+
+/// How many input sets of `set_bytes` rotate through `rotate_bytes` (1 to 64).
+size_t rotating_set_count(size_t set_bytes, size_t rotate_bytes);
+
+/// One candidate captured as a CUDA graph per input set.
+class CapturedCandidate {
+ public:
+  /// Captures `enqueue(set, stream)` for set = 0..set_count-1; an error when a capture or the
+  /// enqueue fails (the caller leaves the candidate out).
+  static Result<CapturedCandidate> capture(size_t set_count, const std::function<Status(size_t, cudaStream_t)>& enqueue,
+                                           cudaStream_t stream);
+  CapturedCandidate(CapturedCandidate&& other) noexcept : graphs_(std::move(other.graphs_)) {}
+  CapturedCandidate& operator=(CapturedCandidate&&) = delete;
+  CapturedCandidate(const CapturedCandidate&) = delete;
+  ~CapturedCandidate();
+  /// `warmup` replays, then `repeats` timed ones rotating through the sets; their times in µs.
+  Result<std::vector<float>> time(int warmup, int repeats, cudaStream_t stream) const;
+
+ private:
+  CapturedCandidate() = default;
+  std::vector<cudaGraphExec_t> graphs_;
+};
+
+/// The median of `samples` (the upper one of an even count); NaN when empty.
+double median_of(std::vector<float> samples);
+
+/// A candidate's timing as the autotuners accumulate it.
+struct TimedCandidate {
+  const CapturedCandidate* runs = nullptr;
+  std::vector<float> samples;  ///< every timed launch, µs
+  double median_us() const { return median_of(samples); }
+};
+
+/// Candidates within this factor of the fastest median are re-timed.
+inline constexpr double kCloseFactor = 1.3;
+
+/// Re-times the close winners (see the banner): `rounds` rounds of `repeats` launches each,
+/// interleaved across them, appended to their samples. Nothing happens with fewer than two.
+Status refine_close_winners(std::vector<TimedCandidate>& candidates, int rounds, int repeats, cudaStream_t stream);
+
+}  // namespace loka::cuda
