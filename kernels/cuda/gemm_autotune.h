@@ -54,7 +54,7 @@ struct AutotuneOptions {
   bool small_m = true;    ///< QuantizedGemm keys of up to kSmallMMaxRows rows: also time LoKA's small-M kernel
   int warmup = 3;
   int repeats = 15;                       ///< timed launches; the median is kept
-  int refine_rounds = 4;                  ///< further rounds of `repeats` for the close winners
+  int refine_rounds = 2;                  ///< further rounds of `repeats` for the close winners
   size_t rotate_bytes = size_t{96} << 20; ///< input sets rotated through at least this much memory
   uint64_t seed = 1;
 };

@@ -27,7 +27,7 @@ struct NormAutotuneOptions {
   float epsilon = 1e-5f;
   int warmup = 3;
   int repeats = 15;                        ///< timed launches; the median is kept
-  int refine_rounds = 4;                   ///< rounds for the close winners
+  int refine_rounds = 2;                   ///< rounds for the close winners
   size_t rotate_bytes = size_t{96} << 20;  ///< input sets rotated through at least this much memory
   uint64_t seed = 1;
 };
