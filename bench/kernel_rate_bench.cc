@@ -10,10 +10,19 @@
 //   fp8-gemm-row  as above with per-row dynamic quantization of an FP32 input in front.
 //   bf16-gemm     LoKA's Gemm (cuBLASLt BF16, bias+ReLU), TFLOP/s.
 //   tf32-vs-bf16  LoKA's Gemm on FP32 operands with TF32 tensor cores vs the BF16 GEMM.
+//   small-m       LoKA's small-M FP8 GEMM (loka.fp8.e4m3.tensor.small_m: FP32 X quantized
+//                 on the fly, E4M3 W, bias, ReLU, one launch)  vs  the cuBLASLt candidate it
+//                 competes with in Dispatch (cublaslt.fp8.e4m3.tensor.algo0: quantize, then
+//                 the GEMM), M from 1 to 256; rate: the bytes of W, X and Y in LoKA's time.
 //   layernorm-fp8 LayerNorm FP32 -> E4M3 with amax (y_scale 0.01, and a power of
 //                 two: "pow2 scale")  vs  a device-to-device copy
 //                 of the same bytes (the bandwidth floor: read 4 B, write 1 B per element).
 //   quantize-rows per-row FP8 quantization vs the same copy floor.
+//   layernorm-cudnn LoKA's LayerNorm into FP32, plain and ResidualLayerNorm's (X + R),
+//                 vs  the cuDNN LayerNorm graph (kernels/cuda/cudnn_layer_norm.h) at the
+//                 zoo's full-size shapes (batch 4096: Wukong's 64 tokens of 128 and its FM
+//                 norm, the ranker's 40 tokens of 128); where cuDNN builds no graph (or this
+//                 build has no cuDNN) the row gives the reason in place of cuDNN's time.
 //   binary, unary-relu, dequant-epi, quantize-fp8, softmax: the memory-bound
 //                 kernels at the zoo's batch-4096 shapes (same shape, row, column,
 //                 scalar and attention-mask broadcasts; odd widths; short softmax
@@ -22,7 +31,8 @@
 //                 8 heads of 16, packed QKV; DHEN: one head of 128) vs a copy of
 //                 Q, K, V and Y once.
 //
-// Prints one table: LoKA median µs, reference median µs, and LoKA's rate as a
+// `kernel_rate_bench [SECTION...]` runs the sections named (every one when none
+// is). Prints one table: LoKA median µs, reference median µs, and LoKA's rate as a
 // share of the reference's (issue 6 asks >= 70% at large sizes).
 // ============================================================================
 #include <cuda_runtime_api.h>
@@ -32,10 +42,12 @@
 #include <cstdlib>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cudnn_layer_norm.h"
 #include "kernels/cuda/dequant_epilogue.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/elementwise.h"
@@ -47,6 +59,7 @@
 #include "kernels/cuda/quantize_rows.h"
 #include "kernels/cuda/shape_plan.h"
 #include "kernels/cuda/softmax.h"
+#include "kernels/registry/gemm_kernel_key.h"
 
 namespace {
 
@@ -66,26 +79,26 @@ void check_status(const Status& status, const std::string& what) {
   }
 }
 
-/// Device buffers rotated so that consecutive timed runs miss in L2.
+/// Device buffers rotated so that consecutive timed runs miss in L2: one allocation cut into
+/// 256-byte aligned copies, as many as fill 256 MB (at least 2), so that a cycle through them
+/// overflows the 50 MB L2 however small a copy is (a small-M GEMM's weights are 256 KB).
 class Rotation {
  public:
-  explicit Rotation(size_t bytes_per_copy) : bytes_(std::max<size_t>(bytes_per_copy, 256)) {
-    const size_t copies = std::clamp<size_t>((256u << 20) / bytes_, 2, 64);
-    for (size_t c = 0; c < copies; ++c) {
-      void* p = nullptr;
-      check_cuda(cudaMalloc(&p, bytes_), "cudaMalloc");
-      check_cuda(cudaMemset(p, 0x38, bytes_), "cudaMemset");  // 0x38 = 1.0 in E4M3, small in FP32/BF16
-      copies_.push_back(p);
-    }
+  explicit Rotation(size_t bytes_per_copy)
+      : stride_((std::max<size_t>(bytes_per_copy, 1) + 255) / 256 * 256),
+        copies_(std::max<size_t>((256u << 20) / stride_, 2)) {
+    check_cuda(cudaMalloc(&base_, stride_ * copies_), "cudaMalloc");
+    check_cuda(cudaMemset(base_, 0x38, stride_ * copies_), "cudaMemset");  // 0x38 = 1.0 in E4M3, small in FP32/BF16
   }
-  ~Rotation() {
-    for (void* p : copies_) cudaFree(p);
+  Rotation(const Rotation&) = delete;
+  ~Rotation() { cudaFree(base_); }
+  void* at(int iteration) const {
+    return static_cast<char*>(base_) + static_cast<size_t>(iteration) % copies_ * stride_;
   }
-  void* at(int iteration) const { return copies_[static_cast<size_t>(iteration) % copies_.size()]; }
 
  private:
-  size_t bytes_;
-  std::vector<void*> copies_;
+  size_t stride_, copies_;
+  void* base_ = nullptr;
 };
 
 void* device_alloc(size_t bytes, int fill = 0) {
@@ -118,8 +131,16 @@ double median_ms(const std::function<void(int)>& run) {
 
 void print_row(const std::string& kernel, const std::string& shape, double loka_ms, double reference_ms,
                const std::string& rate) {
-  std::printf("%-14s %-22s %10.1f %10.1f %8.0f%%  %s\n", kernel.c_str(), shape.c_str(), loka_ms * 1e3,
+  std::printf("%-15s %-22s %10.1f %10.1f %8.0f%%  %s\n", kernel.c_str(), shape.c_str(), loka_ms * 1e3,
               reference_ms * 1e3, 100.0 * reference_ms / loka_ms, rate.c_str());
+}
+
+/// A row whose reference the library does not build here: LoKA's time, and the reason in place of
+/// the reference's time and the share (a refusal is a result too, never a missing row).
+void print_refused_row(const std::string& kernel, const std::string& shape, double loka_ms, const std::string& rate,
+                       const std::string& reason) {
+  std::printf("%-15s %-22s %10.1f %10s %9s  %s; reference refused: %s\n", kernel.c_str(), shape.c_str(), loka_ms * 1e3,
+              "-", "-", rate.c_str(), reason.c_str());
 }
 
 std::string shape3(int64_t m, int64_t n, int64_t k) {
@@ -132,44 +153,97 @@ std::string tflops(int64_t m, int64_t n, int64_t k, double ms) {
   return text;
 }
 
-void bench_fp8_gemm(int64_t m, int64_t n, int64_t k, bool row_quantize, void* workspace) {
-  const kernels::ScaleGranularity granularity = row_quantize ? kernels::ScaleGranularity::kRow : kernels::ScaleGranularity::kTensor;
-  const kernels::GemmKey key{"QuantizedGemm", row_quantize ? DType::kFloat32 : DType::kFloat8E4M3FN, DType::kFloat8E4M3FN,
-                             DType::kFloat32, granularity, kernels::GemmLayout::kNT, true, true, cuda::GemmEpilogue::kRelu};
-  kernels::GemmCandidate candidate;
-  candidate.precision = kernels::GemmPrecision::kFp8E4M3;
-  candidate.granularity = granularity;
+std::string bandwidth(size_t bytes, double ms) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f TB/s", bytes / (ms * 1e-3) / 1e12);
+  return text;
+}
+
+/// Plans the registry candidate `name` for a QuantizedGemm of `input` activations at m x n x k as
+/// the runtime plans it (E4M3 weights [N,K] with per-channel scales, bias, ReLU, FP32 out; the
+/// activation scale of the candidate's granularity), with a zero bias and a static X scale of 0.01.
+Result<std::unique_ptr<cuda::GemmKernel>> plan_quantized_gemm(const std::string& name, DType input, int64_t m,
+                                                               int64_t n, int64_t k) {
+  LOKA_ASSIGN_OR_RETURN(const kernels::GemmCandidate candidate, kernels::parse_gemm_candidate(name));
+  const kernels::GemmKey key{"QuantizedGemm", input, DType::kFloat8E4M3FN, DType::kFloat32, candidate.granularity,
+                             kernels::GemmLayout::kNT, true, true, cuda::GemmEpilogue::kRelu};
   const Tensor host_bias = Tensor::from_floats({n}, std::vector<float>(static_cast<size_t>(n), 0.0f));
   cuda::GemmCandidatePlanInputs inputs;
   inputs.host_bias = &host_bias;
   inputs.x_scale = 0.01f;
-  auto loka_kernel = cuda::GemmKernel::create(candidate, key, {m, n, k, 1}, inputs);
+  return cuda::GemmKernel::create(candidate, key, {m, n, k, 1}, inputs);
+}
+
+/// A QuantizedGemm's device operands: X (`x_element_bytes` an element: 4 for FP32, 1 for E4M3)
+/// and W rotated; Y, the scales (M of X's: the row recipe writes one a row) and the bias once.
+/// The scales hold 0x3c3c3c3c, about 0.0115 as FP32: finite and ordinary.
+struct QuantizedGemmOperands {
+  QuantizedGemmOperands(int64_t m, int64_t n, int64_t k, size_t x_element_bytes)
+      : x(static_cast<size_t>(m * k) * x_element_bytes),
+        w(static_cast<size_t>(n * k)),
+        y(static_cast<float*>(device_alloc(static_cast<size_t>(m * n) * 4))),
+        x_scale(static_cast<float*>(device_alloc(static_cast<size_t>(m) * 4, 0x3c))),
+        w_scale(static_cast<float*>(device_alloc(static_cast<size_t>(n) * 4, 0x3c))),
+        bias(static_cast<float*>(device_alloc(static_cast<size_t>(n) * 4))) {}
+  QuantizedGemmOperands(const QuantizedGemmOperands&) = delete;
+  ~QuantizedGemmOperands() {
+    for (float* p : {y, x_scale, w_scale, bias}) cudaFree(p);
+  }
+  /// A planned candidate's arguments in timed run `iteration`.
+  cuda::GemmCandidateArgs args(int iteration) const {
+    cuda::GemmCandidateArgs args;
+    args.x = x.at(iteration);
+    args.w = w.at(iteration);
+    args.w_scale = w_scale;
+    args.x_scale = x_scale;
+    args.bias = bias;
+    args.y = y;
+    return args;
+  }
+
+  Rotation x, w;
+  float *y, *x_scale, *w_scale, *bias;
+};
+
+/// Median milliseconds of a planned candidate on `operands`.
+double candidate_ms(const cuda::GemmKernel& kernel, const QuantizedGemmOperands& operands, void* workspace) {
+  const std::string name = kernel.candidate().name();  // built once, outside the timed runs
+  return median_ms([&](int it) { check_status(kernel.run(operands.args(it), workspace, nullptr), name); });
+}
+
+void bench_fp8_gemm(int64_t m, int64_t n, int64_t k, bool row_quantize, void* workspace) {
+  const char* name = row_quantize ? "cublaslt.fp8.e4m3.row.algo0" : "cublaslt.fp8.e4m3.tensor.algo0";
+  auto loka_kernel = plan_quantized_gemm(name, row_quantize ? DType::kFloat32 : DType::kFloat8E4M3FN, m, n, k);
   auto fused = cuda::Fp8Gemm::create({m, n, k, false, false, DType::kBFloat16, true, cuda::GemmEpilogue::kRelu});
   check_status(loka_kernel.status(), "FP8 GEMM " + shape3(m, n, k));
   check_status(fused.status(), "FP8 GEMM with bias " + shape3(m, n, k));
-  Rotation x(static_cast<size_t>(m * k) * (row_quantize ? 4 : 1)), w(static_cast<size_t>(n * k));
-  auto* y = static_cast<float*>(device_alloc(static_cast<size_t>(m * n) * 4));
-  auto* x_scale = static_cast<float*>(device_alloc(static_cast<size_t>(m) * 4));
-  auto* w_scale = static_cast<float*>(device_alloc(static_cast<size_t>(n) * 4));
-  void* bias = device_alloc(static_cast<size_t>(n) * 4);
+  const QuantizedGemmOperands operands(m, n, k, row_quantize ? 4 : 1);
   void* y_bf16 = device_alloc(static_cast<size_t>(m * n) * 2);
 
-  const double loka = median_ms([&](int it) {
-    cuda::GemmCandidateArgs args;
-    args.x = x.at(it);
-    args.w = w.at(it);
-    args.w_scale = w_scale;
-    args.x_scale = x_scale;
-    args.bias = static_cast<const float*>(bias);
-    args.y = y;
-    check_status((*loka_kernel)->run(args, workspace, nullptr), "LoKA FP8 GEMM");
-  });
+  const double loka = candidate_ms(**loka_kernel, operands, workspace);
   const double reference = median_ms([&](int it) {
-    check_status((*fused)->run({static_cast<const uint8_t*>(x.at(it)), static_cast<const uint8_t*>(w.at(it)), x_scale,
-                                w_scale, bias, y_bf16}, workspace, nullptr), "cuBLASLt FP8 GEMM");
+    check_status((*fused)->run({static_cast<const uint8_t*>(operands.x.at(it)),
+                                static_cast<const uint8_t*>(operands.w.at(it)), operands.x_scale, operands.w_scale,
+                                operands.bias, y_bf16}, workspace, nullptr), "cuBLASLt FP8 GEMM");
   });
   print_row(row_quantize ? "fp8-gemm-row" : "fp8-gemm", shape3(m, n, k), loka, reference, tflops(m, n, k, loka));
-  for (void* p : {static_cast<void*>(y), static_cast<void*>(x_scale), static_cast<void*>(w_scale), bias, y_bf16}) cudaFree(p);
+  cudaFree(y_bf16);
+}
+
+/// LoKA's small-M kernel against the cuBLASLt candidate Dispatch weighs it against, on the same
+/// FP32 activations (both quantize them with the static scale: LoKA in its one launch, cuBLASLt's
+/// path in a kernel of its own before the GEMM). Rate: the bytes of W, X and Y in LoKA's time.
+void bench_small_m(int64_t m, int64_t n, int64_t k, void* workspace) {
+  auto loka_kernel = plan_quantized_gemm("loka.fp8.e4m3.tensor.small_m", DType::kFloat32, m, n, k);
+  auto cublaslt = plan_quantized_gemm("cublaslt.fp8.e4m3.tensor.algo0", DType::kFloat32, m, n, k);
+  check_status(loka_kernel.status(), "small-M FP8 GEMM " + shape3(m, n, k));
+  const QuantizedGemmOperands operands(m, n, k, 4);
+  const double loka = candidate_ms(**loka_kernel, operands, workspace);
+  const std::string rate = bandwidth(static_cast<size_t>(n * k + (m * k + m * n) * 4), loka);
+  if (!cublaslt)
+    print_refused_row("small-m", shape3(m, n, k), loka, rate, cublaslt.status().message());
+  else
+    print_row("small-m", shape3(m, n, k), loka, candidate_ms(**cublaslt, operands, workspace), rate);
 }
 
 void bench_bf16_gemm(int64_t m, int64_t n, int64_t k, void* workspace) {
@@ -218,10 +292,15 @@ double copy_floor_ms(size_t read, size_t written) {
   });
 }
 
-std::string bandwidth(size_t bytes, double ms) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.2f TB/s", bytes / (ms * 1e-3) / 1e12);
-  return text;
+/// A LayerNorm's arguments over [rows, cols] of `x` with its scale and bias; the caller names the output.
+cuda::LayerNormArgs layer_norm_args(const void* x, const void* scale, const void* bias, int64_t rows, int64_t cols) {
+  cuda::LayerNormArgs args;
+  args.x = static_cast<const float*>(x);
+  args.scale = static_cast<const float*>(scale);
+  args.bias = static_cast<const float*>(bias);
+  args.rows = rows;
+  args.cols = cols;
+  return args;
 }
 
 /// y_scale 0.01: a product with 1/y_scale, checked against E4M3 rounding boundaries; a power of two: an exact product.
@@ -233,12 +312,7 @@ void bench_layer_norm(int64_t rows, int64_t cols, float y_scale) {
   void* codes = device_alloc(elements);
   void* amax = device_alloc(4);
   const double ms = median_ms([&](int it) {
-    cuda::LayerNormArgs args;
-    args.x = static_cast<const float*>(x.at(it));
-    args.scale = static_cast<const float*>(scale);
-    args.bias = static_cast<const float*>(bias);
-    args.rows = rows;
-    args.cols = cols;
+    cuda::LayerNormArgs args = layer_norm_args(x.at(it), scale, bias, rows, cols);
     args.y_codes = static_cast<uint8_t*>(codes);
     args.y_scale = y_scale;
     args.amax = static_cast<float*>(amax);
@@ -248,6 +322,39 @@ void bench_layer_norm(int64_t rows, int64_t cols, float y_scale) {
   print_row("layernorm-fp8", shape, ms, copy_floor_ms(elements * 4, elements),
             bandwidth(elements * 5, ms));
   for (void* p : {scale, bias, codes, amax}) cudaFree(p);
+}
+
+/// LoKA's LayerNorm into FP32 (with `residual`, ResidualLayerNorm's: the norm of X + R) against
+/// the cuDNN graph of the same problem, both with a bias; where cuDNN builds no graph, the row
+/// gives create()'s reason in place of cuDNN's time.
+void bench_layer_norm_cudnn(int64_t rows, int64_t cols, bool residual) {
+  const size_t bytes = static_cast<size_t>(rows * cols) * 4;
+  Rotation inputs(bytes * (residual ? 2 : 1)), y(bytes);  // X, then R, in one rotated copy
+  void* scale = device_alloc(static_cast<size_t>(cols) * 4);
+  void* bias = device_alloc(static_cast<size_t>(cols) * 4);
+  const auto args_at = [&](int it) {
+    cuda::LayerNormArgs args = layer_norm_args(inputs.at(it), scale, bias, rows, cols);
+    args.residual = residual ? args.x + rows * cols : nullptr;
+    args.y = static_cast<float*>(y.at(it));
+    return args;
+  };
+  const double loka = median_ms([&](int it) {
+    check_status(cuda::launch_layer_norm(args_at(it), nullptr), "layer_norm");
+  });
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + (residual ? " residual" : "");
+  const std::string rate = bandwidth(bytes * (residual ? 3 : 2), loka);
+  auto cudnn = cuda::CudnnLayerNorm::create({rows, cols, true, residual}, 0);
+  if (!cudnn) {
+    print_refused_row("layernorm-cudnn", shape, loka, rate, cudnn.status().message());
+  } else {
+    void* workspace = device_alloc((*cudnn)->workspace_bytes());
+    const double reference = median_ms([&](int it) {
+      check_status((*cudnn)->run(args_at(it), workspace, nullptr), "cuDNN LayerNorm");
+    });
+    print_row("layernorm-cudnn", shape, loka, reference, rate);
+    cudaFree(workspace);
+  }
+  for (void* p : {scale, bias}) cudaFree(p);
 }
 
 void bench_quantize_rows(int64_t rows, int64_t cols) {
@@ -366,55 +473,93 @@ void bench_attention(int64_t b, int64_t n, int64_t heads, int64_t d, int64_t pad
                      });
 }
 
-void bench_memory_bound_kernels() {
+/// The sections, as the banner names them (a row's first column).
+constexpr std::array<const char*, 14> kSections{
+    "fp8-gemm", "fp8-gemm-row", "bf16-gemm", "tf32-vs-bf16", "small-m", "layernorm-fp8", "quantize-rows",
+    "layernorm-cudnn", "binary", "unary-relu", "dequant-epi", "quantize-fp8", "softmax", "attention"};
+
+/// The sections the command line names: every one when it names none.
+struct Selection {
+  std::vector<std::string> names;
+  bool operator()(const char* section) const {
+    return names.empty() || std::ranges::find(names, section) != names.end();
+  }
+};
+
+void bench_memory_bound_kernels(const Selection& wanted) {
   using cuda::BinaryOp;
   const int64_t b = 4096;
-  bench_binary(BinaryOp::kAdd, {b, 1024}, {b, 1024});            // residual add
-  bench_binary(BinaryOp::kAdd, {b, 3456}, {3456});               // bias row vector
-  bench_binary(BinaryOp::kMul, {b, 256}, {b, 1});                // per-row column
-  bench_binary(BinaryOp::kMul, {b, 1027}, {});                   // scalar, odd width
-  bench_binary(BinaryOp::kMul, {b * 4, 40, 40}, {});             // attention scale
-  bench_binary(BinaryOp::kAdd, {b, 4, 27, 27}, {b, 1, 1, 27});   // key-padding mask, odd width
-  bench_binary(BinaryOp::kAdd, {b, 4, 40, 40}, {40, 40});        // shared attention mask
-  bench_unary(b, 1024);
-  bench_unary(b, 1027);
-  for (int64_t cols : {256, 1024, 3456, 37}) bench_dequant_epilogue(b, cols);
-  for (int64_t cols : {256, 1024, 3456}) bench_quantize_tensor(b, cols);
-  for (int64_t n : {27, 40, 64}) bench_softmax(b * 4 * n, n);  // 4 heads, n queries over n keys
-  for (int64_t n : {200, 1024}) bench_softmax(b * 16, n);
-  bench_attention(b, 40, 8, 16);   // attention ranker
-  bench_attention(b, 40, 8, 16, 1);
-  bench_attention(b, 35, 1, 128);  // DHEN
-  bench_attention(b, 40, 2, 64);
+  if (wanted("binary")) {
+    bench_binary(BinaryOp::kAdd, {b, 1024}, {b, 1024});            // residual add
+    bench_binary(BinaryOp::kAdd, {b, 3456}, {3456});               // bias row vector
+    bench_binary(BinaryOp::kMul, {b, 256}, {b, 1});                // per-row column
+    bench_binary(BinaryOp::kMul, {b, 1027}, {});                   // scalar, odd width
+    bench_binary(BinaryOp::kMul, {b * 4, 40, 40}, {});             // attention scale
+    bench_binary(BinaryOp::kAdd, {b, 4, 27, 27}, {b, 1, 1, 27});   // key-padding mask, odd width
+    bench_binary(BinaryOp::kAdd, {b, 4, 40, 40}, {40, 40});        // shared attention mask
+  }
+  if (wanted("unary-relu")) {
+    bench_unary(b, 1024);
+    bench_unary(b, 1027);
+  }
+  if (wanted("dequant-epi"))
+    for (int64_t cols : {256, 1024, 3456, 37}) bench_dequant_epilogue(b, cols);
+  if (wanted("quantize-fp8"))
+    for (int64_t cols : {256, 1024, 3456}) bench_quantize_tensor(b, cols);
+  if (wanted("softmax")) {
+    for (int64_t n : {27, 40, 64}) bench_softmax(b * 4 * n, n);  // 4 heads, n queries over n keys
+    for (int64_t n : {200, 1024}) bench_softmax(b * 16, n);
+  }
+  if (wanted("attention")) {
+    bench_attention(b, 40, 8, 16);   // attention ranker
+    bench_attention(b, 40, 8, 16, 1);
+    bench_attention(b, 35, 1, 128);  // DHEN
+    bench_attention(b, 40, 2, 64);
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1) {
-    std::printf("usage: kernel_rate_bench\n  times LoKA's GPU kernels against cuBLASLt / copy bandwidth (see the file banner)\n");
-    return std::string(argv[1]) == "--help" ? 0 : 2;
+  const Selection wanted{std::vector<std::string>(argv + 1, argv + argc)};
+  for (const std::string& name : wanted.names) {
+    if (std::ranges::find(kSections, name) != kSections.end()) continue;
+    if (name != "--help") std::fprintf(stderr, "kernel_rate_bench: no section '%s'\n", name.c_str());
+    std::printf("usage: kernel_rate_bench [SECTION...]\n  times LoKA's GPU kernels against cuBLASLt / cuDNN / copy "
+                "bandwidth (see the file banner), the sections named or every one:\n ");
+    for (const char* section : kSections) std::printf(" %s", section);
+    std::printf("\n");
+    return name == "--help" ? 0 : 2;
   }
   if (const std::string reason = cuda::device_unavailable_reason(); !reason.empty()) {
     std::fprintf(stderr, "kernel_rate_bench: %s\n", reason.c_str());
     return 1;
   }
-  std::printf("device: %s\n%-14s %-22s %10s %10s %9s  %s\n", cuda::device_description().c_str(), "kernel", "shape",
+  std::printf("device: %s\n%-15s %-22s %10s %10s %9s  %s\n", cuda::device_description().c_str(), "kernel", "shape",
               "LoKA us", "ref us", "rate", "LoKA's throughput");
   void* workspace = device_alloc(cuda::kGemmWorkspaceBytes);
   for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
            {8192, 8192, 8192}, {16384, 4096, 4096}, {16384, 1024, 1024}, {4096, 1024, 1024}, {4096, 512, 256}}) {
-    bench_fp8_gemm(m, n, k, false, workspace);
-    bench_fp8_gemm(m, n, k, true, workspace);
-    bench_bf16_gemm(m, n, k, workspace);
-    bench_tf32_gemm(m, n, k, workspace);
+    if (wanted("fp8-gemm")) bench_fp8_gemm(m, n, k, false, workspace);
+    if (wanted("fp8-gemm-row")) bench_fp8_gemm(m, n, k, true, workspace);
+    if (wanted("bf16-gemm")) bench_bf16_gemm(m, n, k, workspace);
+    if (wanted("tf32-vs-bf16")) bench_tf32_gemm(m, n, k, workspace);
   }
+  if (wanted("small-m"))
+    for (const auto& [n, k] : std::vector<std::array<int64_t, 2>>{{512, 512}, {1024, 1024}, {256, 2048}})
+      for (int64_t m : {1, 16, 64, 256}) bench_small_m(m, n, k, workspace);
   for (const auto& [rows, cols] : std::vector<std::array<int64_t, 2>>{{65536, 1024}, {16384, 4096}, {4096, 256}, {512, 16384}}) {
-    bench_layer_norm(rows, cols, 0.01f);
-    bench_layer_norm(rows, cols, 0.0078125f);
-    bench_quantize_rows(rows, cols);
+    if (wanted("layernorm-fp8")) {
+      bench_layer_norm(rows, cols, 0.01f);
+      bench_layer_norm(rows, cols, 0.0078125f);
+    }
+    if (wanted("quantize-rows")) bench_quantize_rows(rows, cols);
   }
-  bench_memory_bound_kernels();
+  // Batch 4096: Wukong's 64 tokens of 128 and its FM norm, the attention ranker's 40 tokens of 128.
+  if (wanted("layernorm-cudnn"))
+    for (const auto& [rows, cols] : std::vector<std::array<int64_t, 2>>{{262144, 128}, {4096, 1536}, {163840, 128}})
+      for (bool residual : {false, true}) bench_layer_norm_cudnn(rows, cols, residual);
+  bench_memory_bound_kernels(wanted);
   cudaFree(workspace);
   return 0;
 }

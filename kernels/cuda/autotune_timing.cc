@@ -113,9 +113,13 @@ double median_of(std::vector<float> samples) {
 Status refine_close_winners(std::vector<TimedCandidate>& candidates, int rounds, int repeats, cudaStream_t stream) {
   double best = std::numeric_limits<double>::infinity();
   for (const TimedCandidate& c : candidates) best = std::min(best, c.median_us());
+  if (!(best < kRetimeBelowUs)) return Status::ok();
   std::vector<TimedCandidate*> close;
   for (TimedCandidate& c : candidates)
     if (c.runs != nullptr && c.median_us() <= best * kCloseFactor) close.push_back(&c);
+  std::stable_sort(close.begin(), close.end(),
+                   [](const TimedCandidate* a, const TimedCandidate* b) { return a->median_us() < b->median_us(); });
+  if (close.size() > kMostRetimed) close.resize(kMostRetimed);
   if (close.size() < 2) return Status::ok();
   for (int round = 0; round < rounds; ++round)
     for (TimedCandidate* c : close) {

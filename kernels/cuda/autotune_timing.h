@@ -12,9 +12,9 @@
 // Close winners are timed again (`refine_close_winners`): one round of 15
 // launches per candidate has ranked a BF16 algorithm of an 8 µs GEMM first
 // that later re-timed at twice the runner-up's time (DHEN at batch 512, H100,
-// 2026-11-26). The candidates within kCloseFactor of the fastest run further
-// rounds, interleaved so that clock and thermal drift reach them alike, and
-// each keeps the median of all its samples.
+// 2026-11-26). The fastest few within kCloseFactor of the fastest (when it
+// is a short kernel) run further rounds, interleaved so that clock and
+// thermal drift reach them alike, and each keeps the median of all its samples.
 // ============================================================================
 #pragma once
 
@@ -106,8 +106,13 @@ struct TimedCandidate {
   double median_us() const { return median_of(samples); }
 };
 
-/// Candidates within this factor of the fastest median are re-timed.
-inline constexpr double kCloseFactor = 1.3;
+/// Candidates within this factor of the fastest median are re-timed: at most kMostRetimed of
+/// them, the fastest, and only for kernels under kRetimeBelowUs. Noise between two runs of one
+/// kernel is a few µs of launch and clock ramp, a large share of a short kernel and a small one of
+/// a long one, and re-timing the long ones was seconds of a cold loka-opt's budget.
+inline constexpr double kCloseFactor = 1.2;
+inline constexpr size_t kMostRetimed = 3;
+inline constexpr double kRetimeBelowUs = 100.0;
 
 /// Re-times the close winners (see the banner): `rounds` rounds of `repeats` launches each,
 /// interleaved across them, appended to their samples. Nothing happens with fewer than two.
