@@ -11,6 +11,8 @@
 #      --device cuda, the dispatched kernels) against the FP32 model on the
 #      CPU, eval logloss pooled over the labelled sets; the relative drift
 #      must be within the model's logloss budget (annotation model.precision).
+#      The same output on the CPU runtime is shown beside it: what the
+#      precision choice spends, apart from the GPU's kernels.
 # Usage: scripts/dispatch-gpu-check.sh [BUILD_DIR] (default build; needs
 # loka-opt and dispatch_check built with CUDA). Prints a table; exits non-zero
 # on any failure.
@@ -61,20 +63,21 @@ done
 "$BUILD/dispatch_check" "${outputs[@]}" || status=1
 
 echo
-printf '%-20s %14s %14s %12s %12s %s\n' model fp32_logloss gpu_logloss drift budget verdict
+printf '%-20s %14s %14s %12s %12s %12s %s\n' model fp32_logloss gpu_logloss gpu_drift cpu_drift budget verdict
 for warm in "${outputs[@]}"; do
   name=$(basename "$warm" .warm.onnx)
   dir=models/zoo/$name
   [[ -d "$dir/eval" ]] || { echo "$name: no eval sets"; status=1; continue; }
   "$BUILD/tools/loka-run" "$dir/model.onnx" --inputs "$dir/eval" --device cpu --outputs "$OUT/$name.fp32.out" > "$OUT/$name.fp32.log" 2>&1 &&
-    "$BUILD/tools/loka-run" "$warm" --inputs "$dir/eval" --device cuda --outputs "$OUT/$name.gpu.out" > "$OUT/$name.gpu.log" 2>&1 ||
+    "$BUILD/tools/loka-run" "$warm" --inputs "$dir/eval" --device cuda --outputs "$OUT/$name.gpu.out" > "$OUT/$name.gpu.log" 2>&1 &&
+    "$BUILD/tools/loka-run" "$warm" --inputs "$dir/eval" --device cpu --outputs "$OUT/$name.cpu.out" > "$OUT/$name.cpu.log" 2>&1 ||
     { echo "$name: loka-run failed:"; tail -3 "$OUT/$name.gpu.log" "$OUT/$name.fp32.log"; status=1; continue; }
-  PYTHONPATH=models python3 - "$name" "$dir/eval" "$OUT/$name.fp32.out" "$OUT/$name.gpu.out" "$warm" <<'PY' || status=1
+  PYTHONPATH=models python3 - "$name" "$dir/eval" "$OUT/$name.fp32.out" "$OUT/$name.gpu.out" "$OUT/$name.cpu.out" "$warm" <<'PY' || status=1
 import json, os, sys
 import numpy as np, onnx
 from onnx import TensorProto, numpy_helper
 from loka_zoo.metrics import quality
-name, eval_dir, fp32_dir, gpu_dir, model = sys.argv[1:]
+name, eval_dir, fp32_dir, gpu_dir, cpu_dir, model = sys.argv[1:]
 def read(path):
     proto = TensorProto()
     with open(path, "rb") as f:
@@ -84,13 +87,14 @@ sets = sorted((d for d in os.listdir(eval_dir) if d.startswith("test_data_set_")
 def probs(root):
     return np.concatenate([read(os.path.join(root, d, "output_0.pb")).reshape(-1) for d in sets])
 labels = np.concatenate([read(os.path.join(eval_dir, d, "labels.pb")).reshape(-1) for d in sets])
-fp32, gpu = quality(probs(fp32_dir), labels)["logloss"], quality(probs(gpu_dir), labels)["logloss"]
+fp32, gpu, cpu = (quality(probs(d), labels)["logloss"] for d in (fp32_dir, gpu_dir, cpu_dir))
 meta = {p.key: p.value for p in onnx.load(model, load_external_data=False).metadata_props}
 budget = json.loads(meta["loka.annotations"])["model"]["precision"]["budget"]
 limit = float(budget.split("=")[1]) if budget.startswith("logloss=") else None
 drift = abs(gpu - fp32) / fp32
 ok = limit is None or drift <= limit
-print(f"{name:<20} {fp32:14.6f} {gpu:14.6f} {100 * drift:11.4f}% {budget:>12} {'within' if ok else 'OVER'}")
+print(f"{name:<20} {fp32:14.6f} {gpu:14.6f} {100 * drift:11.4f}% {100 * abs(cpu - fp32) / fp32:11.4f}% {budget:>12} "
+      f"{'within' if ok else 'OVER'}")
 sys.exit(0 if ok else 1)
 PY
 done
