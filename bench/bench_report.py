@@ -165,6 +165,19 @@ def add_speedups(rows: List[dict]) -> None:
         r["best_bf16_impl"] = b[1] if b else None
 
 
+def target_verdict(speed: Optional[float], target: float, unmeasured: List[str]) -> str:
+    """The summary's verdict on a speed-up. A BF16 path skipped at this row (its time budget spent)
+    might have been the fastest: a "met" is then only against the paths measured, and says which
+    were not; a shortfall stands whatever was skipped."""
+    if speed is None:
+        return "—"
+    if speed < target:
+        return "**short**"
+    if unmeasured:
+        return f"met against the measured paths only ({', '.join(unmeasured)} not measured)"
+    return "met"
+
+
 def missing_loka_rows(data: Dict[str, dict], batches: List[int], stages: List[dict]) -> List[dict]:
     """A LoKA row per (model, batch) that has none, saying which stage failed."""
     out = []
@@ -320,13 +333,9 @@ def build_documents(results: str, zoo: str, models: List[str], batches: List[int
         best = next((x for x in rows if x["model"] == r["model"] and x["batch"] == r["batch"]
                      and x["impl"] == r.get("best_bf16_impl")), None)
         speed = r.get("speedup_vs_best_bf16")
-        verdict = "—" if speed is None else ("met" if speed >= target else "**short**")
-        # A BF16 path skipped here (its time budget spent) might have been the fastest: a "met" is
-        # then only against the paths measured, and says which were not.
         unmeasured = sorted(x["impl"] for x in rows if x["model"] == r["model"] and x["batch"] == r["batch"]
                             and x["impl"] in BF16_IMPLS and x.get("status") != "ok")
-        if speed is not None and speed >= target and unmeasured:
-            verdict = f"met against the measured paths only ({', '.join(unmeasured)} not measured)"
+        verdict = target_verdict(speed, target, unmeasured)
         md.append(f"| {r['model']} | {r['batch']} | {fmt(r.get('latency_ms'), '.4f')} | "
                   f"{r.get('best_bf16_impl') or '—'} | {fmt(best.get('latency_ms') if best else None, '.4f')} | "
                   f"{(fmt(speed, '.2f') + '×') if speed else '—'} | {verdict} (≥{target}×) |")

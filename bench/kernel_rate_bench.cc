@@ -14,6 +14,8 @@
 //                 on the fly, E4M3 W, bias, ReLU, one launch)  vs  the cuBLASLt candidate it
 //                 competes with in Dispatch (cublaslt.fp8.e4m3.tensor.algo0: quantize, then
 //                 the GEMM), M from 1 to 256; rate: the bytes of W, X and Y in LoKA's time.
+//                 Eager launches, host launch cost included (one launch against two): the
+//                 autotuner's graph replays are what Dispatch decides by.
 //   layernorm-fp8 LayerNorm FP32 -> E4M3 with amax (y_scale 0.01, and a power of
 //                 two: "pow2 scale")  vs  a device-to-device copy
 //                 of the same bytes (the bandwidth floor: read 4 B, write 1 B per element).
@@ -23,6 +25,9 @@
 //                 zoo's full-size shapes (batch 4096: Wukong's 64 tokens of 128 and its FM
 //                 norm, the ranker's 40 tokens of 128); where cuDNN builds no graph (or this
 //                 build has no cuDNN) the row gives the reason in place of cuDNN's time.
+//                 Eager: each rotated input set rebinds cuDNN's variant pack on the host,
+//                 inside the timed span (a runtime graph replay never does), so these rows
+//                 understate cuDNN; the norm autotuner's graph replays decide.
 //   binary, unary-relu, dequant-epi, quantize-fp8, softmax: the memory-bound
 //                 kernels at the zoo's batch-4096 shapes (same shape, row, column,
 //                 scalar and attention-mask broadcasts; odd widths; short softmax

@@ -110,21 +110,42 @@ double median_of(std::vector<float> samples) {
   return samples[samples.size() / 2];
 }
 
+std::vector<size_t> close_winners(const std::vector<double>& medians, const std::vector<int>& families) {
+  std::vector<size_t> chosen;
+  std::vector<int> seen;
+  for (size_t i = 0; i < families.size(); ++i) {
+    const int family = families[i];
+    if (std::find(seen.begin(), seen.end(), family) != seen.end()) continue;
+    seen.push_back(family);
+    std::vector<size_t> members;
+    for (size_t j = i; j < families.size(); ++j)
+      if (families[j] == family && std::isfinite(medians[j])) members.push_back(j);
+    if (members.empty()) continue;
+    std::stable_sort(members.begin(), members.end(), [&](size_t a, size_t b) { return medians[a] < medians[b]; });
+    const double best = medians[members.front()];
+    if (!(best < kRetimeBelowUs)) continue;
+    std::vector<size_t> close;
+    for (size_t j : members)
+      if (medians[j] <= best * kCloseFactor && close.size() < kMostRetimed) close.push_back(j);
+    if (close.size() >= 2) chosen.insert(chosen.end(), close.begin(), close.end());
+  }
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
 Status refine_close_winners(std::vector<TimedCandidate>& candidates, int rounds, int repeats, cudaStream_t stream) {
-  double best = std::numeric_limits<double>::infinity();
-  for (const TimedCandidate& c : candidates) best = std::min(best, c.median_us());
-  if (!(best < kRetimeBelowUs)) return Status::ok();
-  std::vector<TimedCandidate*> close;
-  for (TimedCandidate& c : candidates)
-    if (c.runs != nullptr && c.median_us() <= best * kCloseFactor) close.push_back(&c);
-  std::stable_sort(close.begin(), close.end(),
-                   [](const TimedCandidate* a, const TimedCandidate* b) { return a->median_us() < b->median_us(); });
-  if (close.size() > kMostRetimed) close.resize(kMostRetimed);
-  if (close.size() < 2) return Status::ok();
+  std::vector<double> medians;
+  std::vector<int> families;
+  for (const TimedCandidate& c : candidates) {
+    medians.push_back(c.runs ? c.median_us() : std::numeric_limits<double>::infinity());
+    families.push_back(c.family);
+  }
+  const std::vector<size_t> close = close_winners(medians, families);
   for (int round = 0; round < rounds; ++round)
-    for (TimedCandidate* c : close) {
-      LOKA_ASSIGN_OR_RETURN(const std::vector<float> times, c->runs->time(/*warmup=*/1, repeats, stream));
-      c->samples.insert(c->samples.end(), times.begin(), times.end());
+    for (size_t i : close) {
+      TimedCandidate& c = candidates[i];
+      LOKA_ASSIGN_OR_RETURN(const std::vector<float> times, c.runs->time(/*warmup=*/1, repeats, stream));
+      c.samples.insert(c.samples.end(), times.begin(), times.end());
     }
   return Status::ok();
 }

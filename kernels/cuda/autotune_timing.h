@@ -12,9 +12,10 @@
 // Close winners are timed again (`refine_close_winners`): one round of 15
 // launches per candidate has ranked a BF16 algorithm of an 8 µs GEMM first
 // that later re-timed at twice the runner-up's time (DHEN at batch 512, H100,
-// 2026-11-26). The fastest few within kCloseFactor of the fastest (when it
-// is a short kernel) run further rounds, interleaved so that clock and
-// thermal drift reach them alike, and each keeps the median of all its samples.
+// 2026-11-26). Per family (a precision Dispatch may be held to), the fastest
+// few within kCloseFactor of the family's fastest, when that is a short
+// kernel, run further rounds, interleaved so that clock and thermal drift
+// reach them alike, and each keeps the median of all its samples.
 // ============================================================================
 #pragma once
 
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -84,7 +86,7 @@ class CapturedCandidate {
   /// enqueue fails (the caller leaves the candidate out).
   static Result<CapturedCandidate> capture(size_t set_count, const std::function<Status(size_t, cudaStream_t)>& enqueue,
                                            cudaStream_t stream);
-  CapturedCandidate(CapturedCandidate&& other) noexcept : graphs_(std::move(other.graphs_)) {}
+  CapturedCandidate(CapturedCandidate&& other) noexcept : graphs_(std::exchange(other.graphs_, {})) {}
   CapturedCandidate& operator=(CapturedCandidate&&) = delete;
   CapturedCandidate(const CapturedCandidate&) = delete;
   ~CapturedCandidate();
@@ -101,21 +103,32 @@ double median_of(std::vector<float> samples);
 
 /// A candidate's timing as the autotuners accumulate it.
 struct TimedCandidate {
-  const CapturedCandidate* runs = nullptr;
+  std::shared_ptr<const CapturedCandidate> runs;  ///< kept only while it may be re-timed
   std::vector<float> samples;  ///< every timed launch, µs
+  /// Candidates compete within a family (Dispatch's choice between families turns on their
+  /// error, within one on time alone): the GEMM autotuner's precision and accumulation.
+  int family = 0;
   double median_us() const { return median_of(samples); }
 };
 
-/// Candidates within this factor of the fastest median are re-timed: at most kMostRetimed of
-/// them, the fastest, and only for kernels under kRetimeBelowUs. Noise between two runs of one
-/// kernel is a few µs of launch and clock ramp, a large share of a short kernel and a small one of
-/// a long one, and re-timing the long ones was seconds of a cold loka-opt's budget.
+/// Per family, candidates within this factor of the family's fastest median are re-timed: at most
+/// kMostRetimed of them, the fastest, and only when that one is under kRetimeBelowUs. Noise between
+/// two runs of one kernel is a few µs of launch and clock ramp, a large share of a short kernel and
+/// a small one of a long one, and re-timing the long ones was seconds of a cold loka-opt's budget.
 inline constexpr double kCloseFactor = 1.2;
 inline constexpr size_t kMostRetimed = 3;
 inline constexpr double kRetimeBelowUs = 100.0;
 
+/// Whether a candidate timed at `median_us` could be among the close winners: only those keep
+/// their captured runs (and kernels) until refinement, so memory stays that of a few candidates.
+inline bool may_be_retimed(double median_us) { return median_us < kRetimeBelowUs * kCloseFactor; }
+
+/// The indices refine_close_winners re-times, given each candidate's median and family (the rule
+/// above; a family of fewer than two close candidates contributes none), ascending.
+std::vector<size_t> close_winners(const std::vector<double>& medians, const std::vector<int>& families);
+
 /// Re-times the close winners (see the banner): `rounds` rounds of `repeats` launches each,
-/// interleaved across them, appended to their samples. Nothing happens with fewer than two.
+/// interleaved across them, appended to their samples.
 Status refine_close_winners(std::vector<TimedCandidate>& candidates, int rounds, int repeats, cudaStream_t stream);
 
 }  // namespace loka::cuda

@@ -56,6 +56,8 @@ std::string cudnn_unavailable_reason() {
   return handle.is_ok() ? std::string() : handle.status().message();
 }
 
+int cudnn_runtime_version() { return static_cast<int>(cudnnGetVersion()); }
+
 CudnnHandleCounts cudnn_handle_counts() {
   const CudnnHandle::Counts counts = CudnnHandle::counts();
   return {counts.created, counts.leased, counts.first_create_ms, counts.create_ms};
@@ -202,6 +204,8 @@ struct CudnnFp8Gemm::Impl {};
 std::string cudnn_unavailable_reason() {
   return "this build has no cuDNN (CMake found no cudnn_graph.h and libcudnn, or LOKA_ENABLE_CUDNN=OFF)";
 }
+
+int cudnn_runtime_version() { return 0; }
 
 CudnnHandleCounts cudnn_handle_counts() { return {}; }
 

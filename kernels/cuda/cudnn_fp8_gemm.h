@@ -62,6 +62,9 @@ struct CudnnFp8GemmArgs {
 /// Empty when this build has cuDNN and it opens a handle here; else why not (one line).
 std::string cudnn_unavailable_reason();
 
+/// cudnnGetVersion() of the library loaded (e.g. 91400), 0 in a build without cuDNN.
+int cudnn_runtime_version();
+
 /// The cuDNN handles of this process (each live kernel holds one of its own; given-back ones are
 /// kept for the next plan), for tests and diagnostics. All zero without cuDNN.
 struct CudnnHandleCounts {

@@ -1,5 +1,6 @@
 // ============================================================================
-// kernels/cuda/cudnn_layer_norm.h — LayerNormalization over the last axis as
+// kernels/cuda/cudnn_layer_norm.h — LayerNormalization of rows x cols (the
+// normalized dims flattened, as kernels/cuda/layer_norm.h takes them) as
 // a cuDNN 9 graph, with ResidualLayerNorm's add fused where cuDNN builds it:
 //
 //     X [rows,cols] ─ (+ R [rows,cols]) ─ LayerNorm ──▶ Y [rows,cols] FP32

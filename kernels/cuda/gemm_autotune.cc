@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kernels/cuda/autotune_timing.h"
+#include "kernels/cuda/cudnn_fp8_gemm.h"  // cudnn_runtime_version()
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_candidate.h"
 #include "kernels/cuda/gemm_types.h"
@@ -41,9 +42,12 @@ Result<TuningDevice> tuning_device() {
   LOKA_RETURN_IF_ERROR(autotune_check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties"));
   int driver = 0;
   LOKA_RETURN_IF_ERROR(autotune_check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion"));
-  // "130100+loka3": the library's version and the revision of LoKA's candidate kernels.
+  // "130100+loka5+cudnn91400": cuBLASLt's version, the revision of LoKA's candidate kernels and,
+  // where built, cuDNN's (its engine indices and times are the library's: an upgrade re-tunes).
+  const int cudnn = cudnn_runtime_version();
   return TuningDevice{properties.name, std::to_string(driver),
-                      std::to_string(cublasLtGetVersion()) + "+loka" + std::to_string(kGemmKernelRevision)};
+                      std::to_string(cublasLtGetVersion()) + "+loka" + std::to_string(kGemmKernelRevision) +
+                          (cudnn > 0 ? "+cudnn" + std::to_string(cudnn) : "")};
 }
 
 Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const GemmShape& shape,
@@ -166,11 +170,17 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
                                    options.tf32, options.split_k, options.tiles, options.cudnn_engines,
                                    options.tanh_gelu, options.small_m};
   // Every candidate that plans, runs and captures here: its error on set 0, then its graphs
-  // timed; the close winners again (kernels/cuda/autotune_timing.h says why).
-  std::vector<std::unique_ptr<GemmKernel>> kernels_kept;
+  // timed; the close winners again (kernels/cuda/autotune_timing.h says why). Only a candidate that
+  // may be re-timed keeps its kernel and graphs meanwhile (the graphs go first: they name the
+  // kernel's scratch), so memory stays that of a few candidates however many there are.
+  struct Kept {
+    std::unique_ptr<GemmKernel> kernel;
+    std::shared_ptr<const CapturedCandidate> runs;
+  };
+  std::vector<Kept> kept;
   std::vector<kernels::GemmCandidate> candidates;
   std::vector<double> errors;
-  std::vector<CapturedCandidate> captured;
+  std::vector<TimedCandidate> timed;
   for (const kernels::GemmCandidate& candidate : kernels::gemm_candidates(key, shape, expand)) {
     auto planned = GemmKernel::create(candidate, key, shape, plan_inputs);
     if (!planned) continue;  // e.g. an algorithm index this problem does not have
@@ -198,15 +208,17 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
     auto runs = CapturedCandidate::capture(
         sets.size(), [&](size_t set, cudaStream_t s) { return kernel.run(args_for(sets[set]), workspace.data, s); }, stream);
     if (!runs) continue;
-    kernels_kept.push_back(std::move(planned).value());
+    auto shared_runs = std::make_shared<const CapturedCandidate>(std::move(runs).value());
+    TimedCandidate timing;
+    LOKA_ASSIGN_OR_RETURN(timing.samples, shared_runs->time(options.warmup, options.repeats, stream));
+    timing.family = static_cast<int>(candidate.precision) * 2 + (candidate.fast_accum ? 1 : 0);
+    if (may_be_retimed(timing.median_us())) {
+      timing.runs = shared_runs;
+      kept.push_back(Kept{std::move(planned).value(), std::move(shared_runs)});
+    }
     candidates.push_back(candidate);
     errors.push_back(rel_l2(y, reference));
-    captured.push_back(std::move(runs).value());
-  }
-  std::vector<TimedCandidate> timed(captured.size());
-  for (size_t i = 0; i < captured.size(); ++i) {
-    timed[i].runs = &captured[i];
-    LOKA_ASSIGN_OR_RETURN(timed[i].samples, captured[i].time(options.warmup, options.repeats, stream));
+    timed.push_back(std::move(timing));
   }
   LOKA_RETURN_IF_ERROR(refine_close_winners(timed, options.refine_rounds, options.repeats, stream));
   std::vector<GemmMeasurement> measurements;

@@ -33,7 +33,7 @@ namespace loka::cuda {
 struct TuningDevice {
   std::string gpu;       ///< cudaDeviceProp::name of device 0
   std::string driver;    ///< cudaDriverGetVersion
-  std::string cublaslt;  ///< cublasLtGetVersion, "+loka" and kGemmKernelRevision (gemm_candidate.h)
+  std::string cublaslt;  ///< cublasLtGetVersion, "+loka" kGemmKernelRevision (gemm_candidate.h), "+cudnn" its version
 };
 
 /// Device 0's fingerprint; an error when no GPU is usable.

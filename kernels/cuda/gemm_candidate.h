@@ -59,7 +59,9 @@ namespace loka::cuda {
 ///    answer every problem it holds without timing them).
 /// 4: LoKA's small-M FP8 kernel (loka.fp8.e4m3.*.small_m) is measured for problems of up to
 ///    kSmallMMaxRows rows (a revision-3 DB would answer them without it).
-inline constexpr int kGemmKernelRevision = 4;
+/// 5: the revision covers the norm candidates too (kernels/cuda/norm_autotune.h records them in the
+///    same DB under the same fingerprint): bump it when LoKA's LayerNorm kernel changes as well.
+inline constexpr int kGemmKernelRevision = 5;
 
 /// Device operands of one run. Which ones are read depends on the key.
 struct GemmCandidateArgs {

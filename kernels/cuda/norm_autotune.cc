@@ -130,9 +130,11 @@ Result<std::vector<NormMeasurement>> autotune_norm(const NormKey& key, const Nor
     return args;
   };
 
+  // A handful of candidates (LoKA's kernel and the cuDNN engines asked for): every one keeps its
+  // kernel and graphs until the close winners are re-timed (the graphs go first).
   std::vector<PlannedNorm> planned;
   std::vector<double> errors;
-  std::vector<CapturedCandidate> captured;
+  std::vector<TimedCandidate> timed;
   for (const NormCandidate& candidate : kernels::norm_candidates(key, shape, options.cudnn_engines)) {
     auto kernel = plan(candidate, key, shape, options.epsilon);
     if (!kernel) continue;  // e.g. a graph this cuDNN does not build
@@ -158,15 +160,12 @@ Result<std::vector<NormMeasurement>> autotune_norm(const NormKey& key, const Nor
         sets.size(), [&](size_t set, cudaStream_t s) { return kernel->run(args_for(sets[set]), s); },
         stream.stream);
     if (!runs) continue;
+    TimedCandidate timing;
+    timing.runs = std::make_shared<const CapturedCandidate>(std::move(runs).value());
+    LOKA_ASSIGN_OR_RETURN(timing.samples, timing.runs->time(options.warmup, options.repeats, stream.stream));
     planned.push_back(std::move(kernel).value());
     errors.push_back(rel_l2(y, reference));
-    captured.push_back(std::move(runs).value());
-  }
-
-  std::vector<TimedCandidate> timed(captured.size());
-  for (size_t i = 0; i < captured.size(); ++i) {
-    timed[i].runs = &captured[i];
-    LOKA_ASSIGN_OR_RETURN(timed[i].samples, captured[i].time(options.warmup, options.repeats, stream.stream));
+    timed.push_back(std::move(timing));
   }
   LOKA_RETURN_IF_ERROR(refine_close_winners(timed, options.refine_rounds, options.repeats, stream.stream));
   std::vector<NormMeasurement> measurements;

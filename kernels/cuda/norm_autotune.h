@@ -8,8 +8,10 @@
 // first rows. Each candidate (LoKA's kernel, cuDNN engine configurations
 // 0..cudnn_engines-1 where the graph builds) is run once for its relative L2
 // error against the reference (an FP8 output decoded and times Y_scale), then
-// timed as kernels/cuda/autotune_timing.h does (graphs, rotation, medians,
-// close winners re-timed). Candidates that do not build here are left out.
+// timed as kernels/cuda/autotune_timing.h does (graphs, X and Y rotated,
+// medians, close winners re-timed; the residual is one buffer all sets share,
+// as the GEMM autotuner's, so part of it may sit in L2 for every candidate
+// alike). Candidates that do not build here are left out.
 // ============================================================================
 #pragma once
 

@@ -6,9 +6,11 @@
 //   device<TAB>NVIDIA H100 80GB HBM3 / driver 13000 / cuBLASLt 130100   (or "cost-model")
 //   <node name><TAB><rows><TAB><candidate name>                          (one per node and bucket)
 //
-// rows is the GEMM's output rows over all its batches (GemmShape::rows(): M,
-// or M × batch for a batched MatMul, whose M is the same at every bucket) at
-// the bucket the choice was made for. The
+// rows is, at the bucket the choice was made for, a GEMM's output rows over
+// all its batches (GemmShape::rows(): M, or M × batch for a batched MatMul,
+// whose M is the same at every bucket) or a norm's rows (NormShape::rows). The
+// candidate is a GemmCandidate's or a NormCandidate's name
+// (kernels/registry/norm_kernel_key.h), by the node's op. The
 // Dispatch pass writes it (with the richer JSON in "loka.annotations" for
 // tools); the runtime parses it without a JSON library. The format is plain
 // text so that a standard ONNX node needs no non-standard attribute (onnx's
@@ -30,8 +32,8 @@ inline constexpr const char* kKernelPlanKey = "loka.kernels";
 inline constexpr const char* kCostModelDevice = "cost-model";
 
 struct KernelChoice {
-  int64_t m = 0;          ///< GemmShape::rows() at the bucket it was chosen for
-  std::string candidate;  ///< GemmCandidate::name()
+  int64_t m = 0;          ///< GemmShape::rows() (or NormShape::rows) at the bucket it was chosen for
+  std::string candidate;  ///< GemmCandidate::name() or NormCandidate::name()
   bool operator==(const KernelChoice&) const = default;
 };
 

@@ -3,15 +3,17 @@
 // and its kernel candidates (CPU-side, no CUDA needed).
 //
 // Dispatch chooses a kernel for the norms as for the GEMMs: LayerNormalization
-// over the last axis, ai.loka LayerNormQuant (E4M3 codes out) and ai.loka
-// ResidualLayerNorm (X + Residual normalized) are keyed by what they compute —
+// (dims [axis, rank) flattened into the normalized width), ai.loka
+// LayerNormQuant (E4M3 codes out) and ai.loka ResidualLayerNorm (X + Residual
+// normalized, the last axis) are keyed by what they compute —
 // op, normalized width, bias, residual, output dtype — and every kernel that
 // computes exactly that is a candidate with a stable name:
 //
 //   loka.layernorm             LoKA's kernel (kernels/cuda/layer_norm.h): a warp per row up to
 //                              1024 columns, a block per row beyond
 //   cudnn.layernorm.engine0    a cuDNN graph (kernels/cuda/cudnn_layer_norm.h), engine configuration
-//                              0 of cuDNN's heuristic (an index valid for one problem and device)
+//                              0 of cuDNN's heuristic (an index valid for one problem and device);
+//                              FP32 outputs only
 //
 // A norm's candidates trade no precision: they differ in summation order
 // only, so Dispatch takes the fastest whose error matches LoKA's kernel's.
@@ -60,11 +62,9 @@ struct NormCandidate {
 /// Parses a name written by NormCandidate::name(); errors quote it.
 Result<NormCandidate> parse_norm_candidate(const std::string& name);
 
-/// Whether `name` is a norm candidate's (a kernel plan holds GEMM and norm choices alike).
-bool is_norm_candidate_name(const std::string& name);
-
 /// Static rules: a key LoKA's kernel computes (cols >= 1, rows >= 0; the FP8 output has no
-/// residual), and for cuDNN an engine index >= 0. cuDNN may still refuse the graph at run time.
+/// residual), and for cuDNN an engine index >= 0 and an FP32 output. cuDNN may still refuse the
+/// graph at run time.
 Status can_implement(const NormCandidate& candidate, const NormKey& key, const NormShape& shape);
 
 /// LoKA's kernel, then cuDNN engines 0..cudnn_engines-1, those passing can_implement.

@@ -347,6 +347,7 @@ Result<NormCounts> dispatch_norms(const std::vector<ir::Node*>& order, NormTimer
     }
     annotation["kernels"] = std::move(per_bucket);
     annotation["kernel_source"] = timer.source();
+    annotation["kernel_extra_error"] = 0.0;  // a norm's candidates trade no precision
     ++counts.dispatched;
   }
   return counts;

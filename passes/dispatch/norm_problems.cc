@@ -3,15 +3,15 @@
 // ============================================================================
 #include "passes/dispatch/norm_problems.h"
 
+#include "loka/tensor.h"
 #include "passes/dispatch/gemm_problems.h"
 
 namespace loka::dispatch {
 namespace {
 
+/// The product of dims[begin..].
 int64_t element_count(const std::vector<int64_t>& dims, size_t begin) {
-  int64_t count = 1;
-  for (size_t i = begin; i < dims.size(); ++i) count *= dims[i];
-  return count;
+  return loka::element_count(Shape(dims.begin() + static_cast<long>(begin), dims.end()));
 }
 
 bool is_float32(const ir::Value* value) { return value != nullptr && value->type().dtype == DType::kFloat32; }
@@ -72,6 +72,14 @@ std::optional<NormProblem> describe_norm(const ir::Node& node, const std::vector
     }
     const int64_t cols = element_count(*x, static_cast<size_t>(first));
     const int64_t rows = cols == 0 ? 0 : element_count(*x, 0) / cols;
+    if (rows < 1 || cols < 1 || (key.cols != 0 && key.cols != cols)) {
+      problem.shapes.clear();
+      problem.reason = rows < 1 || cols < 1 ? "nothing to normalize at batch " + std::to_string(bucket) + " (" +
+                                                  std::to_string(rows) + " rows of " + std::to_string(cols) + ")"
+                                            : "the normalized width differs between buckets (" +
+                                                  std::to_string(key.cols) + " and " + std::to_string(cols) + ")";
+      return problem;
+    }
     for (size_t i : {scale_index, scale_index + 1}) {
       const auto parameter = dims_at_bucket(node.input(i), bucket);
       if (node.input(i) != nullptr && (!parameter || element_count(*parameter, 0) != cols)) {

@@ -170,7 +170,8 @@ TEST_F(SmallMGemmTest, MatchesTheCpuReferenceOnFreshInputs) {
   // combinations.
   const cuda::GemmEpilogue epilogues[] = {cuda::GemmEpilogue::kNone, cuda::GemmEpilogue::kRelu, cuda::GemmEpilogue::kGelu};
   unsigned case_index = 0;
-  for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{64}, cuda::kSmallMMaxRows})
+  // 2: the two-row CTA; 100: a partial 16-row tile.
+  for (const int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{64}, int64_t{100}, cuda::kSmallMMaxRows})
     for (const int64_t k : {1, 17, 100, 512, 1000})
       for (const int64_t n : {1, 24, 129, 512})
         for (const Recipe recipe : {Recipe::kTensor, Recipe::kRow, Recipe::kE4M3}) {

@@ -130,10 +130,16 @@ class BenchReportTest(unittest.TestCase):
     def test_a_target_met_with_a_bf16_path_unmeasured_says_so(self):
         line = next(l for l in self.md.splitlines() if l.startswith("| dlrm_dcnv2 | 4096 | 0.4050 |"))
         self.assertIn("met against the measured paths only (torch-bf16-eager not measured)", line)
-        # Negative twin: every BF16 path measured at 512, and the plain verdict.
-        line = next(l for l in self.md.splitlines() if l.startswith("| dlrm_dcnv2 | 512 | 0.2000 |"))
-        self.assertIn("**short**", line)
-        self.assertNotIn("not measured", line)
+
+    def test_verdicts(self):
+        verdict = self.report.target_verdict
+        self.assertEqual(verdict(2.0, 1.6, []), "met")  # every path measured: a plain met
+        self.assertEqual(verdict(2.0, 1.6, ["torch-bf16-compile"]),
+                         "met against the measured paths only (torch-bf16-compile not measured)")
+        # Negative twins: a shortfall stands whatever was skipped; no speed-up, no verdict.
+        self.assertEqual(verdict(1.2, 1.6, ["torch-bf16-compile"]), "**short**")
+        self.assertEqual(verdict(1.2, 1.6, []), "**short**")
+        self.assertEqual(verdict(None, 1.6, []), "—")
 
     def test_speedup_is_against_the_fastest_bf16_path(self):
         loka = self.row("dlrm_dcnv2", 4096, "loka")

@@ -62,7 +62,8 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
     candidate = candidate.family_default();  // another problem size: its own heuristic best
   }
   // LoKA's small-M kernel chosen at a bucket of few rows, planned here for more rows than it
-  // takes: the same arithmetic through cuBLASLt's FP8 GEMM (a nearest-bucket choice, not an error).
+  // takes: the same arithmetic through cuBLASLt's FP8 GEMM, silently (a nearest-bucket choice).
+  // Where cuBLASLt refuses the shape (K or N not a multiple of 16) the fallback below warns.
   if (candidate.library == kernels::GemmLibrary::kLoka && !choice->same_rows &&
       !kernels::can_implement(candidate, key, shape).is_ok()) {
     kernels::GemmCandidate cublaslt;

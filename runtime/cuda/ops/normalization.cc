@@ -10,7 +10,8 @@
 // ResidualLayerNorm normalizes X + Residual, the sum formed as each row is staged.
 // Only the Y output is computed: Mean / InvStdDev outputs are refused.
 // Each runs LoKA's kernel unless Dispatch chose a cuDNN graph for the node at
-// these rows (runtime/cuda/ops/kernel_choice.h); a choice that cannot be built
+// exactly these rows (runtime/cuda/ops/kernel_choice.h; other rows run LoKA's
+// kernel: a graph compiles kernels when built); a choice that cannot be built
 // here falls back to LoKA's kernel, with a warning.
 // ============================================================================
 #include <cmath>
@@ -92,7 +93,10 @@ Result<std::shared_ptr<const CudnnLayerNorm>> dispatched_cudnn_norm(const Device
   const std::string instead = "; running LoKA's LayerNorm kernel";
   auto parsed = kernels::parse_norm_candidate(choice->candidate);
   if (!parsed) return fall_back(node, parsed.status().message() + instead, Graph());
-  if (parsed->library == kernels::NormLibrary::kLoka) return Graph();
+  // A cuDNN graph only for the rows it was measured at: building one compiles kernels (tens to
+  // hundreds of ms, per node and bucket and Session), and at other rows LoKA's kernel is as
+  // good a guess as any.
+  if (parsed->library == kernels::NormLibrary::kLoka || !choice->same_rows) return Graph();
   // An engine index is a position in cuDNN's heuristic list for one problem on one device.
   int engine = parsed->engine;
   if (engine != 0 && !choice->same_device) {
@@ -101,8 +105,6 @@ Result<std::shared_ptr<const CudnnLayerNorm>> dispatched_cudnn_norm(const Device
                                                 this_tuning_device() + ": running cuDNN's engine 0 instead of " +
                                                 choice->candidate + " (re-run loka-opt here to re-tune)",
                                             0));
-  } else if (!choice->same_rows) {
-    engine = 0;
   }
   CudnnLayerNormProblem problem;
   problem.rows = geometry.rows;
