@@ -84,13 +84,11 @@ Result<std::vector<NormMeasurement>> autotune_norm(const NormKey& key, const Nor
     std::vector<float> row(x.begin() + static_cast<long>(r * cols), x.begin() + static_cast<long>((r + 1) * cols));
     if (key.residual)
       for (size_t j = 0; j < cols; ++j) row[j] += residual[r * cols + j];
-    const cpu::LayerNormRowStats stats = cpu::layer_norm_row_stats(row.data(), key.cols, options.epsilon);
-    for (size_t j = 0; j < cols; ++j) {
-      float v = cpu::layer_norm_element(row[j], stats, scale[j]);
-      if (key.bias) v += bias[j];
-      reference[r * cols + j] = v;
-      amax = std::max(amax, std::fabs(v));
-    }
+    cpu::layer_norm_row(row.data(), key.cols, options.epsilon, scale.data(), key.bias ? bias.data() : nullptr,
+                        [&](int64_t j, float v) {
+                          reference[r * cols + static_cast<size_t>(j)] = v;
+                          amax = std::max(amax, std::fabs(v));
+                        });
   }
   // An FP8 output's static scale as insert-scales would calibrate it: the largest value at 448.
   const float y_scale = key.fp8_output && amax > 0 ? amax / 448.0f : 1.0f;

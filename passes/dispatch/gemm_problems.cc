@@ -19,12 +19,6 @@ std::string dims_text(const std::vector<int64_t>& dims) {
   return text + "]";
 }
 
-int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= dims[i];
-  return p;
-}
-
 int64_t int_attribute(const ir::Node& node, const char* name);
 
 using ShapeFn = std::optional<GemmShape> (*)(const ir::Node&, int64_t);
@@ -43,9 +37,9 @@ std::optional<GemmShape> matmul_shape(const ir::Node& node, int64_t bucket) {
   if (!x || !w || x->size() < 2 || w->size() < 2) return std::nullopt;
   const int64_t k = x->back(), n = w->back();
   if ((*w)[w->size() - 2] != k) return std::nullopt;
-  if (w->size() == 2) return GemmShape{product(*x, 0, x->size() - 1), n, k, 1};
+  if (w->size() == 2) return GemmShape{dims_product(*x, 0, x->size() - 1), n, k, 1};
   if (x->size() != w->size() || !std::equal(x->begin(), x->end() - 2, w->begin())) return std::nullopt;
-  return GemmShape{(*x)[x->size() - 2], n, k, product(*x, 0, x->size() - 2)};
+  return GemmShape{(*x)[x->size() - 2], n, k, dims_product(*x, 0, x->size() - 2)};
 }
 
 std::optional<GemmShape> fused_gemm_shape(const ir::Node& node, int64_t bucket) {
@@ -53,14 +47,14 @@ std::optional<GemmShape> fused_gemm_shape(const ir::Node& node, int64_t bucket) 
   const auto w = dims_at_bucket(node.input(1), bucket);
   if (!x || !w || x->size() < 2 || w->size() != 2) return std::nullopt;
   const bool trans_b = int_attribute(node, "transB") != 0;
-  return GemmShape{product(*x, 0, x->size() - 1), trans_b ? (*w)[0] : (*w)[1], x->back(), 1};
+  return GemmShape{dims_product(*x, 0, x->size() - 1), trans_b ? (*w)[0] : (*w)[1], x->back(), 1};
 }
 
 std::optional<GemmShape> quantized_gemm_shape(const ir::Node& node, int64_t bucket) {
   const auto x = dims_at_bucket(node.input(0), bucket);
   const auto w = dims_at_bucket(node.input(1), bucket);
   if (!x || !w || w->size() != 2 || x->empty() || (*w)[1] <= 0) return std::nullopt;
-  return GemmShape{product(*x, 0, x->size()) / (*w)[1], (*w)[0], (*w)[1], 1};
+  return GemmShape{dims_product(*x, 0, x->size()) / (*w)[1], (*w)[0], (*w)[1], 1};
 }
 
 int64_t int_attribute(const ir::Node& node, const char* name) {
@@ -108,6 +102,12 @@ std::optional<int64_t> dim_at_bucket(const ir::Dim& dim, int64_t bucket) {
     start = end + 1;
   }
   return size;
+}
+
+int64_t dims_product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= dims[i];
+  return p;
 }
 
 std::optional<std::vector<int64_t>> dims_at_bucket(const ir::Value* value, int64_t bucket) {
@@ -167,7 +167,7 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     // C as a bias [N] / [1,N] is fused; any other C is a separate broadcast add.
     const auto shape = gemm_shape(node, buckets.empty() ? 1 : buckets.front());
     const auto c = dims_at_bucket(node.input(2), buckets.empty() ? 1 : buckets.front());
-    key.bias = shape && c && product(*c, 0, c->size()) == shape->n && (c->size() == 1 || (c->size() == 2 && (*c)[0] == 1));
+    key.bias = shape && c && dims_product(*c, 0, c->size()) == shape->n && (c->size() == 1 || (c->size() == 2 && (*c)[0] == 1));
   }
   for (int64_t bucket : buckets) {
     const std::optional<GemmShape> shape = shape_fn(node, bucket);

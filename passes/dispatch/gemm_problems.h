@@ -41,4 +41,7 @@ std::optional<int64_t> dim_at_bucket(const ir::Dim& dim, int64_t bucket);
 /// The shape of `value` at `bucket` (every dim known then), or nothing.
 std::optional<std::vector<int64_t>> dims_at_bucket(const ir::Value* value, int64_t bucket);
 
+/// The product of dims[begin, end).
+int64_t dims_product(const std::vector<int64_t>& dims, size_t begin, size_t end);
+
 }  // namespace loka::dispatch

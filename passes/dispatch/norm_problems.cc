@@ -3,16 +3,10 @@
 // ============================================================================
 #include "passes/dispatch/norm_problems.h"
 
-#include "loka/tensor.h"
 #include "passes/dispatch/gemm_problems.h"
 
 namespace loka::dispatch {
 namespace {
-
-/// The product of dims[begin..].
-int64_t element_count(const std::vector<int64_t>& dims, size_t begin) {
-  return loka::element_count(Shape(dims.begin() + static_cast<long>(begin), dims.end()));
-}
 
 bool is_float32(const ir::Value* value) { return value != nullptr && value->type().dtype == DType::kFloat32; }
 
@@ -70,8 +64,8 @@ std::optional<NormProblem> describe_norm(const ir::Node& node, const std::vector
       problem.reason = "axis " + std::to_string(axis) + " out of range for X of rank " + std::to_string(rank);
       return problem;
     }
-    const int64_t cols = element_count(*x, static_cast<size_t>(first));
-    const int64_t rows = cols == 0 ? 0 : element_count(*x, 0) / cols;
+    const int64_t cols = dims_product(*x, static_cast<size_t>(first), x->size());
+    const int64_t rows = cols == 0 ? 0 : dims_product(*x, 0, x->size()) / cols;
     if (rows < 1 || cols < 1 || (key.cols != 0 && key.cols != cols)) {
       problem.shapes.clear();
       problem.reason = rows < 1 || cols < 1 ? "nothing to normalize at batch " + std::to_string(bucket) + " (" +
@@ -82,7 +76,7 @@ std::optional<NormProblem> describe_norm(const ir::Node& node, const std::vector
     }
     for (size_t i : {scale_index, scale_index + 1}) {
       const auto parameter = dims_at_bucket(node.input(i), bucket);
-      if (node.input(i) != nullptr && (!parameter || element_count(*parameter, 0) != cols)) {
+      if (node.input(i) != nullptr && (!parameter || dims_product(*parameter, 0, parameter->size()) != cols)) {
         problem.shapes.clear();
         problem.reason = std::string(i == scale_index ? "Scale" : "B") +
                          " does not hold exactly the normalized width (" + std::to_string(cols) +

@@ -276,19 +276,7 @@ Result<std::unique_ptr<OpKernel>> make_fused_gemm(const KernelInit& init) {
 }
 
 // ----------------------------------------------------------------------------
-// The two fused norms share ONNX LayerNormalization's row arithmetic and attribute.
-
-/// LayerNorm of one row of `c` values (kernels/cpu/layer_norm.h, then + B as ONNX adds it), each
-/// normalized value of column j handed to store(j, value).
-template <typename Store>
-void layer_norm_row(const float* row, int64_t c, float epsilon, const float* scale, const float* bias, Store store) {
-  const cpu::LayerNormRowStats stats = cpu::layer_norm_row_stats(row, c, epsilon);
-  for (int64_t j = 0; j < c; ++j) {
-    float value = cpu::layer_norm_element(row[j], stats, scale[j]);
-    if (bias) value += bias[j];
-    store(j, value);
-  }
-}
+// The two fused norms share ONNX LayerNormalization's row arithmetic (cpu::layer_norm_row) and attribute.
 
 Result<float> parse_epsilon(const KernelInit& init) {
   LOKA_ASSIGN_OR_RETURN(const float epsilon, init.attributes.get_float("epsilon", 1e-5f));
@@ -323,7 +311,7 @@ Status run_layer_norm_quant(float epsilon, std::span<const Tensor> in, std::span
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* codes = py + r * c;
     // Divide, not multiply by a reciprocal: bit-exact with ONNX QuantizeLinear.
-    layer_norm_row(px + r * c, c, epsilon, scale, bias,
+    cpu::layer_norm_row(px + r * c, c, epsilon, scale, bias,
                    [&](int64_t j, float value) { codes[j] = float_to_fp8e4m3fn(value / y_scale); });
   }
   return Status::ok();
@@ -369,7 +357,7 @@ Status run_residual_layer_norm(float epsilon, std::span<const Tensor> in, std::s
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < c; ++j) sum[static_cast<size_t>(j)] = px[r * c + j] + pr[r * c + j];  // ONNX Add
     float* y = py + r * c;
-    layer_norm_row(sum.data(), c, epsilon, scale, bias, [&](int64_t j, float value) { y[j] = value; });
+    cpu::layer_norm_row(sum.data(), c, epsilon, scale, bias, [&](int64_t j, float value) { y[j] = value; });
   }
   return Status::ok();
 }
