@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "kernels/cuda/autotune_timing.h"
@@ -45,9 +46,12 @@ Result<TuningDevice> tuning_device() {
   // "130100+loka5+cudnn91400": cuBLASLt's version, the revision of LoKA's candidate kernels and,
   // where built, cuDNN's (its engine indices and times are the library's: an upgrade re-tunes).
   const int cudnn = cudnn_runtime_version();
+  char pci[32];
+  std::snprintf(pci, sizeof pci, "%04x:%02x:%02x", properties.pciDomainID, properties.pciBusID, properties.pciDeviceID);
   return TuningDevice{properties.name, std::to_string(driver),
                       std::to_string(cublasLtGetVersion()) + "+loka" + std::to_string(kGemmKernelRevision) +
-                          (cudnn > 0 ? "+cudnn" + std::to_string(cudnn) : "")};
+                          (cudnn > 0 ? "+cudnn" + std::to_string(cudnn) : ""),
+                      pci};
 }
 
 Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const GemmShape& shape,

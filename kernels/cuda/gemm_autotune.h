@@ -34,6 +34,7 @@ struct TuningDevice {
   std::string gpu;       ///< cudaDeviceProp::name of device 0
   std::string driver;    ///< cudaDriverGetVersion
   std::string cublaslt;  ///< cublasLtGetVersion, "+loka" kGemmKernelRevision (gemm_candidate.h), "+cudnn" its version
+  std::string pci_bus_id;  ///< "dddd:bb:dd" of device 0: which physical GPU, whatever CUDA_VISIBLE_DEVICES says
 };
 
 /// Device 0's fingerprint; an error when no GPU is usable.

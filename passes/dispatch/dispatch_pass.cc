@@ -525,6 +525,7 @@ class DispatchPass final : public Pass {
     LOKA_RETURN_IF_ERROR(changed.status());
     context.add_statistic("perf-db-hits", static_cast<double>(use.hits));
     context.add_statistic("tuned-problems", static_cast<double>(use.tuned));
+    context.add_statistic("timing-lock-waits", static_cast<double>(use.timing_waits));
     if (use.foreign > 0) {
       LOKA_ASSIGN_OR_RETURN(const dispatch::DeviceFingerprint here, dispatch::gpu_fingerprint());
       std::string others;
@@ -572,7 +573,7 @@ PassInfo dispatch_pass_info() {
         "cuDNN's heuristic (GPU only; 0: LoKA's kernel only)"}},
       {"gemm-nodes", "dispatched-nodes", "unsized-nodes", "fp32-choices", "tf32-choices", "bf16-choices", "fp8_e4m3-choices",
        "fp8_emulated-choices", "budget-upgrades", "extra-error", "norm-nodes", "cudnn-norm-choices", "perf-db-hits",
-       "tuned-problems"}};
+       "tuned-problems", "timing-lock-waits"}};
 }
 
 std::unique_ptr<Pass> make_dispatch_pass() { return std::make_unique<DispatchPass>(); }

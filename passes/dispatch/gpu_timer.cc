@@ -3,6 +3,11 @@
 // ============================================================================
 #include "passes/dispatch/gpu_timer.h"
 
+#include <algorithm>
+#include <filesystem>
+
+#include "passes/dispatch/file_lock.h"
+
 #if LOKA_HAVE_CUDA
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/gemm_autotune.h"
@@ -20,8 +25,29 @@ Result<DeviceFingerprint> gpu_fingerprint() {
   return DeviceFingerprint{device.gpu, device.driver, device.cublaslt};
 }
 
+/// The lock every LoKA process holds while it times kernels on this GPU (file_lock.h says why):
+/// one file per physical GPU, in the temporary folder every user of the machine shares.
+Result<std::filesystem::path> gpu_timing_lock_path() {
+  LOKA_ASSIGN_OR_RETURN(const cuda::TuningDevice device, cuda::tuning_device());
+  std::error_code error;
+  std::filesystem::path folder = std::filesystem::temp_directory_path(error);
+  if (error) folder = "/tmp";
+  std::string name = "loka-gpu-" + device.pci_bus_id + ".timing.lock";
+  std::replace(name.begin(), name.end(), ':', '-');
+  return folder / name;
+}
+
+/// Runs `measure` holding the GPU's timing lock; counts a wait in `use`.
+template <typename Measure>
+auto timed_alone(const std::filesystem::path& lock_path, PerfDbUse& use, Measure&& measure) {
+  const FileLock lock(lock_path);
+  use.timing_waits += lock.waited();
+  return measure();
+}
+
 Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, const GpuTimerOptions& options) {
   LOKA_ASSIGN_OR_RETURN(DeviceFingerprint device, gpu_fingerprint());
+  LOKA_ASSIGN_OR_RETURN(const std::filesystem::path lock_path, gpu_timing_lock_path());
   cuda::AutotuneOptions tune;
   tune.max_algorithms = options.max_algorithms;
   tune.fast_accum = options.fast_accum;
@@ -31,9 +57,10 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, co
   tune.cudnn_engines = options.cudnn_engines;
   tune.tanh_gelu = all_candidates().tanh_gelu;
   tune.small_m = all_candidates().small_m;
-  MeasureFn measure = [tune](const kernels::GemmKey& key,
-                             const kernels::GemmShape& shape) -> Result<std::vector<CandidateTiming>> {
-    LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::GemmMeasurement> measured, cuda::autotune_gemm(key, shape, tune));
+  MeasureFn measure = [tune, lock_path, &use](const kernels::GemmKey& key,
+                                              const kernels::GemmShape& shape) -> Result<std::vector<CandidateTiming>> {
+    LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::GemmMeasurement> measured,
+                          timed_alone(lock_path, use, [&] { return cuda::autotune_gemm(key, shape, tune); }));
     std::vector<CandidateTiming> out;
     for (const cuda::GemmMeasurement& m : measured) out.push_back({m.candidate, m.median_us, m.rel_error});
     return out;
@@ -48,12 +75,14 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, co
 
 Result<std::unique_ptr<NormTimer>> make_gpu_norm_timer(PerfDb& db, PerfDbUse& use, const GpuTimerOptions& options) {
   LOKA_ASSIGN_OR_RETURN(DeviceFingerprint device, gpu_fingerprint());
+  LOKA_ASSIGN_OR_RETURN(const std::filesystem::path lock_path, gpu_timing_lock_path());
   cuda::NormAutotuneOptions tune;
   tune.cudnn_engines = options.cudnn_norm_engines;
   tune.repeats = options.repeats;
-  NormMeasureFn measure = [tune](const kernels::NormKey& key,
-                                 const kernels::NormShape& shape) -> Result<std::vector<NormTiming>> {
-    LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::NormMeasurement> measured, cuda::autotune_norm(key, shape, tune));
+  NormMeasureFn measure = [tune, lock_path, &use](const kernels::NormKey& key,
+                                                  const kernels::NormShape& shape) -> Result<std::vector<NormTiming>> {
+    LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::NormMeasurement> measured,
+                          timed_alone(lock_path, use, [&] { return cuda::autotune_norm(key, shape, tune); }));
     std::vector<NormTiming> out;
     for (const cuda::NormMeasurement& m : measured) out.push_back({m.candidate, m.median_us, m.rel_error});
     return out;

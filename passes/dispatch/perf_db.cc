@@ -8,9 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <system_error>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
+
+#include "passes/dispatch/file_lock.h"
 
 namespace loka::dispatch {
 
@@ -63,27 +62,6 @@ Result<PerfDb> PerfDb::load(const std::filesystem::path& path) {
   }
   return db;
 }
-
-namespace {
-
-/// An exclusive flock on `path`, released on destruction (a no-op when the file cannot be opened:
-/// saving then still works, only without protection against a concurrent writer).
-class FileLock {
- public:
-  explicit FileLock(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
- private:
-  int fd_;
-};
-
-}  // namespace
 
 Status PerfDb::save(const std::filesystem::path& path) const {
   std::error_code error;

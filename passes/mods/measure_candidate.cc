@@ -61,6 +61,7 @@ Result<CandidateMeter> CandidateMeter::create(const ir::Graph& reference, const 
       if (batch.label_seed) batch.labels = probe::draw_labels(batch.reference[0], *batch.label_seed);
       batch.reference_logloss = probe::logloss_terms(batch.reference[0], batch.labels);
       for (double term : batch.reference_logloss) total += term;
+      meter.labelled_samples_ += batch.reference_logloss.size();
     }
   }
   meter.reference_logloss_ = total;
@@ -69,10 +70,10 @@ Result<CandidateMeter> CandidateMeter::create(const ir::Graph& reference, const 
   return meter;
 }
 
-Result<double> CandidateMeter::measure(std::span<const int32_t> mode) {
+Result<SelectionError> CandidateMeter::measure(std::span<const int32_t> mode) {
   if (mode.size() != sites_)
     return Status::error("a selection of " + std::to_string(mode.size()) + " sites for a meter of " + std::to_string(sites_));
-  double difference = 0, reference = 0, max_abs = 0, drift = 0, worst_set = 0;
+  double difference = 0, reference = 0, max_abs = 0, drift = 0, squared_changes = 0;
   for (Batch& batch : batches_) {
     std::copy(mode.begin(), mode.end(), batch.inputs.back().data<int32_t>());
     LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> outputs, session_->run_selected(batch.inputs, model_outputs_));
@@ -83,13 +84,11 @@ Result<double> CandidateMeter::measure(std::span<const int32_t> mode) {
       const std::vector<double> terms = probe::logloss_terms(outputs[0], batch.labels);
       if (terms.size() != batch.reference_logloss.size())
         return Status::error("candidate model: first output changed size");
-      double set_drift = 0, set_reference = 0;
       for (size_t i = 0; i < terms.size(); ++i) {
-        set_drift += terms[i] - batch.reference_logloss[i];
-        set_reference += batch.reference_logloss[i];
+        const double change = terms[i] - batch.reference_logloss[i];
+        drift += change;
+        squared_changes += change * change;
       }
-      drift += set_drift;
-      if (set_reference > 0) worst_set = std::max(worst_set, std::fabs(set_drift) / set_reference);
       continue;
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
@@ -110,15 +109,18 @@ Result<double> CandidateMeter::measure(std::span<const int32_t> mode) {
   }
   switch (metric_) {
     case probe::BudgetMetric::kLogloss: {
-      // The pooled drift, and the drift of every data set on its own.
-      const double relative = std::max(std::fabs(drift) / reference_logloss_, worst_set);
-      return std::isfinite(relative) ? relative : std::numeric_limits<double>::infinity();
+      const double relative = std::fabs(drift) / reference_logloss_;
+      const double samples = static_cast<double>(labelled_samples_);
+      const double noise = std::sqrt(squared_changes / samples) / (reference_logloss_ / samples);
+      const double inf = std::numeric_limits<double>::infinity();
+      return SelectionError{std::isfinite(relative) ? relative : inf, std::isfinite(noise) ? noise : inf,
+                            labelled_samples_};
     }
     case probe::BudgetMetric::kMaxAbs:
-      return max_abs;
+      return SelectionError{max_abs};
     default:
-      if (reference > 0) return std::sqrt(difference / reference);
-      return difference > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+      if (reference > 0) return SelectionError{std::sqrt(difference / reference)};
+      return SelectionError{difference > 0 ? std::numeric_limits<double>::infinity() : 0.0};
   }
 }
 

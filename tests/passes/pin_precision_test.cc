@@ -374,14 +374,25 @@ TEST_P(MeasuredZoo, EvalLoglossDriftStaysWithinTheBudget) {
   ASSERT_TRUE(logloss) << logloss.status().message();
   const double fp32 = logloss->fp32, fp8 = logloss->fp8, drift = logloss->relative_drift;
   std::printf(
-      "[ %s ] FP8 FLOP share %.1f%% measured (%d of %d sites, %d evaluations, calibration drift %.4f%%) vs %.1f%% "
+      "[ %s ] FP8 FLOP share %.1f%% measured (%d of %d sites, %d evaluations, bound %.4f%%, pooled calibration "
+      "drift %.4f%%) vs %.1f%% "
       "predicted; eval logloss %.6f -> %.6f, drift %.4f%% (budget %.2f%%)\n",
       GetParam(), 100 * precision["fp8_flop_share"].get<double>(), precision["fp8_sites"].get<int>(),
       precision["sites"].get<int>(), precision["evaluations"].get<int>(),
-      100 * precision["measured_error"].get<double>(), 100 * before["fp8_flop_share"].get<double>(), fp32, fp8,
+      100 * precision["measured_error"].get<double>(), 100 * precision["measured_calibration_error"].get<double>(),
+      100 * before["fp8_flop_share"].get<double>(), fp32, fp8,
       100 * drift, 100 * kBudget);
   EXPECT_LE(std::fabs(drift), kBudget);
-  EXPECT_LE(precision["measured_error"].get<double>(), 0.7 * kBudget);
+  // The selection holds its bound (the pooled calibration drift plus one standard deviation of
+  // eval-set noise) within the selection limit, and the recorded parts add up to that bound.
+  EXPECT_LE(precision["measured_error"].get<double>(), precision["selection_limit"].get<double>());
+  const double samples = precision["measured_samples"].get<double>(), judged = precision["judged_samples"].get<double>();
+  EXPECT_NEAR(precision["measured_error"].get<double>(),
+              precision["measured_calibration_error"].get<double>() +
+                  precision["noise_sigmas"].get<double>() * precision["measured_sample_noise"].get<double>() *
+                      std::sqrt(1 / samples + 1 / judged),
+              1e-12);
+  EXPECT_GT(precision["measured_sample_noise"].get<double>(), 0.0);
   EXPECT_TRUE(precision["within_budget"].get<bool>());
   EXPECT_LE(precision["evaluations"].get<int>(), 64);
   // Every FP8 site was verified: the count agrees with the lowering.
@@ -390,7 +401,8 @@ TEST_P(MeasuredZoo, EvalLoglossDriftStaysWithinTheBudget) {
             precision["fp8_sites"].get<double>());
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, MeasuredZoo, ::testing::Values("dlrm_dcnv2", "wukong"),
+// DHEN: the selection that, held to calibration drift alone, drifted 0.0208% on eval (2026-11-26).
+INSTANTIATE_TEST_SUITE_P(Models, MeasuredZoo, ::testing::Values("dlrm_dcnv2", "wukong", "dhen"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(PinPrecisionMeasured, NegativeTwinTinyBudgetAdmitsNoSite) {
