@@ -128,7 +128,8 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
             for b in bench:
                 row = {"model": name, "batch": b["batch"], "impl": "loka", "latency_ms": b["latency_ms"],
                        "p90_ms": b.get("p90_ms"), "samples_per_s": b.get("samples_per_s"),
-                       "peak_mem_mb": b.get("peak_mem_mb"), "device": b.get("device"), "status": "ok",
+                       "peak_mem_mb": b.get("peak_mem_mb"), "process_mem_mb": b.get("process_mem_mb"),
+                       "device": b.get("device"), "status": "ok",
                        "fp8_flop_share": 0.0 if plain else fp8_share}
                 if plain:
                     row["note"] = plain_reason
@@ -344,8 +345,10 @@ def build_documents(results: str, zoo: str, models: List[str], batches: List[int
            "(LoKA: one CUDA-graph launch of the whole model, inputs already on the device). Drifts: relative "
            "logloss change and AUC change against PyTorch FP32 on the held-out labelled eval sets (BF16 graph "
            "and compile rows carry BF16 eager's quality). FP8 FLOPs: share of GEMM FLOPs LoKA runs in FP8 "
-           "(loka-opt's report). Peak MB: LoKA — device memory the process holds beyond its context (weights, "
-           "arenas, workspace); PyTorch — peak allocated beyond the inputs, plus the weights of that precision.", ""]
+           "(loka-opt's report). Peak MB, like for like: LoKA — the most it had allocated while serving that batch "
+           "in a fresh Session (weights, arenas, staging, workspaces); PyTorch — peak allocated beyond the inputs, "
+           "plus the weights of that precision. Neither counts what the CUDA context and libraries keep for "
+           "themselves; for LoKA that total is in benchmarks.json as process_mem_mb.", ""]
     short = shortfall_lines(data, rows, target)
     if short:
         md += [f"## Where LoKA falls short of {target}×, and why", ""] + short

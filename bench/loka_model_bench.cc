@@ -9,8 +9,13 @@
 // fill each batch, copied to the device once: the timed loop is
 // Session::run_on_device (a CUDA graph launch per run) bracketed by CUDA
 // events on the Session's stream, after warm-up; the median is reported.
-// Peak device memory is what the process holds on the device after the runs
-// beyond what it held before loading (weights, arenas, staging, workspace).
+// Peak device memory (peak_mem_mb) is the most LoKA itself had allocated on the
+// device while serving that batch: weights, the Session's arenas, staging and
+// workspaces (kernels/cuda/device_memory.h counts them) — the figure PyTorch's
+// allocator reports for its side. Each batch gets a fresh Session, as a server
+// for that batch size would. process_mem_mb is everything the process holds
+// beyond its context after the runs, what the CUDA context and libraries keep
+// for themselves included (module code loaded on first launch, cuDNN's kernels).
 // With --kernel-trace, further runs (never the timed ones) are traced with
 // CUPTI (bench/kernel_trace.h) and the per-kernel device time per run joins
 // the row: where the graph's time goes, and how much of it no kernel uses.
@@ -31,6 +36,7 @@
 
 #include "bench/kernel_trace.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/device_memory.h"
 #include "loka/engine.h"
 #include "loka/session.h"
 #include "runtime/test_data.h"
@@ -107,7 +113,7 @@ Status upload(const std::vector<Tensor>& host, DeviceInputs& out) {
 
 struct Row {
   int64_t batch = 0;
-  double median_ms = 0, p90_ms = 0, samples_per_s = 0, peak_mb = 0;
+  double median_ms = 0, p90_ms = 0, samples_per_s = 0, peak_mb = 0, process_mb = 0;
   nlohmann::json kernels;  ///< the kernel trace per run, or {"error": why} (null without --kernel-trace)
 };
 
@@ -159,12 +165,13 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
     sets.push_back(std::move(ordered));
   }
   if (sets.empty()) return Status::error(data + ": no data sets");
-  auto session = engine->new_session();
-  auto stream = static_cast<cudaStream_t>(session->cuda_stream());
-  std::printf("device: %s\nmodel: %s\n%8s %12s %12s %14s %10s\n", cuda::device_description().c_str(), model.c_str(),
-              "batch", "median ms", "p90 ms", "samples/s", "peak MB");
+  std::printf("device: %s\nmodel: %s\n%8s %12s %12s %14s %10s %11s\n", cuda::device_description().c_str(),
+              model.c_str(), "batch", "median ms", "p90 ms", "samples/s", "peak MB", "process MB");
   std::vector<Row> rows;
   for (int64_t batch : batches) {
+    auto session = engine->new_session();
+    auto stream = static_cast<cudaStream_t>(session->cuda_stream());
+    cuda::reset_device_memory_peak();  // from the weights the Engine holds
     LOKA_ASSIGN_OR_RETURN(std::vector<Tensor> host, fill_batch(sets, batch));
     auto inputs = std::make_unique<DeviceInputs>();
     LOKA_RETURN_IF_ERROR(upload(host, *inputs));
@@ -194,14 +201,16 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
     row.p90_ms = times[std::min(times.size() - 1, times.size() * 9 / 10)];
     row.samples_per_s = static_cast<double>(batch) / (row.median_ms / 1e3);
     inputs.reset();
-    row.peak_mb = static_cast<double>(device_used_bytes() - baseline) / (1 << 20);
+    row.peak_mb = static_cast<double>(cuda::device_memory_use().peak_bytes) / (1 << 20);
+    row.process_mb = static_cast<double>(device_used_bytes() - baseline) / (1 << 20);
+    session.reset();
     if (trace_runs > 0) {  // after the memory figure: the traced Session holds arenas of its own
       DeviceInputs traced;
       LOKA_RETURN_IF_ERROR(upload(host, traced));
       row.kernels = trace_kernels(*engine, host, traced.views, trace_runs);
     }
-    std::printf("%8lld %12.4f %12.4f %14.4g %10.1f\n", static_cast<long long>(batch), row.median_ms, row.p90_ms,
-                row.samples_per_s, row.peak_mb);
+    std::printf("%8lld %12.4f %12.4f %14.4g %10.1f %11.1f\n", static_cast<long long>(batch), row.median_ms, row.p90_ms,
+                row.samples_per_s, row.peak_mb, row.process_mb);
     rows.push_back(row);
   }
   if (!json.empty()) {
@@ -210,6 +219,7 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
       nlohmann::json item = {{"model", model},           {"batch", row.batch},
                              {"latency_ms", row.median_ms}, {"p90_ms", row.p90_ms},
                              {"samples_per_s", row.samples_per_s}, {"peak_mem_mb", row.peak_mb},
+                             {"process_mem_mb", row.process_mb},
                              {"device", cuda::device_description()}};
       if (!row.kernels.is_null()) item["kernel_trace"] = row.kernels;
       list.push_back(std::move(item));

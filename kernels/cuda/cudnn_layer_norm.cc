@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kernels/cuda/cudnn_fp8_gemm.h"  // cudnn_unavailable_reason()
+#include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/gemm_types.h"      // kGemmWorkspaceBytes
 
 #if LOKA_HAVE_CUDNN
@@ -52,7 +53,7 @@ bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer
 
 /// Frees a device allocation the kernel owns.
 struct FreeDeviceMemory {
-  void operator()(void* memory) const { cudaFree(memory); }
+  void operator()(void* memory) const { device_free(memory); }
 };
 
 }  // namespace
@@ -128,7 +129,7 @@ Result<std::vector<cudnnBackendDescriptor_t>> build_operations(const CudnnLayerN
 Result<std::unique_ptr<void, FreeDeviceMemory>> device_zeros(int64_t floats) {
   void* memory = nullptr;
   const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
-  cudaError_t error = cudaMalloc(&memory, bytes);
+  cudaError_t error = device_malloc(&memory, bytes);
   std::unique_ptr<void, FreeDeviceMemory> zeros(error == cudaSuccess ? memory : nullptr);
   if (error == cudaSuccess) error = cudaMemsetAsync(memory, 0, bytes, nullptr);
   if (error == cudaSuccess) error = cudaStreamSynchronize(nullptr);

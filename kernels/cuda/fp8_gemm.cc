@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cuda/cublaslt_util.h"
+#include "kernels/cuda/device_memory.h"
 
 namespace loka::cuda {
 namespace {
@@ -22,7 +23,7 @@ std::string describe(const Fp8GemmProblem& p) {
 const float* planning_scale_pointer() {
   static const float* const pointer = [] {
     void* memory = nullptr;
-    return cudaMalloc(&memory, 256) == cudaSuccess ? static_cast<const float*>(memory) : nullptr;
+    return device_malloc(&memory, 256) == cudaSuccess ? static_cast<const float*>(memory) : nullptr;
   }();
   return pointer;
 }

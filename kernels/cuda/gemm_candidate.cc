@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cudnn_fp8_gemm.h"
 #include "kernels/cuda/dequant_epilogue.h"
+#include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/fp8_convert.h"
 #include "kernels/cuda/fp8_gemm.h"
@@ -40,11 +41,11 @@ class DeviceMemory {
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
   ~DeviceMemory() {
-    if (data_) cudaFree(data_);
+    device_free(data_);
   }
   Status allocate(size_t bytes) {
     if (bytes == 0) bytes = 256;
-    return check(cudaMalloc(&data_, bytes), "allocating GEMM scratch");
+    return check(device_malloc(&data_, bytes), "allocating GEMM scratch");
   }
   std::byte* at(size_t offset) const { return static_cast<std::byte*>(data_) + offset; }
 

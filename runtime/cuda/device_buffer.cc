@@ -3,6 +3,7 @@
 // ============================================================================
 #include "runtime/cuda/device_buffer.h"
 
+#include "kernels/cuda/device_memory.h"
 #include "runtime/cuda/cuda_status.h"
 
 namespace loka::cuda {
@@ -10,14 +11,14 @@ namespace loka::cuda {
 Result<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
   DeviceBuffer buffer;
   if (bytes == 0) return buffer;
-  LOKA_RETURN_IF_ERROR(cuda_status(cudaMalloc(&buffer.data_, bytes),
+  LOKA_RETURN_IF_ERROR(cuda_status(device_malloc(&buffer.data_, bytes),
                                    ("allocating " + std::to_string(bytes) + " device bytes").c_str()));
   buffer.bytes_ = bytes;
   return buffer;
 }
 
 void DeviceBuffer::reset() {
-  if (data_) cudaFree(data_);
+  device_free(data_);
   data_ = nullptr;
   bytes_ = 0;
 }
