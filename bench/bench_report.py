@@ -179,6 +179,18 @@ def target_verdict(speed: Optional[float], target: float, unmeasured: List[str])
     return "met"
 
 
+MEMORY_TARGET = 0.6  # LoKA's peak device memory at most 60% of the best BF16 path's (issue 8's target)
+
+
+def memory_verdict(loka_mb: Optional[float], bf16_mb: Optional[float], target: float = MEMORY_TARGET) -> str:
+    """The summary's memory cell: LoKA's peak as a share of the best BF16 path's, and whether it is
+    within `target` of it. Either figure missing: no verdict."""
+    if not loka_mb or not bf16_mb:
+        return "—"
+    share = loka_mb / bf16_mb
+    return f"{100 * share:.0f}% " + ("met" if share <= target else "**short**")
+
+
 def missing_loka_rows(data: Dict[str, dict], batches: List[int], stages: List[dict]) -> List[dict]:
     """A LoKA row per (model, batch) that has none, saying which stage failed."""
     out = []
@@ -327,7 +339,8 @@ def build_documents(results: str, zoo: str, models: List[str], batches: List[int
         md += ["> **Dry run on the CPU**: tiny models, tiny batch, CPU PyTorch. These figures test the "
                "pipeline only and say nothing about LoKA's speed.", ""]
     md += ["## Summary: LoKA against the best BF16 PyTorch path", "",
-           "| model | batch | LoKA ms | best BF16 | BF16 ms | speed-up | target |", "|---|---|---|---|---|---|---|"]
+           "| model | batch | LoKA ms | best BF16 | BF16 ms | speed-up | target | LoKA MB | BF16 MB | memory "
+           f"(≤{100 * MEMORY_TARGET:.0f}%) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["impl"] != "loka":
             continue
@@ -339,7 +352,9 @@ def build_documents(results: str, zoo: str, models: List[str], batches: List[int
         verdict = target_verdict(speed, target, unmeasured)
         md.append(f"| {r['model']} | {r['batch']} | {fmt(r.get('latency_ms'), '.4f')} | "
                   f"{r.get('best_bf16_impl') or '—'} | {fmt(best.get('latency_ms') if best else None, '.4f')} | "
-                  f"{(fmt(speed, '.2f') + '×') if speed else '—'} | {verdict} (≥{target}×) |")
+                  f"{(fmt(speed, '.2f') + '×') if speed else '—'} | {verdict} (≥{target}×) | "
+                  f"{fmt(r.get('peak_mem_mb'), '.0f')} | {fmt(best.get('peak_mem_mb') if best else None, '.0f')} | "
+                  f"{memory_verdict(r.get('peak_mem_mb'), best.get('peak_mem_mb') if best else None)} |")
     md += ["", "## All rows", ""] + table_lines(rows) + [""]
     md += ["Latency: median over timed runs after warm-up, CUDA events around each run on the run's stream "
            "(LoKA: one CUDA-graph launch of the whole model, inputs already on the device). Drifts: relative "

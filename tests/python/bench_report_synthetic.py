@@ -141,6 +141,20 @@ class BenchReportTest(unittest.TestCase):
         self.assertEqual(verdict(1.2, 1.6, []), "**short**")
         self.assertEqual(verdict(None, 1.6, []), "—")
 
+    def test_memory_verdicts(self):
+        verdict = self.report.memory_verdict
+        self.assertEqual(verdict(60.0, 100.0), "60% met")  # the target itself is met
+        # Negative twins: above 60% falls short; a missing figure gives no verdict.
+        self.assertEqual(verdict(61.0, 100.0), "61% **short**")
+        self.assertEqual(verdict(None, 100.0), "—")
+        self.assertEqual(verdict(50.0, None), "—")
+
+    def test_summary_compares_memory_with_the_best_bf16_path(self):
+        line = next(l for l in self.md.splitlines() if l.startswith("| dlrm_dcnv2 | 4096 | 0.4050 |"))
+        best = self.row("dlrm_dcnv2", 4096, self.row("dlrm_dcnv2", 4096, "loka")["best_bf16_impl"])
+        loka = self.row("dlrm_dcnv2", 4096, "loka")
+        self.assertIn(self.report.memory_verdict(loka["peak_mem_mb"], best["peak_mem_mb"]), line)
+
     def test_speedup_is_against_the_fastest_bf16_path(self):
         loka = self.row("dlrm_dcnv2", 4096, "loka")
         self.assertAlmostEqual(loka["speedup_vs_best_bf16"], 0.81 / 0.405)
