@@ -78,11 +78,12 @@ train_steps=${LOKA_BENCH_TRAIN_STEPS:-$train_steps}
 deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
 # The Probe measures on the GPU (probe{device=auto}: one switched model, a CUDA graph replay per
 # site and recipe): with 3 x 256 rows it took 20 s on full-size Wukong and 16 s on the attention
-# ranker (H100, 2026-11-25), where the CPU path took 192 s and 316 s with 3 x 32 rows. What stays on
-# the CPU (amax calibration, migrate-outliers) grows with the rows; dispatch's cold autotune is now
-# the larger part of loka-opt. pin-precision measures each selection on the GPU through the same
-# switched model, against every calibration set: 1024 rows a set keep the per-set noise of the
-# logloss drift below the 0.02% budget. Three sets: the Probe's minimum.
+# ranker (H100, 2026-11-25), where the CPU path took 192 s and 316 s with 3 x 32 rows. Amax
+# calibration and migrate-outliers' calibration run the FP32 model on the GPU too (its site inputs
+# tapped as outputs; each pass's calibration-seconds is in opt-NAME's --report): only folding the
+# tapped values into statistics stays on the CPU. pin-precision measures each selection on the GPU
+# through the same switched model, against every calibration set: 1024 rows a set keep the per-set
+# noise of the logloss drift below the 0.02% budget. Three sets: the Probe's minimum.
 calib="--calib-sets 3 --calib-rows ${LOKA_BENCH_CALIB_ROWS:-$calib_rows}"
 # Inside the checkout (ignored by git: /build*/), so a second call on the same warm machine
 # rebuilds incrementally and, with LOKA_BENCH_REUSE_ZOO=1, keeps the trained models.

@@ -4,17 +4,15 @@
 #include "passes/mods/migrate_outliers.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
-#include <unordered_map>
 
-#include "loka/engine.h"
-#include "loka/session.h"
+#include "passes/dispatch/gpu_timer.h"
 #include "passes/mods/rewrite_helpers.h"
-#include "passes/onnx/onnx_export.h"
 #include "passes/pass_cache.h"
 #include "passes/probe/annotations.h"
-#include "runtime/test_data.h"
+#include "passes/probe/tapped_run.h"
 
 namespace loka {
 namespace {
@@ -86,58 +84,40 @@ std::optional<Site> match(ir::Node* node) {
 
 // ------------------------------------------------------------ calibration --
 
-/// Records per-channel max |x| of every site's activation (its last dim).
-class ChannelAmaxObserver final : public Observer {
- public:
-  explicit ChannelAmaxObserver(std::vector<Site>& sites) : sites_(sites) {
-    for (size_t i = 0; i < sites.size(); ++i) index_[sites[i].consumer->name()] = i;
+/// Folds one batch of a site's activation into its per-channel max |x| (channels: the last dim).
+void fold_channel_amax(const Tensor& x, Site& site) {
+  if (x.dtype() != DType::kFloat32 || x.rank() < 1 || x.dim(x.rank() - 1) != site.k) {
+    site.non_finite = true;  // not what the IR promised: do not trust the site
+    return;
   }
-
-  void before_node(const NodeInfo& node, std::span<Tensor> inputs) override {
-    auto it = index_.find(std::string(node.name));
-    if (it == index_.end() || inputs.empty()) return;
-    Site& site = sites_[it->second];
-    const Tensor& x = inputs[0];
-    if (x.dtype() != DType::kFloat32 || x.rank() < 1 || x.dim(x.rank() - 1) != site.k) {
-      site.non_finite = true;  // not what the IR promised: do not trust the site
-      return;
+  const float* values = x.data<float>();
+  const int64_t rows = site.k ? x.element_count() / site.k : 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < site.k; ++c) {
+      const float v = std::fabs(values[r * site.k + c]);
+      if (!std::isfinite(v)) site.non_finite = true;
+      else site.activation_amax[static_cast<size_t>(c)] = std::max(site.activation_amax[static_cast<size_t>(c)], v);
     }
-    const float* values = x.data<float>();
-    const int64_t rows = site.k ? x.element_count() / site.k : 0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < site.k; ++c) {
-        const float v = std::fabs(values[r * site.k + c]);
-        if (!std::isfinite(v)) site.non_finite = true;
-        else site.activation_amax[static_cast<size_t>(c)] = std::max(site.activation_amax[static_cast<size_t>(c)], v);
-      }
-  }
+}
 
- private:
-  std::vector<Site>& sites_;
-  std::unordered_map<std::string, size_t> index_;
-};
-
-Status calibrate(const ir::Graph& graph, std::vector<Site>& sites, const CompileSettings& settings, int64_t batches) {
+/// The FP32 model over the first `batches` calibration sets on `device`, every site's
+/// activation tapped as a model output (passes/probe/tapped_run.h).
+Status calibrate(const ir::Graph& graph, std::vector<Site>& sites, const CompileSettings& settings, int64_t batches,
+                 Device device) {
   if (settings.calibration_data.empty())
     return Status::error("needs calibration data: pass --calib DATA (a folder of test_data_set_<k>/ or .npz)");
   LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(settings.calibration_data));
   if (reader.size() == 0) return Status::error("no data sets in " + settings.calibration_data.string());
-  LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(graph));
-  LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), {}, {},
-                                                        "migrate-outliers model"));
-  std::vector<std::string> input_names;
-  for (const TensorInfo& info : engine->inputs()) input_names.push_back(info.name);
-  auto session = engine->new_session();
-  ChannelAmaxObserver observer(sites);
-  session->set_observer(&observer);
-  const size_t count = std::min<size_t>(reader.size(), static_cast<size_t>(std::max<int64_t>(1, batches)));
-  for (size_t b = 0; b < count; ++b) {
-    LOKA_ASSIGN_OR_RETURN(const DataSet data, reader.read(b));
-    LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> inputs, order_inputs(data, input_names));
-    auto outputs = session->run(inputs);
-    if (!outputs) return outputs.status().with_context("calibration batch " + data.location.string() + ": ");
-  }
-  return Status::ok();
+  std::vector<std::string> activations;
+  for (const Site& site : sites) activations.push_back(site.consumer->input(0)->name());
+  probe::TappedRunOptions options;
+  options.device = device;
+  options.model_name = "migrate-outliers model";
+  return probe::run_tapped(graph, activations, reader, static_cast<size_t>(std::max<int64_t>(1, batches)), options,
+                           [&](const probe::TappedBatch& batch) {
+                             for (size_t s = 0; s < sites.size(); ++s) fold_channel_amax(batch.values[s], sites[s]);
+                             return Status::ok();
+                           });
 }
 
 /// The per-site calibration as JSON (sites in match order) and back; false when `stored` does not
@@ -169,10 +149,11 @@ bool restore_calibration(const nlohmann::json& stored, std::vector<Site>& sites)
   return true;
 }
 
-/// The calibration run, or its stored result: a CPU run over the calibration batches (11-13 s of
-/// a full-size model's loka-opt on the GPU machine) that a second loka-opt of the same model, data
-/// and build need not repeat (passes/pass_cache.h keys it).
+/// The calibration run, or its stored result: a run over the calibration batches (11-13 s of a
+/// full-size model's loka-opt on the GPU machine when it ran on the CPU) that a second loka-opt of
+/// the same model, data and build need not repeat (passes/pass_cache.h keys it).
 Status calibrate_or_restore(const ir::Graph& graph, std::vector<Site>& sites, PassContext& context) {
+  LOKA_ASSIGN_OR_RETURN(const bool use_gpu, dispatch::resolve_device_option(context.string_option("device")));
   std::optional<std::string> key;
   if (const PassCache* cache = context.cache()) {
     LOKA_ASSIGN_OR_RETURN(key, cache->key_text("migrate-outliers-calibration", context.options(),
@@ -182,7 +163,11 @@ Status calibrate_or_restore(const ir::Graph& graph, std::vector<Site>& sites, Pa
       return Status::ok();
     }
   }
-  LOKA_RETURN_IF_ERROR(calibrate(graph, sites, context.settings(), context.int_option("batches")));
+  const auto start = std::chrono::steady_clock::now();
+  LOKA_RETURN_IF_ERROR(calibrate(graph, sites, context.settings(), context.int_option("batches"),
+                                 use_gpu ? Device::kCuda : Device::kCpu));
+  context.add_statistic("calibration-seconds",
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   // A store that cannot be written costs a second run next time, nothing more.
   if (key) (void)context.cache()->store_payload("migrate-outliers-calibration", *key, calibration_payload(sites));
   return Status::ok();
@@ -316,8 +301,12 @@ PassInfo migrate_outliers_pass_info() {
                   {{"alpha", OptionType::kFloat, "0.5", "migration strength: s_k = max|X_k|^alpha / max|W_k|^(1-alpha)"},
                    {"min_ratio", OptionType::kFloat, "8", "migrate only where max/median channel amax exceeds this"},
                    {"batches", OptionType::kInt, "8", "calibration batches for the per-channel activation amax"},
-                   {"pow2", OptionType::kBool, "true", "round factors to powers of two (bit-exact folds)"}},
-                  {"sites-considered", "sites-migrated", "sites-skipped-non-finite", "calibration-restored"}};
+                   {"pow2", OptionType::kBool, "true", "round factors to powers of two (bit-exact folds)"},
+                   {"device", OptionType::kString, "auto",
+                    "where the calibration run executes: cuda (one model with the site activations as outputs), cpu "
+                    "(the CPU runtime), auto (cuda when this build and machine have a GPU)"}},
+                  {"sites-considered", "sites-migrated", "sites-skipped-non-finite", "calibration-restored",
+                   "calibration-seconds"}};
 }
 
 std::unique_ptr<Pass> make_migrate_outliers_pass() { return std::make_unique<MigrateOutliersPass>(); }

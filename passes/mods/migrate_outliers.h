@@ -12,8 +12,9 @@
 // folded into x's producer, where it is exact:
 //   * LayerNormalization (last axis): gamma_k /= s_k, beta_k /= s_k;
 //   * Gemm with constant weights: output channel k of its weight and bias /= s_k.
-// max|X_k| comes from running the model on the --calib data through the
-// runtime with an Observer at the site inputs (no executor of our own).
+// max|X_k| comes from running the FP32 model on the --calib data through the
+// runtime (no executor of our own), with the site inputs tapped as model
+// outputs (passes/probe/tapped_run.h): on the GPU when there is one (`device`).
 //
 //        P (LayerNorm or Gemm) ──x──▶ Gemm / MatMul(W)
 //      becomes
@@ -43,7 +44,7 @@
 
 namespace loka {
 
-/// Name, summary, options (alpha, min_ratio, batches, pow2) and statistics of `migrate-outliers`.
+/// Name, summary, options (alpha, min_ratio, batches, pow2, device) and statistics of `migrate-outliers`.
 PassInfo migrate_outliers_pass_info();
 /// A fresh `migrate-outliers` pass.
 std::unique_ptr<Pass> make_migrate_outliers_pass();

@@ -4,6 +4,8 @@
 #include "passes/probe/probe_pass.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cassert>
 #include <chrono>
 #include <cstdint>
 #include <cmath>
@@ -25,6 +27,7 @@
 #include "passes/probe/probe_model.h"
 #include "passes/probe/sites.h"
 #include "passes/probe/statistics.h"
+#include "passes/probe/tapped_run.h"
 #include "runtime/test_data.h"
 
 namespace loka {
@@ -184,7 +187,6 @@ struct SiteState {
   ValueStatistics second;       ///< weight, or the second activation
   float static_scale_a = 1.0f;  ///< e4m3_tensor scale of the activation
   float static_scale_b = 1.0f;  ///< e4m3_tensor scale of a second activation
-  bool weight_seen = false;
   float e5m2_scale_a = 1.0f;    ///< e5m2_tensor scales (activation MatMuls)
   float e5m2_scale_b = 1.0f;
   Tensor weight_quantized[kRecipeCount];  ///< per recipe, computed once (weights are constant)
@@ -202,7 +204,7 @@ using ReferenceOutputs = std::vector<std::vector<Tensor>>;
 
 class ProbeObserver final : public Observer {
  public:
-  enum class Mode { kCalibrate, kReference, kQuantize };
+  enum class Mode { kReference, kQuantize };
 
   ProbeObserver(std::vector<SiteState>& sites, ReferenceOutputs& reference) : sites_(sites), reference_(reference) {
     for (size_t i = 0; i < sites.size(); ++i) index_[sites[i].site.node] = i;
@@ -221,17 +223,6 @@ class ProbeObserver final : public Observer {
     if (inputs.size() <= std::max(site.activation_input, site.weight_input)) return;
     Tensor& a = inputs[site.activation_input];
     Tensor& b = inputs[site.weight_input];
-    if (mode_ == Mode::kCalibrate) {
-      if (site.kind == SiteKind::kEmbedding) {
-        if (!state.weight_seen) state.activation.add(b.to_floats());
-      } else {
-        if (a.dtype() == DType::kFloat32) state.activation.add(a.values<float>());
-        if (site.kind == SiteKind::kActivationMatMul && b.dtype() == DType::kFloat32) state.second.add(b.values<float>());
-        else if (!state.weight_seen && b.dtype() == DType::kFloat32) state.second.add(b.values<float>());
-      }
-      state.weight_seen = true;
-      return;
-    }
     if (mode_ != Mode::kQuantize || it->second != target_) return;
     if (a.dtype() != DType::kFloat32 && site.kind != SiteKind::kEmbedding) return;
     if (b.dtype() != DType::kFloat32) return;
@@ -278,7 +269,7 @@ class ProbeObserver final : public Observer {
       if (reference_.size() <= node.index) reference_.resize(node.index + 1);
       reference_[node.index].assign(outputs.begin(), outputs.end());
     }
-    if (mode_ == Mode::kCalibrate || outputs.empty()) return;
+    if (outputs.empty()) return;
     auto it = index_.find(std::string(node.name));
     if (it == index_.end()) return;
     SiteState& state = sites_[it->second];
@@ -296,7 +287,7 @@ class ProbeObserver final : public Observer {
   std::vector<SiteState>& sites_;
   ReferenceOutputs& reference_;
   std::unordered_map<std::string, size_t> index_;
-  Mode mode_ = Mode::kCalibrate;
+  Mode mode_ = Mode::kReference;
   size_t target_ = 0;
   Recipe recipe_ = Recipe::kE4M3Tensor;
 };
@@ -312,18 +303,6 @@ std::vector<float> flatten_outputs(std::span<const Tensor> outputs, size_t count
       all.insert(all.end(), values.begin(), values.end());
     }
   return all;
-}
-
-Status check_finite_inputs(const DataSet& data, const std::vector<Tensor>& inputs,
-                           const std::vector<TensorInfo>& infos) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!dtype_is_float(inputs[i].dtype())) continue;
-    for (float v : inputs[i].to_floats())
-      if (!std::isfinite(v))
-        return Status::error("calibration data " + data.location.string() + ": input '" + infos[i].name +
-                             "' contains NaN or infinity");
-  }
-  return Status::ok();
 }
 
 /// One calibration batch's FP32 reference, what every quantized run of it is compared with.
@@ -457,6 +436,116 @@ class SwitchedModelProbe {
   std::unique_ptr<Session> session_;
 };
 
+// ------------------------------------------------------ amax calibration ----
+
+/// One operand a site's statistics fold in: a value the tapped run brings back (`tap`, its
+/// position in the run's value list), or an initializer read from the graph (`constant`).
+struct CalibratedOperand {
+  size_t site = 0;
+  bool second = false;     ///< into SiteState::second, else SiteState::activation
+  bool once = false;       ///< a weight or table: the same every batch, folded on the first only
+  bool any_dtype = false;  ///< an embedding table: read as floats whatever its dtype
+  const Tensor* constant = nullptr;
+  size_t tap = 0;
+};
+
+/// Calls body(i) for every i in [0, count) on up to usable_cores() threads, each taking the next
+/// index when it is done with one: sites differ in size by orders of magnitude (a table against a
+/// GEMM input), so fixed chunks would leave most threads idle.
+template <typename Body>
+void for_each_index(size_t count, Body body) {
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < count; i = next++) body(i);
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < std::min(count, usable_cores()); ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& thread : threads) thread.join();
+}
+
+/// Phase 1: every site's operands folded into its statistics over the first `batches`
+/// calibration batches: activations every batch, a weight or an embedding table once, operands
+/// of another dtype than float32 skipped (a table is read as floats whatever its dtype).
+/// Computed operands come from one tapped run of the FP32 model on `device` (tapped_run.h), so
+/// the GPU does the model's arithmetic; initializers are read from the graph. Each site's
+/// accumulators see its values in batch order, on one thread, whatever the thread count.
+Status calibrate_amax(const ir::Graph& graph, const DataSetReader& reader, size_t batches, Device device,
+                      std::vector<SiteState>& sites) {
+  std::vector<CalibratedOperand> operands;
+  std::vector<size_t> first_operand;  ///< per site, its first entry in `operands` (they come in site order)
+  std::vector<std::string> taps;
+  for (size_t s = 0; s < sites.size(); ++s) {
+    const Site& site = sites[s].site;
+    const ir::Node* node = graph.find_node(site.node);
+    assert(node != nullptr && "sites are found in this graph");
+    first_operand.push_back(operands.size());
+    const auto add = [&](size_t slot, bool second, bool once, bool any_dtype) {
+      const ir::Value* value = node->input(slot);
+      CalibratedOperand operand{s, second, once, any_dtype};
+      if (value->is_initializer()) {
+        operand.constant = &*value->initializer();
+      } else {
+        operand.tap = taps.size();
+        taps.push_back(value->name());
+      }
+      operands.push_back(operand);
+    };
+    if (site.kind == SiteKind::kEmbedding) {
+      add(site.weight_input, false, true, true);
+    } else {
+      add(site.activation_input, false, false, false);
+      add(site.weight_input, true, site.kind != SiteKind::kActivationMatMul, false);
+    }
+  }
+  first_operand.push_back(operands.size());
+  probe::TappedRunOptions options;
+  options.device = device;
+  options.refuse_non_finite_inputs = true;
+  options.model_name = "probe calibration model";
+  return probe::run_tapped(graph, taps, reader, batches, options, [&](const probe::TappedBatch& batch) {
+    for_each_index(sites.size(), [&](size_t s) {
+      for (size_t o = first_operand[s]; o < first_operand[s + 1]; ++o) {
+        const CalibratedOperand& operand = operands[o];
+        if (operand.once && batch.index > 0) continue;
+        const Tensor& value = operand.constant != nullptr ? *operand.constant : batch.values[operand.tap];
+        ValueStatistics& statistics = operand.second ? sites[s].second : sites[s].activation;
+        if (operand.any_dtype) statistics.add(value.to_floats());
+        else if (value.dtype() == DType::kFloat32) statistics.add(value.values<float>());
+      }
+    });
+    return Status::ok();
+  });
+}
+
+// ------------------------------------------------------------ CPU hooks ----
+
+/// The CPU hooks method's runtime: one Engine shared by the workers, each with its own Session
+/// and observer (worker 0 also runs the reference).
+struct HookWorkers {
+  struct Worker {
+    std::unique_ptr<Session> session;
+    std::unique_ptr<ProbeObserver> observer;
+  };
+  std::shared_ptr<const Engine> engine;
+  std::vector<Worker> workers;
+
+  static Result<HookWorkers> create(const ir::Graph& graph, size_t count, std::vector<SiteState>& sites,
+                                    ReferenceOutputs& reference_outputs) {
+    LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(graph));
+    HookWorkers hooks;
+    LOKA_ASSIGN_OR_RETURN(hooks.engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), {},
+                                                           {}, "probe model"));
+    hooks.workers.resize(count);
+    for (Worker& worker : hooks.workers) {
+      worker.session = hooks.engine->new_session();
+      worker.observer = std::make_unique<ProbeObserver>(sites, reference_outputs);
+      worker.session->set_observer(worker.observer.get());
+    }
+    return hooks;
+  }
+};
+
 // ------------------------------------------------------------------ pass ----
 
 class ProbePass final : public Pass {
@@ -482,45 +571,19 @@ class ProbePass final : public Pass {
       sites.back().site = std::move(site);
     }
 
-    LOKA_ASSIGN_OR_RETURN(const std::string bytes, onnx_io::export_model_bytes(graph));
-    LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), {}, {},
-                                                          "probe model"));
-    auto session = engine->new_session();
-    ReferenceOutputs reference_outputs;
-    ProbeObserver observer(sites, reference_outputs);
-    session->set_observer(&observer);
-    std::vector<std::string> input_names;
-    for (const TensorInfo& info : engine->inputs()) input_names.push_back(info.name);
-    // Worker 0 is the main session; the others get their own Session and observer.
-    struct Worker {
-      std::unique_ptr<Session> session;
-      std::unique_ptr<ProbeObserver> observer;
-    };
-    const int64_t requested_threads = context.int_option("threads");
-    const size_t thread_count = std::max<size_t>(
-        1, std::min<size_t>(sites.size(), requested_threads > 0 ? static_cast<size_t>(requested_threads)
-                                                                : usable_cores()));
-    std::vector<Worker> workers(thread_count);
-    for (size_t w = 1; w < thread_count; ++w) {
-      workers[w].session = engine->new_session();
-      workers[w].observer = std::make_unique<ProbeObserver>(sites, reference_outputs);
-      workers[w].session->set_observer(workers[w].observer.get());
-    }
-
-    const auto load = [&](size_t index) -> Result<std::pair<DataSet, std::vector<Tensor>>> {
-      LOKA_ASSIGN_OR_RETURN(DataSet data, reader.read(index));
-      LOKA_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, order_inputs(data, input_names));
-      LOKA_RETURN_IF_ERROR(check_finite_inputs(data, inputs, engine->inputs()));
-      return std::make_pair(std::move(data), std::move(inputs));
+    LOKA_ASSIGN_OR_RETURN(const ProbeMethod method,
+                          probe_method(context.string_option("device"), context.string_option("method")));
+    const std::vector<std::string> input_names = probe::data_input_names(graph);
+    const auto load = [&](size_t index) {
+      return probe::read_calibration_batch(reader, index, input_names, /*refuse_non_finite=*/true);
     };
 
-    // Phase 1: amax calibration.
-    observer.set_mode(ProbeObserver::Mode::kCalibrate);
-    for (size_t b = 0; b < amax_batches; ++b) {
-      LOKA_ASSIGN_OR_RETURN(auto batch, load(b));
-      auto outputs = session->run(batch.second);
-      if (!outputs) return outputs.status().with_context("calibration batch " + batch.first.location.string() + ": ");
-    }
+    // Phase 1: amax calibration, on the device the error runs use.
+    const auto calibration_start = std::chrono::steady_clock::now();
+    LOKA_RETURN_IF_ERROR(calibrate_amax(graph, reader, amax_batches, method.device, sites));
+    const double calibration_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - calibration_start).count();
+    context.add_statistic("calibration-seconds", calibration_seconds);
     for (SiteState& state : sites) {
       state.static_scale_a = cpu::fp8_scale_for_amax(state.activation.amax(), Fp8Format::kE4M3FN);
       state.static_scale_b = cpu::fp8_scale_for_amax(state.second.amax(), Fp8Format::kE4M3FN);
@@ -530,9 +593,16 @@ class ProbePass final : public Pass {
 
     // Phase 2: error measurement with early stopping, on the GPU model (one run per site and
     // recipe, the CUDA graph replayed with a new Mode) or on the CPU workers (hooks, prefix replay).
-    LOKA_ASSIGN_OR_RETURN(const ProbeMethod method,
-                          probe_method(context.string_option("device"), context.string_option("method")));
     std::optional<SwitchedModelProbe> switched;
+    ReferenceOutputs reference_outputs;
+    std::optional<HookWorkers> hooks;
+    if (!method.switches) {
+      const int64_t requested_threads = context.int_option("threads");
+      const size_t thread_count = std::max<size_t>(
+          1, std::min<size_t>(sites.size(), requested_threads > 0 ? static_cast<size_t>(requested_threads)
+                                                                  : usable_cores()));
+      LOKA_ASSIGN_OR_RETURN(hooks, HookWorkers::create(graph, thread_count, sites, reference_outputs));
+    }
     bool have_labels = false;  ///< labels.pb, or labels drawn from a Sigmoid output
     bool draw_labels = false;
     probe::Budget budget = requested.resolve(false);
@@ -569,8 +639,9 @@ class ProbePass final : public Pass {
         LOKA_RETURN_IF_ERROR(switched->measure(batch.second, sites, reference)
                                  .with_context("calibration batch " + data.location.string() + ": "));
       } else {
-        observer.set_mode(ProbeObserver::Mode::kReference);
-        auto outputs = session->run(batch.second);
+        std::vector<HookWorkers::Worker>& workers = hooks->workers;
+        workers[0].observer->set_mode(ProbeObserver::Mode::kReference);
+        auto outputs = workers[0].session->run(batch.second);
         if (!outputs) return outputs.status().with_context("calibration batch " + data.location.string() + ": ");
         reference.flat = flatten_outputs(*outputs);
         reference.set_first_output((*outputs)[0]);
@@ -591,7 +662,7 @@ class ProbePass final : public Pass {
         std::vector<std::thread> threads;
         for (size_t w = 1; w < workers.size(); ++w)
           threads.emplace_back([&, w] { worker_status[w] = measure_sites(w, *workers[w].session, *workers[w].observer); });
-        worker_status[0] = measure_sites(0, *session, observer);
+        worker_status[0] = measure_sites(0, *workers[0].session, *workers[0].observer);
         for (std::thread& thread : threads) thread.join();
         for (const Status& status : worker_status) LOKA_RETURN_IF_ERROR(status);
         for (SiteState& state : sites) state.reference_output = Tensor();
@@ -621,6 +692,7 @@ class ProbePass final : public Pass {
                                   {"early_stopped", stopped_early},
                                   {"batches_saved", max_batches - batches_used},
                                   {"seconds", seconds},
+                                  {"calibration_seconds", calibration_seconds},
                                   {"device", method.device == Device::kCuda ? "cuda" : "cpu"},
                                   {"method", method.switches ? "switches" : "hooks"},
                                   {"calibration", settings.calibration_data.string()}};
@@ -779,13 +851,14 @@ PassInfo probe_pass_info() {
                     "less risk)"},
                    {"threads", OptionType::kInt, "0", "CPU worker threads measuring sites (0: one per core the process may use)"},
                    {"device", OptionType::kString, "auto",
-                    "where the error runs execute: cuda (one model with switches on the operands, a run per site and "
-                    "recipe), cpu (the CPU runtime), auto (cuda when this build and machine have a GPU)"},
+                    "where the model runs: cuda (amax calibration through one model with the site operands as "
+                    "outputs; errors through one model with switches on the operands, a run per site and recipe), "
+                    "cpu (the CPU runtime), auto (cuda when this build and machine have a GPU)"},
                    {"method", OptionType::kString, "auto",
                     "hooks (observer hooks, replaying each site's prefix; CPU only) or switches (ai.loka.ProbeFakeQuant on "
                     "the operands, a Mode input per run; the only way on the GPU, bit-identical to hooks on the CPU); "
                     "auto: switches on the GPU, hooks on the CPU"}},
-                  {"sites", "safe-sites", "batches"},
+                  {"sites", "safe-sites", "batches", "calibration-seconds"},
                   /*result_cacheable=*/true};
 }
 

@@ -2,10 +2,13 @@
 // passes/probe/probe_pass.h — `probe`: calibrate, measure FP8 error per site, annotate.
 //
 // Requires: shape-inferred IR and calibration data (--calib). Runs the model
-// through the runtime (loka::Engine/Session) with observers — no executor of
-// its own — in two streaming phases over the calibration batches:
-//   1. amax calibration (`amax_batches` plain runs): activation statistics and
-//      the static per-tensor scales of the e4m3_tensor recipe;
+// through the runtime (loka::Engine/Session) — no executor of its own — in two
+// streaming phases over the calibration batches:
+//   1. amax calibration (`amax_batches` FP32 runs): activation statistics and
+//      the static per-tensor scales of the e4m3_tensor recipe. The site operands
+//      are tapped as model outputs (tapped_run.h), so this runs on the `device`
+//      the error runs use, the GPU when there is one; weights and tables are
+//      read from the graph;
 //   2. error measurement, batch by batch: one FP32 reference run, then for
 //      every site and recipe one run with only that site's inputs FP8-quantized
 //      (emulated bit-exactly), giving the site's local error and its end-to-end

@@ -183,6 +183,32 @@ TEST(MigrateOutliers, SitesNeedCalibrationData) {
   EXPECT_NE(records.status().message().find("needs calibration data"), std::string::npos) << records.status().message();
 }
 
+TEST(MigrateOutliers, NonFiniteActivationsSkipTheSiteNotThePass) {
+  // A NaN in x makes its LayerNorm row NaN: the channel amax is not to be trusted, the site stays,
+  // and the pass goes on (the Probe, which needs every statistic, refuses such data instead).
+  const fs::path calib = calibration(Tensor::from_floats({2, 4}, std::vector<float>{1, -1, 1, -1, -1, NAN, -1, 1}));
+  const Migration result = migrate(norm_into_gemm("[1, 1, 1, 64]"), calib);
+  EXPECT_FALSE(result.changed);
+  EXPECT_EQ(result.statistics.at("sites-skipped-non-finite"), 1.0);
+  EXPECT_EQ(result.printed, testing::canonical_ir(norm_into_gemm("[1, 1, 1, 64]")));
+}
+
+TEST(MigrateOutliers, CalibratesOnTheDeviceAskedForAndSaysHowLong) {
+  const Migration result = migrate(norm_into_gemm("[1, 1, 1, 64]"), alternating_rows(), "device=cpu");
+  EXPECT_TRUE(result.changed);
+  EXPECT_GE(result.statistics.at("calibration-seconds"), 0.0);
+  EXPECT_EQ(result.statistics.count("calibration-restored"), 0u);
+  // Negative twin: a device that is not one is refused, naming the option.
+  auto graph = ir::parse_graph(norm_into_gemm("[1, 1, 1, 64]"));
+  ASSERT_TRUE(graph);
+  CompileSettings settings;
+  settings.calibration_data = alternating_rows();
+  auto records = testing::run_pipeline(**graph, "migrate-outliers{device=tpu}", settings);
+  ASSERT_FALSE(records);
+  EXPECT_NE(records.status().message().find("option device='tpu': expected auto, cpu or cuda"), std::string::npos)
+      << records.status().message();
+}
+
 // --------------------------------------------------------------- numerics --
 
 /// x[batch,32] -> LayerNorm(gamma: 3 channels `outlier`x larger) -> Gemm(W 32x8)
