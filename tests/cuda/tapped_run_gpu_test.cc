@@ -130,7 +130,8 @@ TEST_P(CudaTappedRunZoo, MigrateOutliersCalibratesOnTheGpu) {
     auto records = PassManager(PassRegistry::builtin(), {}).run(**graph, *pipeline, settings);
     ASSERT_TRUE(records) << device << ": " << records.status().message();
     const auto& statistics = records->back().statistics;
-    EXPECT_GE(statistics.at("calibration-seconds"), 0.0) << device;
+    // A model without candidate sites (dlrm_dot) runs no calibration, so it reports no time.
+    if (statistics.at("sites-considered") > 0) EXPECT_GE(statistics.at("calibration-seconds"), 0.0) << device;
     migrated[device] = statistics.count("sites-migrated") ? statistics.at("sites-migrated") : 0.0;
   }
   // min_ratio=1 migrates every site whose channel amax is not flat: the same ones on either device.
