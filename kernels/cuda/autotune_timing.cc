@@ -74,19 +74,10 @@ CapturedCandidate::~CapturedCandidate() {
   if (graph_) cudaGraphExecDestroy(graph_);
 }
 
-size_t timed_replays(int repeats, size_t launches) {
-  const size_t wanted = static_cast<size_t>(std::max(repeats, 1));
-  const size_t scaled = (wanted * kLaunchesPerRepeat + launches - 1) / std::max<size_t>(launches, 1);
-  return std::clamp<size_t>(scaled, std::min<size_t>(wanted, kMinReplays), wanted);
-}
-
 Result<std::vector<float>> CapturedCandidate::time(int warmup, int repeats, cudaStream_t stream) const {
   // One event pair per timed replay, all enqueued before waiting: the GPU never idles between
   // replays waiting for the host, so host launch cost stays out.
-  // A replay of many launches is already an average: fewer replays keep a candidate's launches,
-  // and its time, about those of a graph of eight sets (see kLaunchesPerRepeat).
-  const size_t count = timed_replays(repeats, launches_);
-  if (launches_ >= kLaunchesPerRepeat) warmup = std::min(warmup, 1);  // one replay warms every set
+  const size_t count = static_cast<size_t>(std::max(repeats, 1));
   std::vector<cudaEvent_t> events(2 * count, nullptr);
   struct EventGuard {
     std::vector<cudaEvent_t>& events;

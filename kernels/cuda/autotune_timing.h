@@ -109,14 +109,6 @@ class CapturedCandidate {
   size_t launches_ = 0;
 };
 
-/// Replays timed for `repeats` samples of a graph of `launches` launches: `repeats` while a replay
-/// holds at most kLaunchesPerRepeat launches, fewer (at least kMinReplays) beyond, since each
-/// replay then averages that many launches. Timing 15 replays of 64 launches each doubled a cold
-/// dispatch of the tiny zoo (H200, 2026-11-26) for no steadier a median.
-inline constexpr size_t kLaunchesPerRepeat = 8;
-inline constexpr size_t kMinReplays = 5;
-size_t timed_replays(int repeats, size_t launches);
-
 /// The median of `samples` (the upper one of an even count); NaN when empty.
 double median_of(std::vector<float> samples);
 

@@ -2,8 +2,7 @@
 // tests/cuda/autotune_timing_test.cc — which candidates the autotuners time
 // again (kernels/cuda/autotune_timing.h): per family, the fastest few within
 // kCloseFactor of the family's fastest, only for short kernels; negative
-// twins for long kernels, lone candidates and candidates too slow to be close;
-// and how many replays of a candidate's graph are timed (timed_replays).
+// twins for long kernels, lone candidates and candidates too slow to be close.
 // Host logic only: runs without a GPU.
 // ============================================================================
 #include <gtest/gtest.h>
@@ -17,16 +16,6 @@ namespace loka::cuda {
 namespace {
 
 using Indices = std::vector<size_t>;
-
-TEST(TimedReplays, AsManyAsRepeatsUntilAReplayAveragesManyLaunches) {
-  EXPECT_EQ(timed_replays(15, 1), 15u);
-  EXPECT_EQ(timed_replays(15, kLaunchesPerRepeat), 15u);
-  EXPECT_EQ(timed_replays(15, 2 * kLaunchesPerRepeat), 8u);  // 15 x 8 launches / 16 per replay, rounded up
-  EXPECT_EQ(timed_replays(15, 64), kMinReplays);             // never fewer than kMinReplays
-  // Negative twins: never more than asked, and a request below the floor is kept.
-  EXPECT_EQ(timed_replays(3, 64), 3u);
-  EXPECT_EQ(timed_replays(0, 1), 1u);
-}
 
 TEST(CloseWinners, TheFastestFewWithinTheFactorOfTheirFamilysBest) {
   // Family 0: 8.0 best; 9.0 and 9.5 within 1.2x; 9.6 too, but only three are re-timed; 12 is not close.
