@@ -52,31 +52,31 @@ Result<CapturedCandidate> CapturedCandidate::capture(size_t set_count,
                                                      const std::function<Status(size_t, cudaStream_t)>& enqueue,
                                                      cudaStream_t stream) {
   CapturedCandidate captured;
-  LOKA_RETURN_IF_ERROR(autotune_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture"));
-  Status status = Status::ok();
-  for (size_t set = 0; set < set_count && status; ++set) status = enqueue(set, stream);
-  cudaGraph_t graph = nullptr;
-  const cudaError_t end = cudaStreamEndCapture(stream, &graph);  // always: the stream leaves capture mode
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t instantiated =
-      status && end == cudaSuccess ? cudaGraphInstantiate(&exec, graph, 0) : cudaErrorStreamCaptureInvalidated;
-  if (graph) cudaGraphDestroy(graph);
-  if (!status || end != cudaSuccess || instantiated != cudaSuccess) {
-    cudaGetLastError();  // clear the (non-sticky) error a failed capture leaves behind
-    return status ? autotune_check(end != cudaSuccess ? end : instantiated, "graph capture") : status;
+  for (size_t set = 0; set < set_count; ++set) {
+    LOKA_RETURN_IF_ERROR(autotune_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture"));
+    const Status status = enqueue(set, stream);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t instantiated =
+        status && end == cudaSuccess ? cudaGraphInstantiate(&exec, graph, 0) : cudaErrorStreamCaptureInvalidated;
+    if (graph) cudaGraphDestroy(graph);
+    if (!status || end != cudaSuccess || instantiated != cudaSuccess) {
+      cudaGetLastError();  // clear the (non-sticky) error a failed capture leaves behind
+      return status ? autotune_check(end != cudaSuccess ? end : instantiated, "graph capture") : status;
+    }
+    captured.graphs_.push_back(exec);
   }
-  captured.graph_ = exec;
-  captured.launches_ = std::max<size_t>(set_count, 1);
   return captured;
 }
 
 CapturedCandidate::~CapturedCandidate() {
-  if (graph_) cudaGraphExecDestroy(graph_);
+  for (cudaGraphExec_t exec : graphs_) cudaGraphExecDestroy(exec);
 }
 
 Result<std::vector<float>> CapturedCandidate::time(int warmup, int repeats, cudaStream_t stream) const {
-  // One event pair per timed replay, all enqueued before waiting: the GPU never idles between
-  // replays waiting for the host, so host launch cost stays out.
+  // One event pair per timed launch, all enqueued before waiting: the GPU never idles between
+  // launches waiting for the host, so host launch cost stays out.
   const size_t count = static_cast<size_t>(std::max(repeats, 1));
   std::vector<cudaEvent_t> events(2 * count, nullptr);
   struct EventGuard {
@@ -87,18 +87,18 @@ Result<std::vector<float>> CapturedCandidate::time(int warmup, int repeats, cuda
     }
   } guard{events};
   for (cudaEvent_t& event : events) LOKA_RETURN_IF_ERROR(autotune_check(cudaEventCreate(&event), "cudaEventCreate"));
-  for (int i = 0; i < warmup; ++i) cudaGraphLaunch(graph_, stream);
+  const size_t sets = graphs_.size();
+  for (int i = 0; i < warmup; ++i) cudaGraphLaunch(graphs_[static_cast<size_t>(i) % sets], stream);
   for (size_t i = 0; i < count; ++i) {
     cudaEventRecord(events[2 * i], stream);
-    cudaGraphLaunch(graph_, stream);
+    cudaGraphLaunch(graphs_[(i + static_cast<size_t>(std::max(warmup, 0))) % sets], stream);
     cudaEventRecord(events[2 * i + 1], stream);
   }
   LOKA_RETURN_IF_ERROR(autotune_check(cudaStreamSynchronize(stream), "timed replays"));
   std::vector<float> times;
-  const float per_launch = 1000.0f / static_cast<float>(launches_);  // ms per replay -> µs per launch
   for (size_t i = 0; i < count; ++i) {
     float ms = 0;
-    if (cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]) == cudaSuccess) times.push_back(ms * per_launch);
+    if (cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]) == cudaSuccess) times.push_back(ms * 1000.0f);
   }
   if (times.empty()) return Status::error("autotune: no timed replay could be read");
   return times;

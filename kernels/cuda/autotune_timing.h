@@ -3,18 +3,11 @@
 // device buffers, the relative L2 error, synthetic values, and timing a
 // candidate as the runtime runs it (CUDA graphs replayed, device events).
 //
-// A candidate is captured into one CUDA graph holding one launch per input
-// set, back to back (the runtime replays whole-model graphs, so host launch
-// cost is not part of a kernel's time, and a kernel starts right after the
-// previous one as it does inside a model), then replayed: warm-up replays,
-// then timed ones, each between two events, all enqueued before waiting. The
-// sets hold more memory than the 50 MB L2, so each launch reads from HBM as a
-// model's does; a sample is the replay's time over its launches.
-// Until 2026-11-26 each set had a graph of its own, timed one launch per
-// event pair: up to 64 graph instantiations per candidate, and for a kernel
-// of a few µs an event pair around a single-kernel graph measured launch
-// latency as much as the kernel (two timings of one 8 µs DHEN GEMM's BF16
-// algorithms disagreed by 35%, H200, 2026-11-26).
+// A candidate is captured into one CUDA graph per input set (the runtime
+// replays whole-model graphs, so host launch cost is not part of a kernel's
+// time), then replayed: warm-up launches, then timed ones rotating through
+// the sets (more memory than the 50 MB L2, so each launch reads from HBM as
+// a model's does), each between two events, all enqueued before waiting.
 //
 // Close winners are timed again (`refine_close_winners`): one round of 15
 // launches per candidate has ranked a BF16 algorithm of an 8 µs GEMM first
@@ -86,27 +79,23 @@ void fill_repeating(std::vector<float>& values, Draw draw) {
 /// How many input sets of `set_bytes` rotate through `rotate_bytes` (1 to 64).
 size_t rotating_set_count(size_t set_bytes, size_t rotate_bytes);
 
-/// One candidate captured as one CUDA graph: a launch per input set, back to back.
+/// One candidate captured as a CUDA graph per input set.
 class CapturedCandidate {
  public:
-  /// Captures `enqueue(set, stream)` for set = 0..set_count-1 into one graph; an error when the
-  /// capture or an enqueue fails (the caller leaves the candidate out).
+  /// Captures `enqueue(set, stream)` for set = 0..set_count-1; an error when a capture or the
+  /// enqueue fails (the caller leaves the candidate out).
   static Result<CapturedCandidate> capture(size_t set_count, const std::function<Status(size_t, cudaStream_t)>& enqueue,
                                            cudaStream_t stream);
-  CapturedCandidate(CapturedCandidate&& other) noexcept
-      : graph_(std::exchange(other.graph_, nullptr)), launches_(other.launches_) {}
+  CapturedCandidate(CapturedCandidate&& other) noexcept : graphs_(std::exchange(other.graphs_, {})) {}
   CapturedCandidate& operator=(CapturedCandidate&&) = delete;
   CapturedCandidate(const CapturedCandidate&) = delete;
   ~CapturedCandidate();
-  /// `warmup` replays, then `repeats` timed ones; per timed replay, its time over its launches, µs.
+  /// `warmup` replays, then `repeats` timed ones rotating through the sets; their times in µs.
   Result<std::vector<float>> time(int warmup, int repeats, cudaStream_t stream) const;
-  /// Launches per replay (the input sets).
-  size_t launches() const { return launches_; }
 
  private:
   CapturedCandidate() = default;
-  cudaGraphExec_t graph_ = nullptr;
-  size_t launches_ = 0;
+  std::vector<cudaGraphExec_t> graphs_;
 };
 
 /// The median of `samples` (the upper one of an even count); NaN when empty.

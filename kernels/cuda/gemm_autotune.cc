@@ -43,7 +43,7 @@ Result<TuningDevice> tuning_device() {
   LOKA_RETURN_IF_ERROR(autotune_check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties"));
   int driver = 0;
   LOKA_RETURN_IF_ERROR(autotune_check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion"));
-  // "130100+loka6+cudnn91400": cuBLASLt's version, the revision of LoKA's candidate kernels and,
+  // "130100+loka5+cudnn91400": cuBLASLt's version, the revision of LoKA's candidate kernels and,
   // where built, cuDNN's (its engine indices and times are the library's: an upgrade re-tunes).
   const int cudnn = cudnn_runtime_version();
   char pci[32];
@@ -208,7 +208,7 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
     std::vector<float> y(error_count);
     LOKA_RETURN_IF_ERROR(autotune_check(cudaMemcpyAsync(y.data(), sets[0].y.data, error_count * 4, cudaMemcpyDeviceToHost, stream), "download"));
     LOKA_RETURN_IF_ERROR(autotune_check(cudaStreamSynchronize(stream), candidate.name().c_str()));
-    // One CUDA graph running every input set back to back, as the runtime replays a model.
+    // One CUDA graph per input set, as the runtime replays a model.
     auto runs = CapturedCandidate::capture(
         sets.size(), [&](size_t set, cudaStream_t s) { return kernel.run(args_for(sets[set]), workspace.data, s); }, stream);
     if (!runs) continue;

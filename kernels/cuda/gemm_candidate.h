@@ -61,9 +61,7 @@ namespace loka::cuda {
 ///    kSmallMMaxRows rows (a revision-3 DB would answer them without it).
 /// 5: the revision covers the norm candidates too (kernels/cuda/norm_autotune.h records them in the
 ///    same DB under the same fingerprint): bump it when LoKA's LayerNorm kernel changes as well.
-/// 6: times are per launch of one graph running every input set back to back (autotune_timing.h),
-///    no longer one single-launch graph per event pair: a revision-5 time includes launch latency.
-inline constexpr int kGemmKernelRevision = 6;
+inline constexpr int kGemmKernelRevision = 5;
 
 /// Device operands of one run. Which ones are read depends on the key.
 struct GemmCandidateArgs {
