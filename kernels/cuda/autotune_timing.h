@@ -98,6 +98,14 @@ class CapturedCandidate {
   std::vector<cudaGraphExec_t> graphs_;
 };
 
+/// Called around every timing an autotuner does (a candidate's timed replays, the re-timing of
+/// close winners); what it returns is held while timing. Dispatch passes one that takes the GPU's
+/// lock shared between processes (passes/dispatch/gpu_timer.cc), so another loka-opt's kernels
+/// never run inside a timing, while the work around timings (plans, captures, reference GEMMs,
+/// error runs) proceeds in every process at once. Empty: nothing is held.
+using TimingHold = std::function<std::shared_ptr<void>()>;
+inline std::shared_ptr<void> hold_for_timing(const TimingHold& hold) { return hold ? hold() : nullptr; }
+
 /// The median of `samples` (the upper one of an even count); NaN when empty.
 double median_of(std::vector<float> samples);
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/autotune_timing.h"
 #include "kernels/registry/cublaslt_tiles.h"
 #include "kernels/registry/gemm_kernel_key.h"
 #include "kernels/registry/kernel_registry.h"
@@ -58,6 +59,7 @@ struct AutotuneOptions {
   int refine_rounds = 2;                  ///< further rounds of `repeats` for the close winners
   size_t rotate_bytes = size_t{96} << 20; ///< input sets rotated through at least this much memory
   uint64_t seed = 1;
+  TimingHold hold_gpu_for_timing;         ///< held around each timing (autotune_timing.h)
 };
 
 struct GemmMeasurement {

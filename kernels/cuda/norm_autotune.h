@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/autotune_timing.h"
 #include "kernels/registry/norm_kernel_key.h"
 #include "loka/status.h"
 
@@ -32,6 +33,7 @@ struct NormAutotuneOptions {
   int refine_rounds = 2;                   ///< rounds for the close winners
   size_t rotate_bytes = size_t{96} << 20;  ///< input sets rotated through at least this much memory
   uint64_t seed = 1;
+  TimingHold hold_gpu_for_timing;          ///< held around each timing (autotune_timing.h)
 };
 
 struct NormMeasurement {

@@ -37,12 +37,13 @@ Result<std::filesystem::path> gpu_timing_lock_path() {
   return folder / name;
 }
 
-/// Runs `measure` holding the GPU's timing lock; counts a wait in `use`.
-template <typename Measure>
-auto timed_alone(const std::filesystem::path& lock_path, PerfDbUse& use, Measure&& measure) {
-  const FileLock lock(lock_path);
-  use.timing_waits += lock.waited();
-  return measure();
+/// What the autotuners hold around each timing: the GPU's timing lock; a wait counts in `use`.
+cuda::TimingHold gpu_timing_hold(const std::filesystem::path& lock_path, PerfDbUse& use) {
+  return [lock_path, &use]() -> std::shared_ptr<void> {
+    auto lock = std::make_shared<FileLock>(lock_path);
+    use.timing_waits += lock->waited();
+    return lock;
+  };
 }
 
 Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, const GpuTimerOptions& options) {
@@ -57,10 +58,10 @@ Result<std::unique_ptr<GemmTimer>> make_gpu_timer(PerfDb& db, PerfDbUse& use, co
   tune.cudnn_engines = options.cudnn_engines;
   tune.tanh_gelu = all_candidates().tanh_gelu;
   tune.small_m = all_candidates().small_m;
-  MeasureFn measure = [tune, lock_path, &use](const kernels::GemmKey& key,
-                                              const kernels::GemmShape& shape) -> Result<std::vector<CandidateTiming>> {
-    LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::GemmMeasurement> measured,
-                          timed_alone(lock_path, use, [&] { return cuda::autotune_gemm(key, shape, tune); }));
+  tune.hold_gpu_for_timing = gpu_timing_hold(lock_path, use);
+  MeasureFn measure = [tune](const kernels::GemmKey& key,
+                             const kernels::GemmShape& shape) -> Result<std::vector<CandidateTiming>> {
+    LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::GemmMeasurement> measured, cuda::autotune_gemm(key, shape, tune));
     std::vector<CandidateTiming> out;
     for (const cuda::GemmMeasurement& m : measured) out.push_back({m.candidate, m.median_us, m.rel_error});
     return out;
@@ -79,10 +80,10 @@ Result<std::unique_ptr<NormTimer>> make_gpu_norm_timer(PerfDb& db, PerfDbUse& us
   cuda::NormAutotuneOptions tune;
   tune.cudnn_engines = options.cudnn_norm_engines;
   tune.repeats = options.repeats;
-  NormMeasureFn measure = [tune, lock_path, &use](const kernels::NormKey& key,
-                                                  const kernels::NormShape& shape) -> Result<std::vector<NormTiming>> {
-    LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::NormMeasurement> measured,
-                          timed_alone(lock_path, use, [&] { return cuda::autotune_norm(key, shape, tune); }));
+  tune.hold_gpu_for_timing = gpu_timing_hold(lock_path, use);
+  NormMeasureFn measure = [tune](const kernels::NormKey& key,
+                                 const kernels::NormShape& shape) -> Result<std::vector<NormTiming>> {
+    LOKA_ASSIGN_OR_RETURN(const std::vector<cuda::NormMeasurement> measured, cuda::autotune_norm(key, shape, tune));
     std::vector<NormTiming> out;
     for (const cuda::NormMeasurement& m : measured) out.push_back({m.candidate, m.median_us, m.rel_error});
     return out;

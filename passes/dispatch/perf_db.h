@@ -75,7 +75,7 @@ struct PerfDbUse {
   size_t hits = 0;               ///< problems answered from the database
   size_t tuned = 0;              ///< problems measured
   size_t foreign = 0;            ///< of those, problems the database had for another device only
-  size_t timing_waits = 0;       ///< problems whose timing waited for another process's (gpu_timer.h)
+  size_t timing_waits = 0;       ///< timings that waited for another process's (gpu_timer.cc)
 };
 
 /// A perf-DB timer's answer for one problem (GEMM or norm alike): the `offered` candidates'

@@ -36,6 +36,26 @@ kernels::GemmKey quantized_key() {
   return key;
 }
 
+TEST_F(DispatchGpuTest, TheTimingHoldIsTakenAroundEveryTimingAndNeverNested) {
+  // Dispatch holds the GPU's inter-process timing lock through this hook: once per candidate's
+  // timing and once for the re-timing of close winners, never inside another hold.
+  int holds = 0, open = 0, nested = 0;
+  cuda::AutotuneOptions options;
+  options.repeats = 5;
+  options.max_algorithms = 2;
+  options.hold_gpu_for_timing = [&]() -> std::shared_ptr<void> {
+    ++holds;
+    nested += open > 0;
+    ++open;
+    return std::shared_ptr<void>(nullptr, [&](void*) { --open; });
+  };
+  auto measured = cuda::autotune_gemm(quantized_key(), {512, 256, 512, 1}, options);
+  ASSERT_TRUE(measured.is_ok()) << measured.status().message();
+  EXPECT_EQ(holds, static_cast<int>(measured->size()) + 1);
+  EXPECT_EQ(nested, 0);
+  EXPECT_EQ(open, 0) << "every hold was released";
+}
+
 TEST_F(DispatchGpuTest, AutotuneMeasuresEveryCandidateWithSaneErrors) {
   cuda::AutotuneOptions options;
   options.repeats = 5;
