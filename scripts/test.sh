@@ -56,9 +56,10 @@ if ((shards > 0)); then
   LOKA_CTEST_SHARDS=$shards ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --timeout 900 \
     -LE '^gtest$'
   # One line per skipped case (its reason is in the log), as ctest lists them when run per case.
-  skipped=$(sed -n 's/^\[  SKIPPED \] \([^ ]*\) (.*/\1/p' "$build/Testing/Temporary/LastTest.log" | sort -u)
+  log=$build/Testing/Temporary/LastTest.log
+  skipped=$( { [ ! -f "$log" ] || sed -n 's/^\[  SKIPPED \] \([^ ]*\) (.*/\1/p' "$log"; } | sort -u)
   if [ -n "$skipped" ]; then
-    echo "test.sh: $(echo "$skipped" | wc -l) test cases skipped (reasons in $build/Testing/Temporary/LastTest.log):"
+    echo "test.sh: $(echo "$skipped" | wc -l) test cases skipped (reasons in $log):"
     echo "$skipped" | sed 's/^/  /'
   fi
 else
