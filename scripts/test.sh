@@ -14,8 +14,8 @@
 # build 4.8 and tests 2.7, TSan build 2.8 and runs 0.6): 26.8 min, 52 CPU-min, for all of .ci/run,
 # where it took 9.5, 3.8, 7.0 and 17.5 min, 38.0 min and 75 CPU-min before whole-binary shards,
 # the precompiled header, -O1/-O0 test sources and the ASan exclusions of scripts/sanitize.sh
-# dated 2026-11-26 (at 84e004b; the day's new tests run too). Other load on the machine slows
-# the compiles by up to ~12% (29.7 min in one such run).
+# dated 2026-11-26 (at 84e004b; the day's new tests run too). Other builds on the machine changed
+# the same compile's time by up to 12% between runs.
 # Every step keeps both cores busy, so running steps side by side would save nothing: the time
 # went down by compiling and starting less (see scripts/sanitize.sh, tests/CMakeLists.txt).
 set -euo pipefail
