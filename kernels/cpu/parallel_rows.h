@@ -6,11 +6,13 @@
 // in insert-scales, the Probe's per-site runs) is row-independent; on the
 // 16-core GPU machine one thread left it the slowest part of a warm
 // `loka-opt`. Each chunk writes only its own rows, so results do not depend
-// on the thread count.
+// on the thread count. parallel_for_each_index hands out whole jobs of very
+// unequal size (the Probe's per-site statistics) one at a time instead.
 // ============================================================================
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -47,6 +49,21 @@ void parallel_rows(int64_t rows, int64_t min_rows, Body body) {
   for (int64_t begin = step; begin < rows; begin += step)
     threads.emplace_back([&body, begin, end = std::min(rows, begin + step)] { body(begin, end); });
   body(int64_t{0}, std::min(rows, step));
+  for (std::thread& thread : threads) thread.join();
+}
+
+/// Calls `body(i)` for every i in [0, count) on up to usable_cores() threads, each taking the next
+/// index when it is done with one: for jobs of very unequal size, where fixed chunks as in
+/// parallel_rows would leave most threads idle. Each index runs on one thread, once.
+template <typename Body>
+void parallel_for_each_index(size_t count, Body body) {
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < count; i = next++) body(i);
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < std::min(count, usable_cores()); ++t) threads.emplace_back(work);
+  work();
   for (std::thread& thread : threads) thread.join();
 }
 

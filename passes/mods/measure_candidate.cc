@@ -12,6 +12,7 @@
 
 #include "passes/probe/drawn_labels.h"
 #include "passes/probe/metrics.h"
+#include "passes/probe/tapped_run.h"
 #include "runtime/test_data.h"
 
 namespace loka {
@@ -25,9 +26,7 @@ Result<CandidateMeter> CandidateMeter::create(const ir::Graph& reference, const 
   LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(calibration));
   if (reader.size() == 0) return Status::error("no data sets in " + calibration.string());
   LOKA_ASSIGN_OR_RETURN(const probe::ProbeModel model, probe::build_probe_model(reference, sites));
-  std::vector<std::string> input_names;
-  for (const ir::Value* input : reference.inputs())
-    if (!input->is_initializer()) input_names.push_back(input->name());
+  const std::vector<std::string> input_names = probe::data_input_names(reference);
   for (size_t o = 0; o < model.model_outputs; ++o) meter.model_outputs_.push_back(o);
   int64_t rows = 1;
   for (size_t b = 0; b < reader.size(); ++b) {
@@ -44,14 +43,7 @@ Result<CandidateMeter> CandidateMeter::create(const ir::Graph& reference, const 
     }
     meter.batches_.push_back(std::move(batch));
   }
-  EngineOptions options;
-  options.device = device;
-  if (device == Device::kCuda) {
-    options.max_batch = rows;
-    options.batch_buckets = {rows};
-  }
-  LOKA_ASSIGN_OR_RETURN(meter.engine_, Engine::load_bytes(std::as_bytes(std::span(model.bytes.data(), model.bytes.size())),
-                                                          options, {}, "switched model (pin-precision)"));
+  LOKA_ASSIGN_OR_RETURN(meter.engine_, probe::load_for_rows(model.bytes, device, rows, "switched model (pin-precision)"));
   meter.session_ = meter.engine_->new_session();
   double total = 0;
   for (Batch& batch : meter.batches_) {

@@ -267,9 +267,8 @@ class PinPrecisionPass final : public Pass {
     size_t max_evaluations = 256;
     size_t evaluations = 0;
     size_t data_sets = 0;
-    double error = 0;  ///< the selected set's bound (ErrorModel::measured_bound)
-    SelectionError selected;  ///< what the calibration data gave for the selected set
-    SelectionError last;      ///< the latest evaluation's
+    SelectionError selected;  ///< what the calibration data gave for the selected set (its bound:
+                              ///< ErrorModel::measured_bound)
   };
 
   static bool gpu_available() { return dispatch::gpu_unavailable_reason().empty(); }
@@ -395,11 +394,9 @@ class PinPrecisionPass final : public Pass {
       if (x.ratio != y.ratio) return x.ratio > y.ratio;
       return candidates[x.index].flops > candidates[y.index].flops;
     });
-    const auto evaluate = [&]() -> Result<double> {
+    const auto evaluate = [&]() -> Result<SelectionError> {
       ++m.evaluations;
-      LOKA_ASSIGN_OR_RETURN(const SelectionError error, measure_selection(meter, candidates));
-      m.last = error;
-      return model.measured_bound(error);
+      return measure_selection(meter, candidates);
     };
     // Pinned FP8 sites are in the selection from the start: measure them once.
     if (std::any_of(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.recipe.has_value(); })) {
@@ -407,8 +404,7 @@ class PinPrecisionPass final : public Pass {
         for (const Entry& e : order) candidates[e.index].reason = "evaluation limit";
         return Status::ok();
       }
-      LOKA_ASSIGN_OR_RETURN(m.error, evaluate());
-      m.selected = m.last;
+      LOKA_ASSIGN_OR_RETURN(m.selected, evaluate());
     }
     for (const Entry& e : order) {
       Candidate& c = candidates[e.index];
@@ -418,27 +414,24 @@ class PinPrecisionPass final : public Pass {
       if (e.recipe == kTensor && recipe_usable(c, kRow, is_embedding(sites[e.index])) &&
           model.predicted(*c.error[kRow]) < model.predicted(*c.error[kTensor]))
         recipes.push_back(kRow);
-      double last = 0;
-      SelectionError last_error;
+      SelectionError last;
       bool tried = false;
       for (size_t r : recipes) {
         if (m.evaluations >= m.max_evaluations) break;
         c.recipe = r;
         LOKA_ASSIGN_OR_RETURN(last, evaluate());
-        last_error = m.last;
         tried = true;
-        if (last <= limit) break;
+        if (model.measured_bound(last) <= limit) break;
         c.recipe.reset();
       }
       if (c.recipe) {
-        m.error = last;
-        m.selected = last_error;
+        m.selected = last;
         total = total + *c.error[*c.recipe];
       } else if (!tried) {
         c.reason = "evaluation limit";
       } else {
         char text[96];
-        std::snprintf(text, sizeof text, "over budget (measured %.3g > %.3g)", last, limit);
+        std::snprintf(text, sizeof text, "over budget (measured %.3g > %.3g)", model.measured_bound(last), limit);
         c.reason = text;
       }
     }
@@ -505,11 +498,12 @@ class PinPrecisionPass final : public Pass {
     }
     const double share = site_flops > 0 ? fp8_flops / site_flops : 0.0;
     const double predicted = model.predicted(total);
+    const double measured_error = measured ? model.measured_bound(measured->selected) : 0.0;
     json& summary = document["model"]["precision"];
     summary = {{"budget", budget.to_string()},
                                       {"predicted_error", predicted},
                                       {"predicted_metric", budget.metric_name()},
-                                      {"within_budget", measured ? measured->error <= budget.limit : predicted <= budget.limit},
+                                      {"within_budget", measured ? measured_error <= budget.limit : predicted <= budget.limit},
                                       {"fp8_flop_share", share},
                                       {"fp8_flops", fp8_flops},
                                       {"site_flops", site_flops},
@@ -521,7 +515,7 @@ class PinPrecisionPass final : public Pass {
                                       {"selection_limit", model.limit},
                                       {"measured", measured.has_value()}};
     if (measured) {
-      summary["measured_error"] = measured->error;
+      summary["measured_error"] = measured_error;
       summary["measured_calibration_error"] = measured->selected.value;
       if (measured->selected.samples > 0) {
         summary["measured_sample_noise"] = measured->selected.sample_noise;
@@ -534,7 +528,7 @@ class PinPrecisionPass final : public Pass {
       summary["margin"] = measured->margin;
       summary["evaluations"] = measured->evaluations;
       context.add_statistic("evaluations", static_cast<double>(measured->evaluations));
-      context.add_statistic("measured-error", measured->error);
+      context.add_statistic("measured-error", measured_error);
     }
     context.add_statistic("fp8-sites", static_cast<double>(fp8));
     context.add_statistic("bf16-sites", static_cast<double>(bf16));

@@ -4,7 +4,6 @@
 #include "passes/probe/probe_pass.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cassert>
 #include <chrono>
 #include <cstdint>
@@ -376,14 +375,7 @@ class SwitchedModelProbe {
     std::vector<probe::SiteSwitches> switches;
     for (const SiteState& state : sites) switches.push_back(switches_for(state));
     LOKA_ASSIGN_OR_RETURN(probe::ProbeModel model, probe::build_probe_model(graph, switches));
-    EngineOptions options;
-    options.device = device;
-    if (device == Device::kCuda) {
-      options.max_batch = rows;
-      options.batch_buckets = {rows};
-    }
-    LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(model.bytes.data(), model.bytes.size())),
-                                                          options, {}, "switched probe model"));
+    LOKA_ASSIGN_OR_RETURN(auto engine, probe::load_for_rows(model.bytes, device, rows, "switched probe model"));
     return SwitchedModelProbe(std::move(model), std::move(engine));
   }
 
@@ -449,21 +441,6 @@ struct CalibratedOperand {
   size_t tap = 0;
 };
 
-/// Calls body(i) for every i in [0, count) on up to usable_cores() threads, each taking the next
-/// index when it is done with one: sites differ in size by orders of magnitude (a table against a
-/// GEMM input), so fixed chunks would leave most threads idle.
-template <typename Body>
-void for_each_index(size_t count, Body body) {
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i = next++; i < count; i = next++) body(i);
-  };
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < std::min(count, usable_cores()); ++t) threads.emplace_back(work);
-  work();
-  for (std::thread& thread : threads) thread.join();
-}
-
 /// Phase 1: every site's operands folded into its statistics over the first `batches`
 /// calibration batches: activations every batch, a weight or an embedding table once, operands
 /// of another dtype than float32 skipped (a table is read as floats whatever its dtype).
@@ -504,7 +481,9 @@ Status calibrate_amax(const ir::Graph& graph, const DataSetReader& reader, size_
   options.refuse_non_finite_inputs = true;
   options.model_name = "probe calibration model";
   return probe::run_tapped(graph, taps, reader, batches, options, [&](const probe::TappedBatch& batch) {
-    for_each_index(sites.size(), [&](size_t s) {
+    // Sites differ in size by orders of magnitude (a table against a GEMM input): each thread
+    // takes the next site when done with one.
+    cpu::parallel_for_each_index(sites.size(), [&](size_t s) {
       for (size_t o = first_operand[s]; o < first_operand[s + 1]; ++o) {
         const CalibratedOperand& operand = operands[o];
         if (operand.once && batch.index > 0) continue;

@@ -53,6 +53,17 @@ Result<std::pair<DataSet, std::vector<Tensor>>> read_calibration_batch(const Dat
   return std::make_pair(std::move(data), std::move(inputs));
 }
 
+Result<std::shared_ptr<const Engine>> load_for_rows(const std::string& bytes, Device device, int64_t rows,
+                                                    const std::string& name) {
+  EngineOptions options;
+  options.device = device;
+  if (device == Device::kCuda) {
+    options.max_batch = rows;
+    options.batch_buckets = {rows};
+  }
+  return Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), options, {}, name);
+}
+
 Status run_tapped(const ir::Graph& graph, std::span<const std::string> values, const DataSetReader& reader,
                   size_t batches, const TappedRunOptions& options,
                   const std::function<Status(const TappedBatch&)>& consume) {
@@ -100,14 +111,7 @@ Status run_tapped(const ir::Graph& graph, std::span<const std::string> values, c
       const int64_t rows = inputs.empty() || inputs[0].rank() == 0 ? 1 : inputs[0].dim(0);
       if (!model || (options.device == Device::kCuda && model->rows != rows)) {
         model.reset();  // one model on the device at a time
-        EngineOptions engine_options;
-        engine_options.device = options.device;
-        if (options.device == Device::kCuda) {
-          engine_options.max_batch = rows;
-          engine_options.batch_buckets = {rows};
-        }
-        LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())),
-                                                              engine_options, {}, options.model_name));
+        LOKA_ASSIGN_OR_RETURN(auto engine, load_for_rows(bytes, options.device, rows, options.model_name));
         model = LoadedModel{engine, engine->new_session(), rows};
       }
       auto run = model->session->run_selected(inputs, wanted);

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -51,6 +52,12 @@ std::vector<std::string> data_input_names(const ir::Graph& graph);
 Result<std::pair<DataSet, std::vector<Tensor>>> read_calibration_batch(const DataSetReader& reader, size_t index,
                                                                        const std::vector<std::string>& input_names,
                                                                        bool refuse_non_finite);
+
+/// A model serialized in `bytes` loaded on `device` to run batches of exactly `rows` rows: on CUDA
+/// with that single bucket (no padded rows, no larger arenas), on the CPU as is. Every model the
+/// calibration-time passes run (tapped, switched) is loaded this way; `name` names it in errors.
+Result<std::shared_ptr<const Engine>> load_for_rows(const std::string& bytes, Device device, int64_t rows,
+                                                    const std::string& name);
 
 /// One calibration batch's tapped values.
 struct TappedBatch {
