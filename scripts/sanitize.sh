@@ -35,29 +35,9 @@ configure() {  # configure BUILD_DIR COMPILER LINE_TABLES_FLAG EXTRA_CMAKE_ARGS.
         -DLOKA_TESTS_COMPILE_OPTIONS=-O0 "${launcher[@]}" "$@" >/dev/null
 }
 
-# CPU seconds (user + system) of this script's finished children, into $cpu: with the wall
-# time, it tells a busy machine from a slow step. (`times` must run in this shell, not in a
-# subshell, hence the file.)
-times_file=$(mktemp)
-trap 'rm -f "$times_file"' EXIT
-cpu=0
-read_cpu() {
-  times >"$times_file"
-  cpu=$(awk 'NR == 2 { gsub(/[ms]/, " "); print int($1 * 60 + $2 + $3 * 60 + $4) }' "$times_file")
-}
-started=$SECONDS
-step_started=$SECONDS
-step_cpu=0
-step() {  # announces the next step
-  echo "sanitize: $* (after $((SECONDS - started)) s)"
-  step_started=$SECONDS
-  read_cpu
-  step_cpu=$cpu
-}
-done_step() {
-  read_cpu
-  echo "sanitize:   took $((SECONDS - step_started)) s, $((cpu - step_cpu)) CPU-s"
-}
+# Each step's wall time and CPU seconds.
+step_prefix=sanitize
+source "$top/scripts/step_timing.sh"
 
 # halt_on_error: the first report fails the test (UBSan is built with -fno-sanitize-recover too);
 # print_stacktrace: UBSan reports say where. detect_stack_use_after_return costs little at -O1.
@@ -137,5 +117,4 @@ for what in "${steps[@]}"; do
     *) echo "sanitize: unknown step '$what' (asan or tsan)" >&2; exit 2 ;;
   esac
 done
-read_cpu
-echo "sanitize: all passed in $((SECONDS - started)) s, $cpu CPU-s"
+all_passed

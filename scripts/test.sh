@@ -23,28 +23,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${LOKA_BUILD_DIR:-$top/build}
 shards=${LOKA_CTEST_SHARDS:-$((2 * $(nproc)))}
 
-# Wall time and CPU seconds (user + system of finished children: on a shared machine the wall
-# time alone says little) of each step; `times` must run in this shell, hence the file.
-times_file=$(mktemp)
-trap 'rm -f "$times_file"' EXIT
-cpu=0
-read_cpu() {
-  times >"$times_file"
-  cpu=$(awk 'NR == 2 { gsub(/[ms]/, " "); print int($1 * 60 + $2 + $3 * 60 + $4) }' "$times_file")
-}
-started=$SECONDS
-step_started=$SECONDS
-step_cpu=0
-step() {  # announces the next step
-  echo "test.sh: $* (after $((SECONDS - started)) s)"
-  step_started=$SECONDS
-  read_cpu
-  step_cpu=$cpu
-}
-done_step() {
-  read_cpu
-  echo "test.sh:   took $((SECONDS - step_started)) s, $((cpu - step_cpu)) CPU-s"
-}
+# Wall time and CPU seconds of each step (on a shared machine the wall time alone says little).
+step_prefix=test.sh
+source "$top/scripts/step_timing.sh"
 
 step "install dependencies, configure and build into $build"
 "$top/scripts/install-deps.sh"
@@ -83,5 +64,4 @@ else
   "$top/scripts/sanitize.sh"
   done_step
 fi
-read_cpu
-echo "test.sh: all passed in $((SECONDS - started)) s, $cpu CPU-s"
+all_passed
