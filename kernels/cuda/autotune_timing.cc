@@ -113,6 +113,7 @@ double median_of(std::vector<float> samples) {
 std::vector<size_t> close_winners(const std::vector<double>& medians, const std::vector<int>& families) {
   std::vector<size_t> chosen;
   std::vector<int> seen;
+  std::vector<size_t> family_best;  // each family's fastest
   for (size_t i = 0; i < families.size(); ++i) {
     const int family = families[i];
     if (std::find(seen.begin(), seen.end(), family) != seen.end()) continue;
@@ -126,10 +127,23 @@ std::vector<size_t> close_winners(const std::vector<double>& medians, const std:
     if (!(best < kRetimeBelowUs)) continue;
     std::vector<size_t> close;
     for (size_t j : members)
-      if (medians[j] <= best * kCloseFactor && close.size() < kMostRetimed) close.push_back(j);
+      if (close_to(medians[j], best) && close.size() < kMostRetimed) close.push_back(j);
     if (close.size() >= 2) chosen.insert(chosen.end(), close.begin(), close.end());
+    family_best.push_back(members.front());
   }
+  // Across families: Dispatch picks between them too where both are free (BF16 for an FP8 node),
+  // so the families' fastest, when close to the fastest of all, are re-timed side by side.
+  std::vector<size_t> close_families;
+  if (!family_best.empty()) {
+    const double best = medians[*std::min_element(family_best.begin(), family_best.end(),
+                                                  [&](size_t a, size_t b) { return medians[a] < medians[b]; })];
+    if (best < kRetimeBelowUs)
+      for (size_t j : family_best)
+        if (close_to(medians[j], best)) close_families.push_back(j);
+  }
+  if (close_families.size() >= 2) chosen.insert(chosen.end(), close_families.begin(), close_families.end());
   std::sort(chosen.begin(), chosen.end());
+  chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
   return chosen;
 }
 

@@ -61,7 +61,9 @@ namespace loka::cuda {
 ///    kSmallMMaxRows rows (a revision-3 DB would answer them without it).
 /// 5: the revision covers the norm candidates too (kernels/cuda/norm_autotune.h records them in the
 ///    same DB under the same fingerprint): bump it when LoKA's LayerNorm kernel changes as well.
-inline constexpr int kGemmKernelRevision = 5;
+/// 6: close candidates (within 1.2x or 3 µs) are re-timed, and the families' fastest side by side
+///    (autotune_timing.h): a revision-5 DB keeps choices made on one round each.
+inline constexpr int kGemmKernelRevision = 6;
 
 /// Device operands of one run. Which ones are read depends on the key.
 struct GemmCandidateArgs {

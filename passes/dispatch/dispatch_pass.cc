@@ -5,6 +5,7 @@
 #include "passes/dispatch/dispatch_pass.h"
 
 #include <algorithm>
+#include <chrono>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <optional>
 
 #include "kernels/registry/kernel_plan.h"
+#include "passes/dispatch/calibration_errors.h"
 #include "passes/dispatch/gemm_problems.h"
 #include "passes/dispatch/gpu_timer.h"
 #include "passes/dispatch/norm_problems.h"
@@ -19,6 +21,8 @@
 #include "passes/ir/graph_algorithms.h"
 #include "passes/probe/annotations.h"
 #include "passes/probe/budget.h"
+#include "passes/probe/probe_model.h"
+#include "passes/probe/sites.h"
 
 namespace loka {
 namespace dispatch {
@@ -97,16 +101,26 @@ std::optional<double> error_value(const json& error, const char* field) {
   return std::isfinite(value) && value >= 0 ? std::optional<double>(value) : std::nullopt;
 }
 
+/// A node's FP8 model error and the recipe it was measured with.
+struct SiteError {
+  double value = 0;
+  std::string recipe;
+};
+
 /// The node's FP8 model error: its recipe's for a QuantizedGemm, the smallest
 /// measured recipe's for a node that stayed FP32; nothing when unmeasured.
-std::optional<double> site_fp8_error(const json& annotation, bool quantized, probe::BudgetMetric metric) {
+std::optional<SiteError> site_fp8_error(const json& annotation, bool quantized, probe::BudgetMetric metric) {
   if (!annotation.is_object()) return std::nullopt;
   const char* field = error_field(metric);
-  if (quantized) return error_value(annotation.value("error", json()), field);
-  std::optional<double> best;
+  if (quantized) {
+    const std::optional<double> value = error_value(annotation.value("error", json()), field);
+    return value ? std::optional<SiteError>(SiteError{*value, annotation.value("recipe", "")}) : std::nullopt;
+  }
+  std::optional<SiteError> best;
   if (annotation.contains("recipes") && annotation["recipes"].is_object())
     for (const auto& [name, recipe] : annotation["recipes"].items())
-      if (auto value = error_value(recipe.value("error", json()), field); value && (!best || *value < *best)) best = value;
+      if (auto value = error_value(recipe.value("error", json()), field); value && (!best || *value < best->value))
+        best = SiteError{*value, name};
   return best;
 }
 
@@ -137,17 +151,37 @@ const Option* fastest(const std::vector<Option>& options, double max_extra, cons
   return best;
 }
 
-/// Fills every option's added error for one node.
-void price_options(NodeWork& work, const json& annotation, const BudgetUse& budget) {
+/// The GEMM error of `o`'s arithmetic on the node's calibration inputs: its family's measured
+/// error, times how far the candidate's synthetic error exceeds its family's best (an algorithm
+/// that sums differently). Nothing for a family not measured there.
+std::optional<double> calibrated_gemm_error(const Option& o, const std::vector<Option>& options,
+                                            const FamilyErrors& calibration) {
+  const GemmPrecision p = o.timing.candidate.precision;
+  const double family = p == GemmPrecision::kBf16 ? calibration.bf16 : p == GemmPrecision::kTf32 ? calibration.tf32
+                                                                                                   : kInfinity;
+  if (!std::isfinite(family) || o.timing.candidate.fast_accum) return std::nullopt;
+  double best = kInfinity;
+  for (const Option& other : options)
+    if (other.timing.candidate.precision == p && !other.timing.candidate.fast_accum)
+      best = std::min(best, other.timing.rel_error);
+  const double spread = best > 0 && std::isfinite(best) ? std::max(1.0, o.timing.rel_error / best) : 1.0;
+  return family * spread;
+}
+
+/// Fills every option's added error for one node (`calibration`: its GEMM errors measured on its
+/// calibration inputs, when there are any; they take the place of the synthetic ratio).
+void price_options(NodeWork& work, const json& annotation, const BudgetUse& budget,
+                   const FamilyErrors* calibration) {
   const bool quantized = work.problem.key.weight == DType::kFloat8E4M3FN;
   const std::string precision = annotation.is_object() ? annotation.value("precision", "") : "";
   const bool pinned = annotation.is_object() && annotation.contains("pinned_by");
   const bool pinned_fp32 = pinned && precision == "fp32";
   const bool pinned_bf16 = precision == "bf16" && !quantized;
-  const std::optional<double> measured_error =
+  const std::optional<SiteError> measured_error =
       budget.known ? site_fp8_error(annotation, quantized, budget.metric) : std::nullopt;
   const bool have_site_error = measured_error.has_value();
-  const double site_error = measured_error.value_or(0.0);
+  const double site_error = measured_error ? measured_error->value : 0.0;
+  const bool calibrated = !quantized && calibration != nullptr && std::isfinite(calibration->fp8) && calibration->fp8 > 0;
   for (std::vector<Option>& options : work.buckets) {
     // The GEMM error of the node's own arithmetic (its FP8 recipe, or FP32) and of FP8 here.
     double fp8_ref = kInfinity;
@@ -176,7 +210,9 @@ void price_options(NodeWork& work, const json& annotation, const BudgetUse& budg
         o.extra = kInfinity;
         continue;
       }
-      const double scale = o.timing.rel_error / fp8_ref;
+      const std::optional<double> on_calibration =
+          calibrated ? calibrated_gemm_error(o, options, *calibration) : std::nullopt;
+      const double scale = on_calibration ? *on_calibration / calibration->fp8 : o.timing.rel_error / fp8_ref;
       const double model = site_error * (budget.metric == probe::BudgetMetric::kLogloss ? scale * scale : scale);
       o.extra = std::max(0.0, model - own_model);
     }
@@ -353,6 +389,51 @@ Result<NormCounts> dispatch_norms(const std::vector<ir::Node*>& order, NormTimer
   return counts;
 }
 
+/// The calibration GEMM errors (calibration_errors.h) of every FP32 node an upgrade may be priced
+/// for: one with a Probe-measured FP8 error and its statistics, not pinned. Each is recorded in
+/// the node's annotation as "calibration_errors". None without --calib data or upgrades.
+Result<std::map<std::string, FamilyErrors>> measure_upgrade_errors(const ir::Graph& graph, PassContext& context,
+                                                                   const std::vector<NodeWork>& works, json& nodes,
+                                                                   const BudgetUse& budget,
+                                                                   const DispatchOptions& options) {
+  const std::filesystem::path& data = context.settings().calibration_data;
+  if (!options.upgrades || !budget.known || options.calibration_rows <= 0 || data.empty()) return std::map<std::string, FamilyErrors>{};
+  std::vector<CalibrationGemm> gemms;
+  std::map<std::string, std::string> recipes;
+  for (const NodeWork& work : works) {
+    if (work.problem.key.weight != DType::kFloat32 || work.problem.node == nullptr) continue;
+    const json& annotation = nodes[work.name];
+    if (annotation.contains("pinned_by")) continue;  // pinned nodes are granted nothing
+    const std::optional<SiteError> site = site_fp8_error(annotation, false, budget.metric);
+    if (!site) continue;
+    LOKA_ASSIGN_OR_RETURN(const Fp8RecipeSpec::Kind kind, parse_fp8_recipe(site->recipe));
+    probe::Site described;
+    described.node = work.name;
+    described.kind = work.problem.key.constant_weight ? probe::SiteKind::kWeightGemm : probe::SiteKind::kActivationMatMul;
+    auto scales = probe::scales_from_annotation(described, annotation);
+    if (!scales) continue;  // no Probe statistics: the synthetic ratio prices it
+    const bool e5m2 = kind == Fp8RecipeSpec::Kind::kE5M2Tensor;
+    gemms.push_back({work.problem.node, work.problem.key.layout,
+                     Fp8RecipeSpec{kind, !work.problem.key.constant_weight, e5m2 ? scales->e5m2_a : scales->a,
+                                   e5m2 ? scales->e5m2_b : scales->b}});
+    recipes[work.name] = site->recipe;
+  }
+  if (gemms.empty()) return std::map<std::string, FamilyErrors>{};
+  LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(data));
+  const auto started = std::chrono::steady_clock::now();
+  CalibrationErrorOptions measure;
+  measure.max_rows = options.calibration_rows;
+  LOKA_ASSIGN_OR_RETURN(auto errors, measure_calibration_errors(graph, gemms, reader, measure));
+  context.add_statistic("calibration-error-seconds",
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  context.add_statistic("calibration-error-nodes", static_cast<double>(errors.size()));
+  for (const auto& [name, measured] : errors)
+    nodes[name]["calibration_errors"] = {{"rows", measured.rows},          {"fp8_recipe", recipes[name]},
+                                         {"fp8", measured.fp8},            {"bf16", measured.bf16},
+                                         {"tf32", measured.tf32}};
+  return errors;
+}
+
 }  // namespace
 
 Result<std::vector<int64_t>> parse_buckets(const std::string& text) {
@@ -411,8 +492,12 @@ Result<bool> dispatch_kernels(ir::Graph& graph, PassContext& context, GemmTimer&
       for (size_t i = 0; i < timings->size(); ++i) opts.push_back(Option{(*timings)[i], i, 0});
       work.buckets.push_back(std::move(opts));
     }
-    price_options(work, annotation, budget);
     works.push_back(std::move(work));
+  }
+  LOKA_ASSIGN_OR_RETURN(const auto calibration, measure_upgrade_errors(graph, context, works, nodes, budget, options));
+  for (NodeWork& work : works) {
+    const auto measured = calibration.find(work.name);
+    price_options(work, nodes[work.name], budget, measured == calibration.end() ? nullptr : &measured->second);
   }
   const double used = grant_upgrades(works, options.upgrades ? budget.headroom() : 0.0);
 
@@ -495,6 +580,9 @@ class DispatchPass final : public Pass {
     LOKA_ASSIGN_OR_RETURN(options.buckets, dispatch::parse_buckets(context.string_option("buckets")));
     options.reference_bucket = context.int_option("reference_bucket");
     options.upgrades = context.bool_option("upgrades");
+    options.calibration_rows = context.int_option("calibration_rows");
+    if (options.calibration_rows < 0)
+      return Status::error("dispatch option calibration_rows must be >= 0, got " + std::to_string(options.calibration_rows));
     // auto: the kernels are for this machine's GPU when it has one (loka-opt's --device says
     // where the model is checked, not which GPU the engine targets).
     LOKA_ASSIGN_OR_RETURN(const bool use_gpu, dispatch::resolve_device_option(context.string_option("device")));
@@ -562,6 +650,9 @@ PassInfo dispatch_pass_info() {
        {"upgrades", OptionType::kBool, "true",
         "spend the budget's headroom on kernels that add error (TF32/BF16 for FP32 nodes); false: error-free "
         "choices only"},
+       {"calibration_rows", OptionType::kInt, "256",
+        "rows of --calib data on which each FP32 node's TF32, BF16 and FP8 GEMM errors are measured, to price "
+        "upgrades (0: the autotuner's synthetic errors alone)"},
        {"repeats", OptionType::kInt, "15", "timed launches per candidate; the median is kept (GPU only)"},
        {"cudnn", OptionType::kInt, "0",
         "cuDNN FP8 matmul graphs timed per FP8 problem: engine configurations 0..N-1 of cuDNN's heuristic (GPU "
@@ -573,7 +664,7 @@ PassInfo dispatch_pass_info() {
         "cuDNN's heuristic (GPU only; 0: LoKA's kernel only)"}},
       {"gemm-nodes", "dispatched-nodes", "unsized-nodes", "fp32-choices", "tf32-choices", "bf16-choices", "fp8_e4m3-choices",
        "fp8_emulated-choices", "budget-upgrades", "extra-error", "norm-nodes", "cudnn-norm-choices", "perf-db-hits",
-       "tuned-problems", "timing-lock-waits"}};
+       "tuned-problems", "timing-lock-waits", "calibration-error-nodes", "calibration-error-seconds"}};
 }
 
 std::unique_ptr<Pass> make_dispatch_pass() { return std::make_unique<DispatchPass>(); }

@@ -16,7 +16,9 @@
 // (pin-precision leaves its `reserve` share of the budget for this). A node's
 // added model error is its Probe-measured FP8 site error scaled by the ratio
 // of the candidate's GEMM error to FP8's (squared for a logloss budget;
-// summed linearly over nodes, an upper bound).
+// summed linearly over nodes, an upper bound); with --calib data both errors
+// of that ratio are measured on the node's calibration inputs
+// (calibration_errors.h), recorded as the node's "calibration_errors".
 // Nodes pinned fp32 get no added error; pinned bf16 run BF16.
 // Writes: per node annotation "kernel" (the choice at reference_bucket),
 // "kernel_time_us", "kernel_runner_up", "kernel_runner_up_time_us",
@@ -60,6 +62,11 @@ struct DispatchOptions {
   /// Spend the budget's headroom on error-adding kernels (TF32/BF16 on FP32 nodes, FAST_ACCUM
   /// beyond the FP8 recipe's own error); false keeps to choices that add no error.
   bool upgrades = true;
+  /// Rows of each FP32 node's calibration inputs its TF32 / BF16 / FP8 GEMM errors are measured on
+  /// (calibration_errors.h), when the compile has --calib data; 0: the autotuner's synthetic
+  /// errors price upgrades alone.
+  /// The run is the CPU runtime's: deterministic, so the plan stays byte-identical run to run.
+  int64_t calibration_rows = 256;
 };
 
 /// Parses "512:4096:16384" (',' accepted too; positive, strictly ascending).

@@ -22,6 +22,7 @@
 #include "passes/probe/annotations.h"
 #include "passes/probe/budget.h"
 #include "passes/probe/drawn_labels.h"
+#include "passes/probe/fake_quantize.h"
 #include "passes/probe/metrics.h"
 #include "passes/probe/probe_model.h"
 #include "passes/probe/sites.h"
@@ -33,6 +34,9 @@ namespace loka {
 namespace {
 
 using probe::BatchMeans;
+using probe::quantize_rows;
+using probe::quantize_tensor;
+using probe::quantize_weight_channels;
 using probe::logloss;
 using probe::Site;
 using probe::SiteKind;
@@ -147,36 +151,6 @@ nlohmann::json error_json(const ErrorEstimate& estimate, bool with_logloss) {
   return out;
 }
 
-// ------------------------------------------------------------ quantizing ----
-
-/// Fake-quantizes the rows of the last dim (each row its own dynamic scale).
-Tensor quantize_rows(const Tensor& x) {
-  Tensor copy = x.clone();
-  const int64_t cols = x.rank() ? x.dim(x.rank() - 1) : 1;
-  const int64_t rows = cols ? x.element_count() / cols : 0;
-  cpu::fake_quantize_per_row(copy.values<float>(), rows, cols, Fp8Format::kE4M3FN);
-  return copy;
-}
-
-Tensor quantize_tensor(const Tensor& x, float scale, Fp8Format format = Fp8Format::kE4M3FN) {
-  Tensor copy = x.clone();
-  cpu::fake_quantize_per_tensor(copy.values<float>(), scale, format);
-  return copy;
-}
-
-/// Per-output-channel weights: channels are the columns of each trailing [K, N]
-/// matrix, or the rows when stored transposed ([N, K], Gemm transB=1).
-Tensor quantize_weight_channels(const Tensor& w, bool transposed) {
-  if (transposed) return quantize_rows(w);
-  Tensor copy = w.clone();
-  const int64_t n = w.rank() ? w.dim(w.rank() - 1) : 1;
-  const int64_t k = w.rank() >= 2 ? w.dim(w.rank() - 2) : 1;
-  const int64_t matrices = k * n != 0 ? w.element_count() / (k * n) : 0;
-  for (int64_t m = 0; m < matrices; ++m)
-    cpu::fake_quantize_per_column(copy.values<float>().subspan(static_cast<size_t>(m * k * n), static_cast<size_t>(k * n)),
-                                  k, n, Fp8Format::kE4M3FN);
-  return copy;
-}
 
 // ------------------------------------------------------------- observing ----
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -27,6 +28,24 @@ struct LoadedModel {
   std::unique_ptr<Session> session;
   int64_t rows = 0;
 };
+
+/// The first `rows` rows of every input when all of them have more and share their leading dim;
+/// the inputs as they are otherwise (a model whose inputs are not all per-sample, e.g. offsets).
+std::vector<Tensor> leading_rows(std::vector<Tensor> inputs, int64_t rows) {
+  if (rows <= 0 || inputs.empty()) return inputs;
+  const int64_t batch = inputs[0].rank() == 0 ? 0 : inputs[0].dim(0);
+  if (batch <= rows) return inputs;
+  for (const Tensor& input : inputs)
+    if (input.rank() == 0 || input.dim(0) != batch) return inputs;
+  for (Tensor& input : inputs) {
+    Shape shape = input.shape();
+    shape[0] = rows;
+    Tensor first = Tensor::zeros(input.dtype(), shape);
+    std::memcpy(first.raw(), input.raw(), first.byte_size());
+    input = std::move(first);
+  }
+  return inputs;
+}
 
 }  // namespace
 
@@ -105,7 +124,7 @@ Status run_tapped(const ir::Graph& graph, std::span<const std::string> values, c
   for (size_t b = 0; b < count; ++b) {
     LOKA_ASSIGN_OR_RETURN(auto batch, read_calibration_batch(reader, b, input_names, options.refuse_non_finite_inputs));
     const DataSet& data = batch.first;
-    const std::vector<Tensor>& inputs = batch.second;
+    const std::vector<Tensor> inputs = leading_rows(std::move(batch.second), options.max_rows);
     std::vector<Tensor> outputs;
     if (!wanted.empty()) {
       const int64_t rows = inputs.empty() || inputs[0].rank() == 0 ? 1 : inputs[0].dim(0);

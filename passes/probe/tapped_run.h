@@ -70,6 +70,9 @@ struct TappedRunOptions {
   Device device = Device::kCpu;
   bool refuse_non_finite_inputs = false;  ///< see read_calibration_batch
   std::string model_name = "tapped model";  ///< names the model in load errors
+  /// > 0: run only the first this many rows of each batch (every input's leading dim, when all
+  /// inputs share it; a batch whose inputs do not is run whole). 0: every row.
+  int64_t max_rows = 0;
 };
 
 /// Runs the FP32 `graph` on data sets [0, batches) of `reader` (fewer when it has fewer) and

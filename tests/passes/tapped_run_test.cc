@@ -3,7 +3,8 @@
 // both the Probe and migrate-outliers use: the tapped values are what the
 // nodes read (checked against an Observer on the same CPU runtime), a value
 // asked for twice comes back twice from one output, graph inputs come from the
-// batch, and the errors name the value, the data set or the input.
+// batch, max_rows runs a batch's leading rows, and the errors name the value,
+// the data set or the input.
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -78,13 +79,14 @@ struct Collected {
 };
 
 Collected collect(const ir::Graph& graph, const std::vector<std::string>& names, const fs::path& data, size_t batches,
-                  bool refuse_non_finite = false) {
+                  bool refuse_non_finite = false, int64_t max_rows = 0) {
   Collected collected;
   auto reader = DataSetReader::open(data);
   EXPECT_TRUE(reader) << reader.status().message();
   if (!reader) return collected;
   probe::TappedRunOptions options;
   options.refuse_non_finite_inputs = refuse_non_finite;
+  options.max_rows = max_rows;
   collected.status = probe::run_tapped(graph, names, *reader, batches, options, [&](const probe::TappedBatch& batch) {
     collected.batches.push_back(batch.index);
     collected.values.emplace_back(batch.values.begin(), batch.values.end());
@@ -158,6 +160,28 @@ TEST(TappedRun, RefusesInitializersAndUnknownValues) {
   const Collected unknown = collect(*graph, {"nope"}, data, 1);
   ASSERT_FALSE(unknown.status);
   EXPECT_NE(unknown.status.message().find("no value 'nope'"), std::string::npos) << unknown.status.message();
+}
+
+TEST(TappedRun, MaxRowsRunsTheLeadingRowsOfEachBatch) {
+  std::mt19937 rng(13);
+  auto graph = chain();
+  ASSERT_TRUE(graph);
+  const fs::path data = write_batches(rng, {6, 2});
+  const Collected whole = collect(*graph, {"x", "r"}, data, 2);
+  const Collected first = collect(*graph, {"x", "r"}, data, 2, false, /*max_rows=*/4);
+  ASSERT_TRUE(whole.status) << whole.status.message();
+  ASSERT_TRUE(first.status) << first.status.message();
+  ASSERT_EQ(first.values.size(), 2u);
+  for (size_t v = 0; v < 2; ++v) {
+    // Batch 0: the first 4 of its 6 rows, the values the whole run computed for them.
+    const Tensor& cut = first.values[0][v];
+    const Tensor& full = whole.values[0][v];
+    ASSERT_EQ(cut.dim(0), 4);
+    const std::vector<float> all = full.to_floats();
+    EXPECT_EQ(cut.to_floats(), std::vector<float>(all.begin(), all.begin() + cut.element_count()));
+    // Negative twin: batch 1 has 2 rows, fewer than asked: run whole.
+    expect_same(first.values[1][v], whole.values[1][v]);
+  }
 }
 
 TEST(TappedRun, NonFiniteInputsAreRefusedOnlyWhenAsked) {
