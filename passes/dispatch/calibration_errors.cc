@@ -5,8 +5,9 @@
 #include "passes/dispatch/calibration_errors.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <mutex>
+#include <map>
 #include <vector>
 
 #include "kernels/cpu/parallel_rows.h"
@@ -121,13 +122,14 @@ Result<FamilyErrors> gemm_family_errors(const std::string& node, const Tensor& x
                           weight_nk(w.values<float>(), p, k, n, stored_nk, round_bf16),
                           weight_nk(w.values<float>(), p, k, n, stored_nk, round_tf32)});
 
-  SquaredSums fp8, bf16, tf32;
-  std::mutex merge;
+  // Each row's sums are kept and added in row order once all rows are done: the same figures
+  // whatever the thread count or which thread finishes first, so the plan stays byte-identical.
+  std::vector<std::array<SquaredSums, 3>> per_row(static_cast<size_t>(rows));  // fp8, bf16, tf32
   cpu::parallel_rows(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n)), [&](int64_t begin, int64_t end) {
-    SquaredSums local8, local16, local32;
     for (int64_t r = begin; r < end; ++r) {
       const Operands& wp = ws[static_cast<size_t>(layout == GemmLayout::kBatched ? r / m : 0)];
       const size_t xo = static_cast<size_t>(r * k);
+      std::array<SquaredSums, 3>& sums = per_row[static_cast<size_t>(r)];
       for (int64_t j = 0; j < n; ++j) {
         const size_t wo = static_cast<size_t>(j * k);
         double exact = 0, q8 = 0, q16 = 0, q32 = 0;
@@ -137,21 +139,21 @@ Result<FamilyErrors> gemm_family_errors(const std::string& node, const Tensor& x
           q16 += static_cast<double>(xs.bf16[xo + i]) * wp.bf16[wo + i];
           q32 += static_cast<double>(xs.tf32[xo + i]) * wp.tf32[wo + i];
         }
-        const double ref2 = exact * exact;
-        local8.diff += (q8 - exact) * (q8 - exact);
-        local16.diff += (q16 - exact) * (q16 - exact);
-        local32.diff += (q32 - exact) * (q32 - exact);
-        local8.reference += ref2;
-        local16.reference += ref2;
-        local32.reference += ref2;
+        const double tested[3] = {q8, q16, q32};
+        for (size_t f = 0; f < 3; ++f) {
+          sums[f].diff += (tested[f] - exact) * (tested[f] - exact);
+          sums[f].reference += exact * exact;
+        }
       }
     }
-    const std::lock_guard<std::mutex> lock(merge);
-    for (auto [to, from] : {std::pair{&fp8, &local8}, std::pair{&bf16, &local16}, std::pair{&tf32, &local32}}) {
-      to->diff += from->diff;
-      to->reference += from->reference;
-    }
   });
+  std::array<SquaredSums, 3> total;
+  for (const std::array<SquaredSums, 3>& row : per_row)
+    for (size_t f = 0; f < 3; ++f) {
+      total[f].diff += row[f].diff;
+      total[f].reference += row[f].reference;
+    }
+  const SquaredSums &fp8 = total[0], &bf16 = total[1], &tf32 = total[2];
   FamilyErrors errors;
   errors.fp8 = fp8.rel_l2();
   errors.bf16 = bf16.rel_l2();
