@@ -184,6 +184,16 @@ TEST(GemmFamilyErrors, BadOperandsAreRefusedNamingTheNode) {
                                  Fp8RecipeSpec{Fp8RecipeSpec::Kind::kE5M2Tensor, false, 1, 1}, 8);
   ASSERT_FALSE(e5m2);
   EXPECT_NE(e5m2.status().message().find("activation MatMuls"), std::string::npos);
+  // No rows: nothing measured (NaN), no error.
+  auto empty = gemm_family_errors("fc7", Tensor::zeros(DType::kFloat32, {0, 8}), Tensor::zeros(DType::kFloat32, {3, 8}),
+                                  GemmLayout::kNT, recipe, 8);
+  ASSERT_TRUE(empty) << empty.status().message();
+  EXPECT_EQ(empty->rows, 0);
+  EXPECT_TRUE(std::isnan(empty->fp8));
+  auto empty_batched = gemm_family_errors("mm", Tensor::zeros(DType::kFloat32, {0, 4, 8}),
+                                          Tensor::zeros(DType::kFloat32, {0, 8, 3}), GemmLayout::kBatched, recipe, 8);
+  ASSERT_TRUE(empty_batched) << empty_batched.status().message();
+  EXPECT_EQ(empty_batched->rows, 0);
   EXPECT_FALSE(parse_fp8_recipe("e4m3"));
   EXPECT_EQ(parse_fp8_recipe("e4m3_row").value(), Fp8RecipeSpec::Kind::kE4M3Row);
 }
