@@ -79,13 +79,6 @@ __device__ __forceinline__ void store_chunk(Out* out, int64_t at, const float (&
   }
 }
 
-/// Ids of a bag read and rows loaded before any is summed. A bag is a chain of dependent loads
-/// (the id, then its row and scale); walked one id at a time, MLPerf DLRM's 100-id bags made the
-/// kernel wait on memory latency, not bandwidth (0.18 ms for 105 MB at batch 4096, H200,
-/// 2026-11-26). Loading kBagUnroll rows at once keeps that many in flight per thread; the sums
-/// are still added in bag order, so results are unchanged bit for bit.
-constexpr int kBagUnroll = 8;
-
 template <typename Elem, int kVec>
 __global__ void embedding_bag_kernel(const __grid_constant__ LaunchParams params) {
   const TableParams& t = params.tables[blockIdx.y];
@@ -101,34 +94,20 @@ __global__ void embedding_bag_kernel(const __grid_constant__ LaunchParams params
       float acc[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) acc[j] = -0.0f;
-      for (int64_t first = 0; first < t.bag; first += kBagUnroll) {
-        const int64_t count = t.bag - first < kBagUnroll ? t.bag - first : kBagUnroll;
-        int64_t rows[kBagUnroll];
-#pragma unroll
-        for (int u = 0; u < kBagUnroll; ++u)
-          rows[u] = u < count ? resolve_index(load_id(t, sample, first + u), t.rows, t.policy) : -1;
-        Pack<Elem, kVec> codes[kBagUnroll];
-        float scales[kBagUnroll];
-#pragma unroll
-        for (int u = 0; u < kBagUnroll; ++u) {
-          if (rows[u] < 0) continue;
-          codes[u] = *reinterpret_cast<const Pack<Elem, kVec>*>(table + rows[u] * t.dim + chunk * kVec);
-          if constexpr (std::is_same_v<Elem, Fp8Code>) scales[u] = t.row_scales[t.per_row_scales ? rows[u] : 0];
+      for (int64_t k = 0; k < t.bag; ++k) {
+        const int64_t row = resolve_index(load_id(t, sample, k), t.rows, t.policy);
+        if (row < 0) {
+          if (t.error_flag != nullptr) *t.error_flag = 1;
+          continue;  // the row counts as zeros
         }
+        const Pack<Elem, kVec> codes = *reinterpret_cast<const Pack<Elem, kVec>*>(table + row * t.dim + chunk * kVec);
+        if constexpr (std::is_same_v<Elem, Fp8Code>) {
+          const float scale = t.row_scales[t.per_row_scales ? row : 0];
 #pragma unroll
-        for (int u = 0; u < kBagUnroll; ++u) {
-          if (u >= count) break;
-          if (rows[u] < 0) {
-            if (t.error_flag != nullptr) *t.error_flag = 1;
-            continue;  // the row counts as zeros
-          }
-          if constexpr (std::is_same_v<Elem, Fp8Code>) {
+          for (int j = 0; j < kVec; ++j) acc[j] = fmaf(decode(codes.v[j]), scale, acc[j]);
+        } else {
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) acc[j] = fmaf(decode(codes[u].v[j]), scales[u], acc[j]);
-          } else {
-#pragma unroll
-            for (int j = 0; j < kVec; ++j) acc[j] += decode(codes[u].v[j]);
-          }
+          for (int j = 0; j < kVec; ++j) acc[j] += decode(codes.v[j]);
         }
       }
       const int64_t at = sample * t.out_row_stride + chunk * kVec;

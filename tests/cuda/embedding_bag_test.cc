@@ -259,7 +259,7 @@ void check_output(const LookupCase& c, const DeviceCase& device) {
 
 LookupCase random_case(std::mt19937& rng, int64_t batch) {
   const std::vector<int64_t> dims = {1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 24, 31, 32, 48, 64, 100, 128, 129, 256, 1000};
-  // Around the kernel's unroll of 8 ids (7, 8, 9, 17) and MLPerf DLRM's longest bag (100).
+  // Up to MLPerf DLRM's longest bag (100).
   const std::vector<int64_t> bags = {1, 1, 2, 3, 7, 8, 9, 17, 20, 100};
   const auto pick = [&rng](const std::vector<int64_t>& from) {
     return from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
