@@ -111,9 +111,11 @@ Result<FamilyErrors> gemm_family_errors(const std::string& node, const Tensor& x
 
   // The sample: leading rows of X; whole batches of a batched MatMul.
   const int64_t all_rows = x.element_count() / std::max<int64_t>(1, k);  // rows over every leading dim
+  const bool batched = layout == GemmLayout::kBatched;
+  const int64_t wanted = std::max<int64_t>(1, max_rows);
   const int64_t used_batches =
-      layout == GemmLayout::kBatched ? std::clamp<int64_t>((max_rows + m - 1) / std::max<int64_t>(1, m), 1, batches) : 1;
-  const int64_t rows = layout == GemmLayout::kBatched ? used_batches * m : std::min(all_rows, std::max<int64_t>(1, max_rows));
+      batched ? std::clamp<int64_t>((wanted + m - 1) / std::max<int64_t>(1, m), 1, batches) : 1;
+  const int64_t rows = batched ? used_batches * m : std::min(all_rows, wanted);
   const auto keep = [](float v) { return v; };
   Operands xs{first_rows(x.values<float>(), rows, k, keep), first_rows(x8.values<float>(), rows, k, keep),
               first_rows(x.values<float>(), rows, k, round_bf16), first_rows(x.values<float>(), rows, k, round_tf32)};
@@ -129,7 +131,7 @@ Result<FamilyErrors> gemm_family_errors(const std::string& node, const Tensor& x
   std::vector<std::array<SquaredSums, 3>> per_row(static_cast<size_t>(rows));  // fp8, bf16, tf32
   cpu::parallel_rows(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const Operands& wp = ws[static_cast<size_t>(layout == GemmLayout::kBatched ? r / m : 0)];
+      const Operands& wp = ws[static_cast<size_t>(batched ? r / m : 0)];
       const size_t xo = static_cast<size_t>(r * k);
       std::array<SquaredSums, 3>& sums = per_row[static_cast<size_t>(r)];
       for (int64_t j = 0; j < n; ++j) {
@@ -164,11 +166,9 @@ Result<FamilyErrors> gemm_family_errors(const std::string& node, const Tensor& x
   return errors;
 }
 
-Result<std::map<std::string, FamilyErrors>> measure_calibration_errors(const ir::Graph& graph,
-                                                                       std::span<const CalibrationGemm> gemms,
-                                                                       const DataSetReader& reader,
-                                                                       const CalibrationErrorOptions& options) {
-  std::map<std::string, FamilyErrors> errors;
+Result<ErrorsByNode> measure_calibration_errors(const ir::Graph& graph, std::span<const CalibrationGemm> gemms,
+                                                const DataSetReader& reader, const CalibrationErrorOptions& options) {
+  ErrorsByNode errors;
   if (gemms.empty() || reader.size() == 0) return errors;
   // Every operand that is not a constant is tapped; slot -1 marks an initializer.
   std::vector<std::string> tapped;

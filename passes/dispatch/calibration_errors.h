@@ -81,11 +81,12 @@ struct CalibrationErrorOptions {
   int64_t max_rows = 256;        ///< rows of each node's GEMM summed (of the first calibration batch)
 };
 
-/// Every node's errors on the first calibration batch of `reader`, by node name. Errors name the
-/// node, the value or the data set.
-Result<std::map<std::string, FamilyErrors>> measure_calibration_errors(const ir::Graph& graph,
-                                                                       std::span<const CalibrationGemm> gemms,
-                                                                       const DataSetReader& reader,
-                                                                       const CalibrationErrorOptions& options);
+/// Errors by node name.
+using ErrorsByNode = std::map<std::string, FamilyErrors>;
+
+/// Every node's errors on the first calibration batch of `reader`. Errors name the node, the value
+/// or the data set.
+Result<ErrorsByNode> measure_calibration_errors(const ir::Graph& graph, std::span<const CalibrationGemm> gemms,
+                                                const DataSetReader& reader, const CalibrationErrorOptions& options);
 
 }  // namespace loka::dispatch

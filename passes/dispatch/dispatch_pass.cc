@@ -181,7 +181,8 @@ void price_options(NodeWork& work, const json& annotation, const BudgetUse& budg
       budget.known ? site_fp8_error(annotation, quantized, budget.metric) : std::nullopt;
   const bool have_site_error = measured_error.has_value();
   const double site_error = measured_error ? measured_error->value : 0.0;
-  const bool calibrated = !quantized && calibration != nullptr && std::isfinite(calibration->fp8) && calibration->fp8 > 0;
+  const bool calibrated =
+      !quantized && calibration != nullptr && std::isfinite(calibration->fp8) && calibration->fp8 > 0;
   for (std::vector<Option>& options : work.buckets) {
     // The GEMM error of the node's own arithmetic (its FP8 recipe, or FP32) and of FP8 here.
     double fp8_ref = kInfinity;
@@ -392,12 +393,11 @@ Result<NormCounts> dispatch_norms(const std::vector<ir::Node*>& order, NormTimer
 /// The calibration GEMM errors (calibration_errors.h) of every FP32 node an upgrade may be priced
 /// for: one with a Probe-measured FP8 error and its statistics, not pinned. Each is recorded in
 /// the node's annotation as "calibration_errors". None without --calib data or upgrades.
-Result<std::map<std::string, FamilyErrors>> measure_upgrade_errors(const ir::Graph& graph, PassContext& context,
-                                                                   const std::vector<NodeWork>& works, json& nodes,
-                                                                   const BudgetUse& budget,
-                                                                   const DispatchOptions& options) {
+Result<ErrorsByNode> measure_upgrade_errors(const ir::Graph& graph, PassContext& context,
+                                            const std::vector<NodeWork>& works, json& nodes, const BudgetUse& budget,
+                                            const DispatchOptions& options) {
   const std::filesystem::path& data = context.settings().calibration_data;
-  if (!options.upgrades || !budget.known || options.calibration_rows <= 0 || data.empty()) return std::map<std::string, FamilyErrors>{};
+  if (!options.upgrades || !budget.known || options.calibration_rows <= 0 || data.empty()) return ErrorsByNode{};
   std::vector<CalibrationGemm> gemms;
   std::map<std::string, std::string> recipes;
   for (const NodeWork& work : works) {
@@ -406,19 +406,21 @@ Result<std::map<std::string, FamilyErrors>> measure_upgrade_errors(const ir::Gra
     if (annotation.contains("pinned_by")) continue;  // pinned nodes are granted nothing
     const std::optional<SiteError> site = site_fp8_error(annotation, false, budget.metric);
     if (!site) continue;
-    LOKA_ASSIGN_OR_RETURN(const Fp8RecipeSpec::Kind kind, parse_fp8_recipe(site->recipe));
+    auto kind = parse_fp8_recipe(site->recipe);
+    if (!kind) return kind.status().with_context("node '" + work.name + "': ");
     probe::Site described;
     described.node = work.name;
-    described.kind = work.problem.key.constant_weight ? probe::SiteKind::kWeightGemm : probe::SiteKind::kActivationMatMul;
+    described.kind =
+        work.problem.key.constant_weight ? probe::SiteKind::kWeightGemm : probe::SiteKind::kActivationMatMul;
     auto scales = probe::scales_from_annotation(described, annotation);
     if (!scales) continue;  // no Probe statistics: the synthetic ratio prices it
-    const bool e5m2 = kind == Fp8RecipeSpec::Kind::kE5M2Tensor;
+    const bool e5m2 = *kind == Fp8RecipeSpec::Kind::kE5M2Tensor;
     gemms.push_back({work.problem.node, work.problem.key.layout,
-                     Fp8RecipeSpec{kind, !work.problem.key.constant_weight, e5m2 ? scales->e5m2_a : scales->a,
+                     Fp8RecipeSpec{*kind, !work.problem.key.constant_weight, e5m2 ? scales->e5m2_a : scales->a,
                                    e5m2 ? scales->e5m2_b : scales->b}});
     recipes[work.name] = site->recipe;
   }
-  if (gemms.empty()) return std::map<std::string, FamilyErrors>{};
+  if (gemms.empty()) return ErrorsByNode{};
   LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(data));
   const auto started = std::chrono::steady_clock::now();
   CalibrationErrorOptions measure;
@@ -582,7 +584,8 @@ class DispatchPass final : public Pass {
     options.upgrades = context.bool_option("upgrades");
     options.calibration_rows = context.int_option("calibration_rows");
     if (options.calibration_rows < 0)
-      return Status::error("dispatch option calibration_rows must be >= 0, got " + std::to_string(options.calibration_rows));
+      return Status::error("dispatch option calibration_rows must be >= 0, got " +
+                           std::to_string(options.calibration_rows));
     // auto: the kernels are for this machine's GPU when it has one (loka-opt's --device says
     // where the model is checked, not which GPU the engine targets).
     LOKA_ASSIGN_OR_RETURN(const bool use_gpu, dispatch::resolve_device_option(context.string_option("device")));

@@ -508,6 +508,13 @@ TEST(DispatchPass, OptionsAreValidated) {
   auto result = make_dispatch_pass()->run(*graph, context);
   ASSERT_FALSE(result.is_ok());
   EXPECT_NE(result.status().message().find("device='tpu'"), std::string::npos);
+  options = default_options();
+  options["device"] = "cpu";
+  options["calibration_rows"] = "-1";
+  PassContext negative_rows(settings, options);
+  result = make_dispatch_pass()->run(*graph, negative_rows);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_NE(result.status().message().find("calibration_rows must be >= 0"), std::string::npos) << result.status().message();
 }
 
 /// The model with what legitimately differs between two runs removed: the Probe's wall time.
