@@ -9,10 +9,11 @@
 # and the threaded ones under TSan (scripts/sanitize.sh, two build folders of its own;
 # LOKA_SKIP_SANITIZE=1 skips that step). Prints each step's time.
 #
-# On 2 cores from a fresh clone (CI; 2026-11-26 at 310cc6b, other builds running beside it), the
-# steps in order: build (Release, CUDA on) 6.4 min, ctest 2.6, fuzz 6.9, sanitize 10.9 (ASan+UBSan
-# build 4.8 and tests 2.7, TSan build 2.8 and runs 0.6): 26.8 min, 52 CPU-min, for all of .ci/run,
-# where it took 9.5, 3.8, 7.0 and 17.5 min, 38.0 min and 75 CPU-min before whole-binary shards,
+# On 2 cores from a fresh clone (CI; 2026-11-27 at 7489c2d, nothing else running), the steps in
+# order: build (Release, CUDA on) 6.1 min, ctest 2.6, fuzz 6.9, sanitize 12.6 (ASan+UBSan build 5.2
+# and tests 3.8, TSan build 3.0 and runs 0.6): 28.1 min, 55 CPU-min, for all of .ci/run. On
+# 2026-11-26 (310cc6b, other builds beside it) it took 26.8 min and 52 CPU-min, and before that
+# 9.5, 3.8, 7.0 and 17.5 min, 38.0 min and 75 CPU-min before whole-binary shards,
 # the precompiled header, -O1/-O0 test sources and the ASan exclusions of scripts/sanitize.sh
 # dated 2026-11-26 (at 84e004b; the day's new tests run too). Other builds on the machine changed
 # the same compile's time by up to 12% between runs.
