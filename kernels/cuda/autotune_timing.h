@@ -13,10 +13,10 @@
 // launches per candidate has ranked a BF16 algorithm of an 8 µs GEMM first
 // that later re-timed at twice the runner-up's time (DHEN at batch 512, H100,
 // 2026-11-26). Per family (a precision Dispatch may be held to), the fastest
-// few within kCloseFactor of the family's fastest, when that is a short
+// few within kCloseFactor (or kCloseMarginUs) of the family's fastest, when that is a short
 // kernel, run further rounds, interleaved so that clock and thermal drift
 // reach them alike, and each keeps the median of all its samples. So do the
-// families' fastest when within kCloseFactor of each other: Dispatch picks
+// families' fastest when that close to each other: Dispatch picks
 // between families where both are free (BF16 for an FP8 node), and one round
 // each ranked an FP8 kernel of Wukong first that the issue-7 check re-timed at
 // 1.057x the BF16 one (7 µs, H200, 2026-11-26).

@@ -151,7 +151,6 @@ nlohmann::json error_json(const ErrorEstimate& estimate, bool with_logloss) {
   return out;
 }
 
-
 // ------------------------------------------------------------- observing ----
 
 struct SiteState {
