@@ -12,13 +12,16 @@
 // read once from DRAM and Y written once, with no score tensor.
 //
 // FP32 throughout: the dot product is summed (FMA) and then multiplied by
-// `scale` once, as the MatMul and Mul it replaces; the softmax is online over
-// key tiles (running max m, running sum l, accumulator rescaled by
-// exp(m_old − m_new)), so it never overflows and equals the CPU reference
-// (runtime/ops/attention.cc) up to rounding. NaN and ±inf propagate as in the
-// unfused ops: a NaN or +inf score makes its row NaN, a row of −inf scores is
-// NaN, a non-finite V element reaches every row that multiplies it (even by a
-// zero probability, as the MatMul would). Enqueue only: graph-capturable.
+// `scale` once, as the MatMul and Mul it replaces. For Nk ≤ 64 and D > 32 the
+// softmax is exact (every score of a row in registers, the row maximum
+// subtracted); otherwise it is online over key tiles (running max m, running
+// sum l, accumulator rescaled by exp(m_old − m_new)). Either way it never
+// overflows and equals the CPU reference (runtime/ops/attention.cc) up to
+// rounding. NaN and ±inf propagate as in the unfused ops: a NaN or +inf score
+// makes its row NaN, a row of −inf scores is NaN, a non-finite V element
+// reaches every row that multiplies it (even by a zero probability, as the
+// MatMul would). Enqueue only: graph-capturable (a shape's first launch asks
+// the runtime for occupancy, also inside a capture; no allocation).
 // ============================================================================
 #pragma once
 

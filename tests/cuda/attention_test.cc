@@ -13,7 +13,13 @@
 // with Nk), not a fixed epsilon. Non-finite cases: a NaN query row reaches
 // exactly its own outputs; scores near ±250 do not overflow; a first tile of
 // -inf scores weighs nothing; +inf or all -inf scores make a row NaN; inf and
-// NaN in V reach their column, as the unfused ops give. Skips visibly without
+// NaN in V reach their column, as the unfused ops give. The exact-softmax
+// kernel for short key sets (Nk <= 64, D > 32) has its own awkward shapes
+// (one key, odd Nk, the edges of its 32/48/64-key slots and of its limit,
+// D not a multiple of 4, 1/3/8 heads, batch 1 and 65536, query blocks,
+// float4 and scalar staging from one packed or three buffers), the
+// non-finite cases run on both kernels and every lane split, and a shape's
+// first launch happens inside a CUDA graph capture. Skips visibly without
 // a GPU.
 // ============================================================================
 #include <gtest/gtest.h>
@@ -37,6 +43,7 @@ namespace loka {
 namespace {
 
 using testing::DeviceBytes;
+using testing::replay_in_cuda_graph;
 
 class CudaAttention : public testing::CudaTest {};
 
@@ -123,9 +130,10 @@ void expect_matches(const std::vector<float>& got, const Reference& ref, const c
 }
 
 /// Runs the kernel on host inputs (`packed`: q, k and v are one tensor, uploaded once) into an
-/// output that starts as NaN everywhere.
+/// output that starts as NaN everywhere; `in_graph`: the launch is captured in a CUDA graph (on a
+/// stream of its own, as the runtime captures a batch bucket's first run) and the graph replayed.
 std::vector<float> run_kernel(cuda::AttentionArgs args, const Tensor& q, const Tensor& k, const Tensor& v,
-                              bool packed) {
+                              bool packed, bool in_graph = false) {
   const size_t outputs = static_cast<size_t>(args.batch * args.nq * args.heads * args.head_dim);
   DeviceBytes d_q(q), d_y(outputs * sizeof(float));
   std::vector<std::unique_ptr<DeviceBytes>> separate;
@@ -140,23 +148,32 @@ std::vector<float> run_kernel(cuda::AttentionArgs args, const Tensor& q, const T
   }
   args.y = d_y.as<float>();
   EXPECT_EQ(cudaMemset(d_y.get(), 0xFF, outputs * sizeof(float)), cudaSuccess);  // all-ones bits: NaN
-  const Status launched = cuda::launch_attention(args, nullptr);
-  EXPECT_TRUE(launched) << launched.message();
+  if (!in_graph) {
+    const Status launched = cuda::launch_attention(args, nullptr);
+    EXPECT_TRUE(launched) << launched.message();
+    return d_y.download_vector<float>(outputs);
+  }
+  const Status replayed =
+      replay_in_cuda_graph([&](cudaStream_t stream) { return cuda::launch_attention(args, stream); }, 2);
+  EXPECT_TRUE(replayed) << "attention in a CUDA graph: " << replayed.message();
   return d_y.download_vector<float>(outputs);
 }
 
 struct Case {
   int64_t batch, nq, nk, heads, dim;
-  bool packed;  ///< one [B, N, 3·H·D] buffer (nq == nk); else separate inputs, offset and wider
+  bool packed;           ///< one [B, N, 3·H·D] buffer (nq == nk); else separate inputs, offset and wider
+  bool aligned = false;  ///< separate inputs whose rows and heads start 16-byte aligned (needs H·D % 4 == 0)
 };
 
 std::string describe(const Case& c) {
   return "B=" + std::to_string(c.batch) + " Nq=" + std::to_string(c.nq) + " Nk=" + std::to_string(c.nk) +
-         " H=" + std::to_string(c.heads) + " D=" + std::to_string(c.dim) + (c.packed ? " packed" : " separate");
+         " H=" + std::to_string(c.heads) + " D=" + std::to_string(c.dim) +
+         (c.packed ? " packed" : c.aligned ? " separate aligned" : " separate");
 }
 
 /// The args and random inputs of a case: packed at offsets 0, H·D, 2·H·D; separate inputs put
-/// head 0 at columns 3, 5 and 1 of rows 2, 7 and 4 columns wider than the heads need.
+/// head 0 at columns 3, 5 and 1 of rows 5, 12 and 5 columns wider than the heads need, or
+/// (aligned) at columns 4, 8 and 0 of rows 8, 12 and 4 columns wider.
 struct Problem {
   cuda::AttentionArgs args;
   Tensor q, k, v;
@@ -172,6 +189,12 @@ Problem make_problem(const Case& c, std::mt19937& rng, float low = -1.0f, float 
     a.q_stride = a.k_stride = a.v_stride = 3 * hd;
     a.q_offset = 0, a.k_offset = hd, a.v_offset = 2 * hd;
     p.q = p.k = p.v = testing::random_tensor(rng, {c.batch, c.nq, 3 * hd}, low, high);
+  } else if (c.aligned) {
+    a.q_offset = 4, a.k_offset = 8, a.v_offset = 0;
+    a.q_stride = hd + 8, a.k_stride = hd + 12, a.v_stride = hd + 4;
+    p.q = testing::random_tensor(rng, {c.batch, c.nq, a.q_stride}, low, high);
+    p.k = testing::random_tensor(rng, {c.batch, c.nk, a.k_stride}, low, high);
+    p.v = testing::random_tensor(rng, {c.batch, c.nk, a.v_stride}, low, high);
   } else {
     a.q_offset = 3, a.k_offset = 5, a.v_offset = 1;
     a.q_stride = hd + 5, a.k_stride = hd + 12, a.v_stride = hd + 5;
@@ -273,6 +296,107 @@ TEST_F(CudaAttention, NonFiniteScoresAndValuesPropagateAsTheUnfusedOps) {
   EXPECT_EQ(y[8], INFINITY);
   EXPECT_EQ(y[10], INFINITY);
   expect_matches(y, ref, a);
+}
+
+// ------------------------------------------- short key sets: exact softmax in registers ---
+
+TEST_F(CudaAttention, TheShortKeyPathMatchesTheSpecOnAwkwardShapes) {
+  // Nk <= 64 with D > 32 takes the exact-softmax kernel (4 or 8 lanes a row by head_dim, score
+  // slots for 32, 48 or 64 keys); Nk = 65 is the first the online kernel takes again, as it takes
+  // every D <= 32. Packed inputs with H·D % 4 == 0 and "aligned" separate ones take its float4
+  // staging, the others its scalar staging.
+  std::mt19937 rng(67);
+  for (const Case c : {Case{3, 5, 1, 3, 33, false},            // one key, D not a multiple of 4
+                       Case{1, 1, 1, 1, 37, false},            // one key, one query
+                       Case{2, 33, 33, 3, 35, true},           // packed but D = 35: scalar staging
+                       Case{2, 35, 35, 1, 128, true},          // DHEN's head: eight lanes a row
+                       Case{2, 35, 35, 1, 128, false, true},   // ... from three aligned buffers
+                       Case{2, 34, 35, 1, 128, false},         // ... unaligned, Nq != Nk
+                       Case{3, 41, 41, 8, 36, true},           // eight heads, 41 tokens, D = 36 of 64 padded
+                       Case{2, 40, 40, 8, 64, false, true},    // ... three aligned buffers
+                       Case{1, 40, 40, 8, 40, true},           // batch 1
+                       Case{2, 4, 32, 2, 48, false},           // the last Nk of the 32-key slots
+                       Case{2, 4, 33, 2, 64, false, true},     // the first of the 48-key slots
+                       Case{2, 3, 48, 3, 65, false},           // the last of them; D = 65 of 128 padded
+                       Case{2, 3, 49, 2, 96, false, true},     // the first of the 64-key slots
+                       Case{2, 7, 64, 2, 64, false},           // Nk at the limit, four lanes a row
+                       Case{2, 64, 64, 2, 127, true},          // ... packed, eight lanes, D = 127
+                       Case{2, 9, 65, 3, 33, false},           // just above: the online kernel
+                       Case{2, 65, 65, 1, 40, true},           // ... packed
+                       Case{2, 17, 33, 3, 33, false},          // Nq != Nk, scalar staging
+                       Case{1, 130, 20, 2, 48, false},         // Nq past 64 rows: three query blocks
+                       Case{1, 100, 35, 1, 128, false, true},  // ... two of 50 rows, eight lanes a row
+                       Case{2, 1, 64, 8, 64, false, true},     // one query against 64 keys
+                       Case{65536, 3, 3, 1, 100, true},        // batch 65536, float4 staging
+                       Case{65536, 3, 5, 3, 33, false}}) {     // ... scalar staging, three heads
+    SCOPED_TRACE(describe(c));
+    expect_kernel_matches_reference(make_problem(c, rng), c.packed);
+  }
+}
+
+TEST_F(CudaAttention, NonFiniteInputsPropagateOnBothPathsAndEveryLaneSplit) {
+  // The scenario of NonFiniteScoresAndValuesPropagateAsTheUnfusedOps for both head-dim tiers of
+  // the short-key kernel (4 and 8 lanes a row, 48- and 64-key slots) and for the online kernel
+  // (D = 2, and Nk = 100), plus a zero probability times an infinite value. Query rows (1, 0, ...) and (-1, 0, ...) at scale 1 score
+  // ±k_j[0]; the other dims of the queries are 0, so finite keys give finite scores.
+  struct Shape {
+    int64_t nk, dim;
+  };
+  for (const Shape shape : {Shape{40, 2}, Shape{35, 40}, Shape{64, 64}, Shape{35, 128}, Shape{100, 2}}) {
+    SCOPED_TRACE("Nk=" + std::to_string(shape.nk) + " D=" + std::to_string(shape.dim));
+    std::mt19937 rng(71);
+    Problem p = make_problem(Case{4, 2, shape.nk, 1, shape.dim, false}, rng);
+    cuda::AttentionArgs& a = p.args;
+    a.scale = 1.0f;
+    const auto row = [&](Tensor& t, int64_t n, int64_t stride, int64_t offset, int64_t b, int64_t i) {
+      return t.data<float>() + (b * n + i) * stride + offset;
+    };
+    const auto q_at = [&](int64_t b, int64_t i) { return row(p.q, a.nq, a.q_stride, a.q_offset, b, i); };
+    const auto k_at = [&](int64_t b, int64_t j) { return row(p.k, a.nk, a.k_stride, a.k_offset, b, j); };
+    const auto v_at = [&](int64_t b, int64_t j) { return row(p.v, a.nk, a.v_stride, a.v_offset, b, j); };
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int64_t e = 0; e < a.head_dim; ++e) {
+        q_at(b, 0)[e] = e == 0 ? 1.0f : 0.0f;
+        q_at(b, 1)[e] = e == 0 ? -1.0f : 0.0f;
+      }
+    // Samples 0 and 3: keys 0..19 at -inf (row 0 weighs them 0, row 1 scores +inf: NaN). Sample 1:
+    // every key at -inf (row 0 all -inf: NaN). Sample 2: V[5][0] = inf, V[33][D - 1] = NaN. Sample
+    // 3: also V[3][0] = inf, which row 0 multiplies by a zero probability: NaN, as the MatMul.
+    for (int64_t b : {0, 3})
+      for (int64_t j = 0; j < 20; ++j) k_at(b, j)[0] = -INFINITY;
+    for (int64_t j = 0; j < a.nk; ++j) k_at(1, j)[0] = -INFINITY;
+    v_at(2, 5)[0] = INFINITY;
+    v_at(2, 33)[a.head_dim - 1] = NAN;
+    v_at(3, 3)[0] = INFINITY;
+    const Reference ref = reference_attention(p.q.data<float>(), p.k.data<float>(), p.v.data<float>(), a);
+    const std::vector<float> y = run_kernel(a, p.q, p.k, p.v, false);
+    const auto y_at = [&](int64_t b, int64_t i, int64_t e) { return y[static_cast<size_t>((b * a.nq + i) * a.head_dim + e)]; };
+    for (int64_t e = 0; e < a.head_dim; ++e) {
+      SCOPED_TRACE("column " + std::to_string(e));
+      EXPECT_TRUE(std::isfinite(y_at(0, 0, e)));
+      EXPECT_TRUE(std::isnan(y_at(0, 1, e)));
+      EXPECT_TRUE(std::isnan(y_at(1, 0, e)));
+      EXPECT_TRUE(std::isnan(y_at(1, 1, e)));
+      for (int64_t i = 0; i < 2; ++i) {
+        if (e == a.head_dim - 1) EXPECT_TRUE(std::isnan(y_at(2, i, e))) << y_at(2, i, e);
+        else if (e == 0) EXPECT_EQ(y_at(2, i, e), INFINITY);
+        else EXPECT_TRUE(std::isfinite(y_at(2, i, e))) << y_at(2, i, e);
+      }
+      EXPECT_EQ(std::isnan(y_at(3, 0, e)), e == 0) << y_at(3, 0, e);
+      EXPECT_TRUE(std::isnan(y_at(3, 1, e)));
+    }
+    expect_matches(y, ref, a);
+  }
+}
+
+TEST_F(CudaAttention, AFirstLaunchInsideAGraphCaptureReplaysAsItRunsEagerly) {
+  // The runtime's first run of a batch bucket is its capture, so a shape's first launch (when the
+  // short-key path asks the runtime its occupancy and shared-memory limit) happens inside one.
+  // D = 40 from aligned buffers with 6 keys: a kernel and block shape no earlier test here launches.
+  std::mt19937 rng(73);
+  const Problem p = make_problem(Case{37, 9, 6, 5, 40, false, true}, rng);
+  const std::vector<float> y = run_kernel(p.args, p.q, p.k, p.v, false, /*in_graph=*/true);
+  expect_matches(y, reference_attention(p.q.data<float>(), p.k.data<float>(), p.v.data<float>(), p.args), p.args);
 }
 
 TEST_F(CudaAttention, RefusesWhatItCannotRunWithAReason) {

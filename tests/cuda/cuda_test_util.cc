@@ -29,6 +29,35 @@ void CudnnTest::SetUp() {
   if (!reason.empty()) GTEST_SKIP() << "cuDNN test skipped: " << reason;
 }
 
+Status replay_in_cuda_graph(const std::function<Status(cudaStream_t)>& launch, int replays) {
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+    return Status::error("cannot create a stream to capture on");
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  Status status = Status::ok();
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    status = Status::error("the capture does not begin");
+  } else {
+    const Status launched = launch(stream);
+    const bool ended = cudaStreamEndCapture(stream, &graph) == cudaSuccess;
+    if (!launched)
+      status = launched;
+    else if (!ended || graph == nullptr)
+      status = Status::error("the capture does not end in a graph");
+    else if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+      status = Status::error("the captured graph does not instantiate");
+  }
+  for (int replay = 0; status && replay < replays; ++replay)
+    if (cudaGraphLaunch(exec, stream) != cudaSuccess) status = Status::error("the graph does not launch");
+  if (status && cudaStreamSynchronize(stream) != cudaSuccess)
+    status = Status::error(std::string("the replay fails: ") + cudaGetErrorString(cudaGetLastError()));
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return status;
+}
+
 DeviceBytes::DeviceBytes(size_t bytes) : bytes_(bytes) {
   EXPECT_EQ(cudaMalloc(&data_, bytes == 0 ? 1 : bytes), cudaSuccess);
 }

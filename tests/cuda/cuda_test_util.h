@@ -10,9 +10,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "loka/status.h"
 #include "loka/tensor.h"
 
 namespace loka::testing {
@@ -70,6 +72,11 @@ class DeviceBytes {
 void expect_close(const Tensor& actual, const Tensor& expected, int64_t max_ulp, float abs_tolerance = 0.0f);
 /// Expects every byte to match; reports the first mismatching element of `element_size` bytes.
 void expect_same_bytes(const void* actual, const void* expected, size_t count, size_t element_size);
+
+/// Captures `launch` on a stream of its own (as the runtime captures a batch bucket's first run),
+/// instantiates the graph, replays it `replays` times and synchronises; the status names the step
+/// that failed, or carries the launch's own error.
+Status replay_in_cuda_graph(const std::function<Status(cudaStream_t)>& launch, int replays = 1);
 
 /// Runs a model given as bytes on the CPU and on the GPU for each batch size (the rows of every
 /// input's first dim, cut from `full_inputs`); expects float outputs within

@@ -53,20 +53,9 @@ std::vector<float> run_fp8_candidate(const kernels::GemmCandidate& candidate, co
     if (!status) return {};
     return d_y.download_vector<float>(y_count);
   }
-  cudaStream_t stream = nullptr;
-  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const Status status = (*kernel)->run(args, workspace.get(), stream);
-  const bool replayed = cudaStreamEndCapture(stream, &graph) == cudaSuccess && status &&
-                        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess &&
-                        cudaGraphLaunch(exec, stream) == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
-  EXPECT_TRUE(replayed) << candidate.name() << " in a CUDA graph: " << status.message() << " "
-                        << cudaGetErrorString(cudaGetLastError());
-  if (exec) cudaGraphExecDestroy(exec);
-  if (graph) cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  const Status replayed = replay_in_cuda_graph(
+      [&](cudaStream_t stream) { return (*kernel)->run(args, workspace.get(), stream); });
+  EXPECT_TRUE(replayed) << candidate.name() << " in a CUDA graph: " << replayed.message();
   if (!replayed) return {};
   return d_y.download_vector<float>(y_count);
 }
