@@ -166,8 +166,22 @@ TableParams table_params(const EmbeddingBagArgs& args, int vec) {
   return t;
 }
 
+/// Loads one thread of `t` makes in sequence: a bag's ids times the chunks its lane strides over.
+int64_t chain_length(const TableParams& t, int kVec) {
+  const int64_t chunks = t.dim / kVec;
+  return t.bag * ((chunks + t.lanes - 1) / t.lanes);
+}
+
 template <typename Elem, int kVec>
-Status launch_group(const std::vector<TableParams>& tables, int64_t batch, cudaStream_t stream) {
+Status launch_group(std::vector<TableParams> tables, int64_t batch, cudaStream_t stream) {
+  // Longest chain first: blocks start in blockIdx order (x, then y), so the table whose threads
+  // take longest (MLPerf DLRMv2's 100-id bag among bags of 1 to 27) starts in the first wave
+  // instead of trailing the others. Measured on those 26 FP8 tables (H100, 2026-11-27): 221 ->
+  // 213 us at batch 4096, 719 -> 674 us at 16384. Each table writes its own outputs, so the order
+  // changes no result.
+  std::stable_sort(tables.begin(), tables.end(), [](const TableParams& a, const TableParams& b) {
+    return chain_length(a, kVec) > chain_length(b, kVec);
+  });
   for (size_t first = 0; first < tables.size(); first += kMaxTablesPerLaunch) {
     LaunchParams params{};
     params.batch = batch;

@@ -346,7 +346,8 @@ TEST_F(CudaEmbeddingBag, OutOfRangeIdsReadNothingUnderEitherPolicy) {
 
 TEST_F(CudaEmbeddingBag, SeveralTablesInOneLaunchFillTheirSlicesOfOneDestination) {
   std::mt19937 rng(26);
-  // 26 tables of mixed formats and dims written side by side into [batch, total].
+  // 26 tables of mixed formats and dims written side by side into [batch, total]; bags of 1 to 4
+  // and one of 100, as in MLPerf DLRMv2, so the launch reorders tables (longest chain first).
   const int64_t batch = 513;
   std::vector<LookupCase> cases(26);
   int64_t total = 0;
@@ -355,7 +356,7 @@ TEST_F(CudaEmbeddingBag, SeveralTablesInOneLaunchFillTheirSlicesOfOneDestination
     const int64_t dim = t % 5 == 4 ? 13 : 16 * (1 + static_cast<int64_t>(t % 3));
     c.table = make_table(rng, static_cast<EmbeddingFormat>(t % 3), 100 + static_cast<int64_t>(t) * 37, dim, t % 4 != 0);
     c.batch = batch;
-    c.bag = 1 + static_cast<int64_t>(t % 4);
+    c.bag = t == 20 ? 100 : 1 + static_cast<int64_t>(t % 4);
     c.ids_int64 = t % 2 == 0;
     c.ids_row_stride = c.bag;
     c.out_column = total;
