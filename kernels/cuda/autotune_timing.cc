@@ -9,6 +9,11 @@
 #include <string>
 
 namespace loka::cuda {
+namespace {
+
+std::shared_ptr<void> hold_for_timing(const TimingHold& hold) { return hold ? hold() : nullptr; }
+
+}  // namespace
 
 Status autotune_check(cudaError_t error, const char* what) {
   return error == cudaSuccess ? Status::ok()
@@ -74,7 +79,8 @@ CapturedCandidate::~CapturedCandidate() {
   for (cudaGraphExec_t exec : graphs_) cudaGraphExecDestroy(exec);
 }
 
-Result<std::vector<float>> CapturedCandidate::time(int warmup, int repeats, cudaStream_t stream) const {
+Result<std::vector<float>> CapturedCandidate::time(int warmup, int repeats, cudaStream_t stream,
+                                                   const TimingHold& hold) const {
   // One event pair per timed launch, all enqueued before waiting: the GPU never idles between
   // launches waiting for the host, so host launch cost stays out.
   const size_t count = static_cast<size_t>(std::max(repeats, 1));
@@ -88,6 +94,7 @@ Result<std::vector<float>> CapturedCandidate::time(int warmup, int repeats, cuda
   } guard{events};
   for (cudaEvent_t& event : events) LOKA_RETURN_IF_ERROR(autotune_check(cudaEventCreate(&event), "cudaEventCreate"));
   const size_t sets = graphs_.size();
+  const std::shared_ptr<void> held = hold_for_timing(hold);
   for (int i = 0; i < warmup; ++i) cudaGraphLaunch(graphs_[static_cast<size_t>(i) % sets], stream);
   for (size_t i = 0; i < count; ++i) {
     cudaEventRecord(events[2 * i], stream);
@@ -147,7 +154,8 @@ std::vector<size_t> close_winners(const std::vector<double>& medians, const std:
   return chosen;
 }
 
-Status refine_close_winners(std::vector<TimedCandidate>& candidates, int rounds, int repeats, cudaStream_t stream) {
+Status refine_close_winners(std::vector<TimedCandidate>& candidates, int rounds, int repeats, cudaStream_t stream,
+                            const TimingHold& hold) {
   std::vector<double> medians;
   std::vector<int> families;
   for (const TimedCandidate& c : candidates) {
@@ -155,6 +163,8 @@ Status refine_close_winners(std::vector<TimedCandidate>& candidates, int rounds,
     families.push_back(c.family);
   }
   const std::vector<size_t> close = close_winners(medians, families);
+  if (close.empty()) return Status::ok();
+  const std::shared_ptr<void> held = hold_for_timing(hold);
   for (int round = 0; round < rounds; ++round)
     for (size_t i : close) {
       TimedCandidate& c = candidates[i];

@@ -83,6 +83,13 @@ void fill_repeating(std::vector<float>& values, Draw draw) {
 /// How many input sets of `set_bytes` rotate through `rotate_bytes` (1 to 64).
 size_t rotating_set_count(size_t set_bytes, size_t rotate_bytes);
 
+/// Called around every timing an autotuner does (a candidate's timed replays, the re-timing of
+/// close winners); what it returns is held while timing. Dispatch passes one that takes the GPU's
+/// lock shared between processes (passes/dispatch/gpu_timer.cc), so another loka-opt's kernels
+/// never run inside a timing, while the work around timings (plans, captures, reference GEMMs,
+/// error runs) proceeds in every process at once. Empty: nothing is held.
+using TimingHold = std::function<std::shared_ptr<void>()>;
+
 /// One candidate captured as a CUDA graph per input set.
 class CapturedCandidate {
  public:
@@ -95,20 +102,13 @@ class CapturedCandidate {
   CapturedCandidate(const CapturedCandidate&) = delete;
   ~CapturedCandidate();
   /// `warmup` replays, then `repeats` timed ones rotating through the sets; their times in µs.
-  Result<std::vector<float>> time(int warmup, int repeats, cudaStream_t stream) const;
+  /// `hold` is held from the first replay until the times are read.
+  Result<std::vector<float>> time(int warmup, int repeats, cudaStream_t stream, const TimingHold& hold = {}) const;
 
  private:
   CapturedCandidate() = default;
   std::vector<cudaGraphExec_t> graphs_;
 };
-
-/// Called around every timing an autotuner does (a candidate's timed replays, the re-timing of
-/// close winners); what it returns is held while timing. Dispatch passes one that takes the GPU's
-/// lock shared between processes (passes/dispatch/gpu_timer.cc), so another loka-opt's kernels
-/// never run inside a timing, while the work around timings (plans, captures, reference GEMMs,
-/// error runs) proceeds in every process at once. Empty: nothing is held.
-using TimingHold = std::function<std::shared_ptr<void>()>;
-inline std::shared_ptr<void> hold_for_timing(const TimingHold& hold) { return hold ? hold() : nullptr; }
 
 /// The median of `samples` (the upper one of an even count); NaN when empty.
 double median_of(std::vector<float> samples);
@@ -152,7 +152,9 @@ inline bool may_be_retimed(double median_us) {
 std::vector<size_t> close_winners(const std::vector<double>& medians, const std::vector<int>& families);
 
 /// Re-times the close winners (see the banner): `rounds` rounds of `repeats` launches each,
-/// interleaved across them, appended to their samples.
-Status refine_close_winners(std::vector<TimedCandidate>& candidates, int rounds, int repeats, cudaStream_t stream);
+/// interleaved across them, appended to their samples. `hold` is held once across all rounds
+/// (the interleaving compares them on one GPU state), and not at all when none is close.
+Status refine_close_winners(std::vector<TimedCandidate>& candidates, int rounds, int repeats, cudaStream_t stream,
+                            const TimingHold& hold = {});
 
 }  // namespace loka::cuda

@@ -214,10 +214,8 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
     if (!runs) continue;
     auto shared_runs = std::make_shared<const CapturedCandidate>(std::move(runs).value());
     TimedCandidate timing;
-    {
-      const std::shared_ptr<void> held = hold_for_timing(options.hold_gpu_for_timing);
-      LOKA_ASSIGN_OR_RETURN(timing.samples, shared_runs->time(options.warmup, options.repeats, stream));
-    }
+    LOKA_ASSIGN_OR_RETURN(timing.samples,
+                          shared_runs->time(options.warmup, options.repeats, stream, options.hold_gpu_for_timing));
     timing.family = static_cast<int>(candidate.precision) * 2 + (candidate.fast_accum ? 1 : 0);
     if (may_be_retimed(timing.median_us())) {
       timing.runs = shared_runs;
@@ -227,10 +225,8 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
     errors.push_back(rel_l2(y, reference));
     timed.push_back(std::move(timing));
   }
-  {
-    const std::shared_ptr<void> held = hold_for_timing(options.hold_gpu_for_timing);
-    LOKA_RETURN_IF_ERROR(refine_close_winners(timed, options.refine_rounds, options.repeats, stream));
-  }
+  LOKA_RETURN_IF_ERROR(
+      refine_close_winners(timed, options.refine_rounds, options.repeats, stream, options.hold_gpu_for_timing));
   std::vector<GemmMeasurement> measurements;
   for (size_t i = 0; i < timed.size(); ++i)
     measurements.push_back(

@@ -160,18 +160,14 @@ Result<std::vector<NormMeasurement>> autotune_norm(const NormKey& key, const Nor
     if (!runs) continue;
     TimedCandidate timing;
     timing.runs = std::make_shared<const CapturedCandidate>(std::move(runs).value());
-    {
-      const std::shared_ptr<void> held = hold_for_timing(options.hold_gpu_for_timing);
-      LOKA_ASSIGN_OR_RETURN(timing.samples, timing.runs->time(options.warmup, options.repeats, stream.stream));
-    }
+    LOKA_ASSIGN_OR_RETURN(timing.samples, timing.runs->time(options.warmup, options.repeats, stream.stream,
+                                                            options.hold_gpu_for_timing));
     planned.push_back(std::move(kernel).value());
     errors.push_back(rel_l2(y, reference));
     timed.push_back(std::move(timing));
   }
-  {
-    const std::shared_ptr<void> held = hold_for_timing(options.hold_gpu_for_timing);
-    LOKA_RETURN_IF_ERROR(refine_close_winners(timed, options.refine_rounds, options.repeats, stream.stream));
-  }
+  LOKA_RETURN_IF_ERROR(
+      refine_close_winners(timed, options.refine_rounds, options.repeats, stream.stream, options.hold_gpu_for_timing));
   std::vector<NormMeasurement> measurements;
   for (size_t i = 0; i < timed.size(); ++i)
     measurements.push_back(NormMeasurement{planned[i].candidate, timed[i].median_us(), errors[i],
