@@ -28,7 +28,7 @@
 # is given in LOKA_BENCH_BUILD_DIR (loka-opt and loka-run on the CPU), the GPU timings are
 # reported as not run. It checks every Python part and the report.
 #
-# Overrides (environment): LOKA_BENCH_MODELS, LOKA_BENCH_BATCHES, LOKA_BENCH_TABLE_ROWS, LOKA_BENCH_CALIB_ROWS,
+# Overrides (environment): LOKA_BENCH_MODELS, LOKA_BENCH_BATCHES, LOKA_BENCH_TABLE_ROWS, LOKA_BENCH_CALIB_ROWS, LOKA_BENCH_CALIB_SETS,
 # LOKA_BENCH_TRAIN_STEPS, LOKA_BENCH_DEADLINE_S, LOKA_BENCH_GPU_RESERVE_S, LOKA_BENCH_OPT_RESERVE_S, LOKA_BENCH_BUILD_DIR, LOKA_BENCH_SCRATCH,
 # LOKA_BENCH_OPT_ARGS (extra loka-opt arguments, e.g. "--budget logloss=0.0005"), PYTHON,
 # LOKA_BENCH_REUSE_ZOO=1 (keep the scratch zoo of an earlier run with the same settings),
@@ -60,15 +60,15 @@ t_start=$(date +%s)
 case $mode in
   full)
     models=dlrm_dcnv2,wukong,dhen,attention_ranker; batches=512,4096,16384; table_rows=100000
-    train_steps=150; calib_rows=1024; evals="--eval-sets 4 --eval-rows 4096"
+    train_steps=150; calib_sets=3; calib_rows=1024; evals="--eval-sets 4 --eval-rows 4096"
     metric=16384; runs=50; deadline=540; size=full; device=cuda ;;
   quick)
     models=dlrm_dcnv2,wukong; batches=512,4096; table_rows=20000
-    train_steps=50; calib_rows=64; evals="--eval-sets 2 --eval-rows 4096"
+    train_steps=50; calib_sets=3; calib_rows=64; evals="--eval-sets 2 --eval-rows 4096"
     metric=8192; runs=30; deadline=300; size=full; device=cuda ;;
   dry-run)
     models=dlrm_dcnv2,attention_ranker; batches=8; table_rows=64
-    train_steps=30; calib_rows=128; evals="--eval-sets 2 --eval-rows 256"
+    train_steps=30; calib_sets=3; calib_rows=128; evals="--eval-sets 2 --eval-rows 256"
     metric=2048; runs=3; deadline=900; size=tiny; device=cpu ;;
 esac
 models=${LOKA_BENCH_MODELS:-$models}
@@ -84,7 +84,19 @@ deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
 # tapped values into statistics stays on the CPU. pin-precision measures each selection on the GPU
 # through the same switched model, against every calibration set: 1024 rows a set keep the per-set
 # noise of the logloss drift below the 0.02% budget. Three sets: the Probe's minimum.
-calib="--calib-sets 3 --calib-rows ${LOKA_BENCH_CALIB_ROWS:-$calib_rows}"
+# The measured choice stops where calibration drift plus its noise, s * sqrt(1/n_calib + 1/n_eval)
+# (n_eval: the calibration rows too), reaches the budget, and with 3 x 1024 rows the noise was 94%
+# of DLRM-DCNv2's bound. With 8 x 1024 its FP8 share of GEMM FLOPs went 55% -> 77%, eval drift
+# +0.0186% under the 0.02% budget, loka-opt 23 s alone (H200, 2026-11-27). DLRM's loka-opt is the
+# quickest of the four (42 s of 42-100 s on an H100 with all four at once); the others keep three
+# sets so the run stays within its 9 minutes (their Probe took 28-30 s of those on three sets).
+calib_sets_of() {  # calib_sets_of MODEL: calibration sets for MODEL's zoo
+  case "$mode:$1" in
+    full:dlrm_dcnv2) echo 8 ;;
+    *) echo "$calib_sets" ;;
+  esac
+}
+calib_rows=${LOKA_BENCH_CALIB_ROWS:-$calib_rows}
 # Inside the checkout (ignored by git: /build*/), so a second call on the same warm machine
 # rebuilds incrementally and, with LOKA_BENCH_REUSE_ZOO=1, keeps the trained models.
 build=${LOKA_BENCH_BUILD_DIR:-$top/build-bench}
@@ -151,10 +163,10 @@ for m in "${model_list[@]}"; do
     record "zoo-$m" ok 0 "reused $zoo/$m (LOKA_BENCH_REUSE_ZOO=1)"
     continue
   fi
-  # shellcheck disable=SC2086 # $calib/$evals are option lists
+  # shellcheck disable=SC2086 # $evals is an option list
   stage "zoo-$m" 240 "$py" "$top/models/make_zoo.py" --size "$size" --device "$device" --out "$zoo" --models "$m" \
     --save-state --no-variants --train-steps "$train_steps" --table-rows "$table_rows" --metric-samples "$metric" \
-    $calib $evals --threads 2 &
+    --calib-sets "${LOKA_BENCH_CALIB_SETS:-$(calib_sets_of "$m")}" --calib-rows "$calib_rows" $evals --threads 2 &
   zoo_pids+=($!)
 done
 for p in "${zoo_pids[@]}"; do wait "$p" || true; done
@@ -169,8 +181,9 @@ if (( ! have_tools )); then record tools missing 0 "no loka-opt/loka-run in $bui
 # PyTorch, so no baseline is timed on a shared GPU. What PyTorch may spend leaves loka-opt its
 # reserve (LOKA_BENCH_OPT_RESERVE_S: the slowest full-size model took 97 s on an H200 with four
 # running at once, 2026-11-26) and LoKA's GPU stages theirs. In a full run that leaves PyTorch
-# about 60 s a model (its stages took 44-66 s on 2026-11-26); a model out of time skips its
-# remaining rows, and the table says so.
+# about 50-60 s a model (44-66 s on an H200, 2026-11-26; on an H100, where training the zoo took
+# 113 s, 46-57 s, 2026-11-27); a model out of time skips its remaining rows, compiled ones first
+# (bench/torch_impls.py, SLOW_IMPLS), and the table says so.
 OPT_RESERVE_S=${LOKA_BENCH_OPT_RESERVE_S:-110}
 dry=()
 [ "$mode" = dry-run ] && dry=(--dry-run)
@@ -237,7 +250,8 @@ for m in "${model_list[@]}"; do
 done
 
 # ---- the table ----------------------------------------------------------------------
-settings="tables ≤ $table_rows rows, $train_steps training steps, calibration ${calib//--calib-/}, eval ${evals//--eval-/}, $runs timed runs, loka-opt ${LOKA_BENCH_OPT_ARGS:-defaults}"
+calib_note=$(for m in "${model_list[@]}"; do printf '%s %s, ' "$m" "${LOKA_BENCH_CALIB_SETS:-$(calib_sets_of "$m")}"; done)
+settings="tables ≤ $table_rows rows, $train_steps training steps, calibration sets of $calib_rows rows (${calib_note%, }), eval ${evals//--eval-/}, $runs timed runs, loka-opt ${LOKA_BENCH_OPT_ARGS:-defaults}"
 report_args=("$out" --zoo "$zoo" --models "$models" --batches "$batches" --mode "$mode" --settings "$settings"
              --md "$out/benchmarks.md" --json "$out/benchmarks.json")
 if "$py" "$top/bench/bench_report.py" "${report_args[@]}" > "$out/logs/report.log" 2>&1; then
