@@ -263,8 +263,9 @@ Status launch_concat(const std::vector<const void*>& inputs, const std::vector<s
     plan.unit_bytes = static_cast<int>(element_size);
     for (size_t d = 0; d < out_shape.size(); ++d) plan.dims.push(shapes[i][d], {src_strides[d], dst_strides[d]});
     char* slice = static_cast<char*>(dst) + offset * dst_strides[a] * static_cast<int64_t>(element_size);
-    LOKA_RETURN_IF_ERROR(launch_strided_copy(inputs[i], slice, plan, stream));
     offset += shapes[i][a];
+    if (inputs[i] == nullptr) continue;  // written in place
+    LOKA_RETURN_IF_ERROR(launch_strided_copy(inputs[i], slice, plan, stream));
   }
   return Status::ok();
 }

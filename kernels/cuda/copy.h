@@ -44,6 +44,7 @@ Status launch_transpose(const void* src, const std::vector<int64_t>& shape, cons
                         size_t element_size, void* dst, cudaStream_t stream);
 
 /// dst = concat(inputs, axis); every input has `shapes[i]`, equal except along `axis` (normalised).
+/// A null input is already in its place in dst (its producer wrote it there): nothing is copied.
 Status launch_concat(const std::vector<const void*>& inputs, const std::vector<std::vector<int64_t>>& shapes, int axis,
                      size_t element_size, void* dst, cudaStream_t stream);
 

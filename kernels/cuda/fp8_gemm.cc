@@ -52,6 +52,9 @@ Status Fp8Gemm::can_implement(const Fp8GemmProblem& p) {
     return Status::error("FP8 GEMM with E4M3 output takes per-tensor scales only");
   if (p.has_addend && (p.output == DType::kFloat8E4M3FN || p.epilogue != GemmEpilogue::kNone))
     return Status::error("FP8 GEMM addend: BF16 or FP32 output without an activation (cuBLASLt adds it before one)");
+  if (p.y_row_pitch != 0 && (p.y_row_pitch < p.n || p.y_row_pitch % 16 != 0 || p.has_addend))
+    return Status::error("FP8 GEMM output row pitch must be >= N and a multiple of 16, without an addend; got " +
+                         std::to_string(p.y_row_pitch) + " for N=" + std::to_string(p.n));
   return Status::ok();
 }
 
@@ -88,9 +91,10 @@ Result<std::unique_ptr<Fp8Gemm>> Fp8Gemm::create(const Fp8GemmProblem& p, const 
   // Column-major views: A is W stored [N,K] row-major = K×N column-major (ld K), op(A)=Aᵀ is N×K.
   LOKA_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_8F_E4M3, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.n), p.k), "layout A");
   LOKA_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_8F_E4M3, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.m), p.k), "layout B");
-  LOKA_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.d, out_type, static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.m), p.n), "layout D");
+  const int64_t ldy = p.y_row_pitch ? p.y_row_pitch : p.n;
+  LOKA_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.d, out_type, static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.m), ldy), "layout D");
   if (p.output == DType::kFloat8E4M3FN)  // C may not be FP8 (and is not read: beta = 0, C = null)
-    LOKA_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.m), p.n), "layout C");
+    LOKA_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.m), ldy), "layout C");
   // FP8 operands must be 16-byte aligned on sm_90 anyway: ask for exactly that.
   LOKA_ASSIGN_OR_RETURN(impl->algorithms, cublaslt_algorithms(plan, options.max_algorithms, 16, describe(p)));
   LOKA_ASSIGN_OR_RETURN(const int selected, choose_algorithm(plan, impl->algorithms, options, describe(p)));

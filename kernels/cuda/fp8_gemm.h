@@ -56,6 +56,9 @@ struct Fp8GemmProblem {
   GemmEpilogue epilogue = GemmEpilogue::kNone;
   /// cuBLASLt's C with beta = 1: a residual [M,N] in the output type (BF16/FP32 output, no activation).
   bool has_addend = false;
+  /// Elements between consecutive rows of Y (0: N). A wider pitch writes Y into columns of a
+  /// wider matrix, such as its slice of a Concat's output; no addend (C shares D's layout).
+  int64_t y_row_pitch = 0;
 };
 
 struct Fp8GemmArgs {

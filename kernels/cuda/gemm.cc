@@ -70,6 +70,9 @@ Status Gemm::can_implement(const GemmProblem& p) {
   if (p.batch > INT32_MAX) return Status::error("GEMM batch above 2^31: " + describe(p));
   if (p.has_addend && p.epilogue != GemmEpilogue::kNone)
     return Status::error("a GEMM addend is added before cuBLASLt's activation, not after: no addend with ReLU/GELU");
+  if (p.y_row_pitch != 0 && (p.y_row_pitch < p.n || p.batch != 1 || p.has_addend || p.epilogue == GemmEpilogue::kGelu))
+    return Status::error("a GEMM output row pitch needs pitch >= N, batch 1, no addend and no GELU, got pitch " +
+                         std::to_string(p.y_row_pitch) + " for " + describe(p));
   return Status::ok();
 }
 
@@ -87,6 +90,7 @@ Result<std::unique_ptr<Gemm>> Gemm::create(const GemmProblem& p, const GemmOptio
   // 0.5·x·(1 + erf(x/√2)) on [-4, 4]); LoKA's gelu is exact, so it runs as a pass of its own
   // unless the candidate asks for the approximation (options.tanh_gelu).
   impl->gelu_pass = p.epilogue == GemmEpilogue::kGelu && !options.tanh_gelu;
+  if (impl->gelu_pass && p.y_row_pitch != 0) return Status::error("the GELU pass reads Y packed: no row pitch");
   const GemmEpilogue fused = impl->gelu_pass ? GemmEpilogue::kNone : p.epilogue;
   LOKA_RETURN_IF_ERROR(set_cublaslt_epilogue(plan.operation, fused, p.has_bias, options.tanh_gelu));
   if (p.has_bias) {
@@ -96,14 +100,14 @@ Result<std::unique_ptr<Gemm>> Gemm::create(const GemmProblem& p, const GemmOptio
                   "BIAS_DATA_TYPE");
   }
   // Column-major views of row-major storage: W [K,N] is N×K (ld N); W [N,K] is K×N (ld K), read transposed;
-  // X [M,K] is K×M (ld K); Y [M,N] is N×M (ld N).
+  // X [M,K] is K×M (ld K); Y [M,N] is N×M (ld N, or the row pitch).
   const cudaDataType_t in_type = cuda_type(p.input);
   if (p.transpose_w)
     LOKA_RETURN_IF_ERROR(make_layout(&plan.a, in_type, p.k, p.n, p.k, p.batch));
   else
     LOKA_RETURN_IF_ERROR(make_layout(&plan.a, in_type, p.n, p.k, p.n, p.batch));
   LOKA_RETURN_IF_ERROR(make_layout(&plan.b, in_type, p.k, p.m, p.k, p.batch, p.broadcast_x));
-  LOKA_RETURN_IF_ERROR(make_layout(&plan.d, cuda_type(p.output), p.n, p.m, p.n, p.batch));
+  LOKA_RETURN_IF_ERROR(make_layout(&plan.d, cuda_type(p.output), p.n, p.m, p.y_row_pitch ? p.y_row_pitch : p.n, p.batch));
 
   LOKA_ASSIGN_OR_RETURN(impl->algorithms, cublaslt_algorithms(plan, options.max_algorithms, 16, describe(p)));
   LOKA_ASSIGN_OR_RETURN(const std::vector<cublasLtMatmulAlgo_t> unaligned,

@@ -43,6 +43,10 @@ struct GemmProblem {
   /// cuBLASLt's C with beta = 1: a residual [batch,M,N] in the output type added in the same
   /// pass. cuBLASLt would add it before an activation, so only with epilogue kNone.
   bool has_addend = false;
+  /// Elements between consecutive rows of Y (0: N, rows packed). A wider pitch writes Y into
+  /// columns of a wider matrix, such as its slice of a Concat's output; batch 1, no addend and
+  /// no GELU pass (they read Y packed).
+  int64_t y_row_pitch = 0;
 };
 
 struct GemmArgs {

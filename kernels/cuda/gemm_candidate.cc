@@ -114,6 +114,7 @@ struct GemmKernel::Impl {
   bool scales_in_gemm = false;  ///< fp8_e4m3: cuBLASLt applies the scales, bias and ReLU (no epilogue pass)
   bool bias_per_run = false;    ///< ... and the bias is no constant: cast to BF16 on every run
   bool residual_in_gemm = false;  ///< key.residual added by the GEMM: cuBLASLt's C (no activation after it), or the cuDNN graph
+  int64_t y_row_pitch = 0;        ///< GemmCandidatePlanInputs::y_row_pitch, when taken
 };
 
 GemmKernel::GemmKernel(GemmCandidate candidate, std::unique_ptr<Impl> impl)
@@ -121,6 +122,7 @@ GemmKernel::GemmKernel(GemmCandidate candidate, std::unique_ptr<Impl> impl)
 GemmKernel::~GemmKernel() = default;
 
 int GemmKernel::algorithm_count() const { return impl_->algorithms; }
+int64_t GemmKernel::output_row_pitch() const { return impl_->y_row_pitch; }
 
 Status GemmKernel::can_implement(const GemmCandidate& candidate, const GemmKey& key, const GemmShape& shape) {
   return kernels::can_implement(candidate, key, shape);
@@ -129,7 +131,18 @@ Status GemmKernel::can_implement(const GemmCandidate& candidate, const GemmKey& 
 Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, const GemmKey& key,
                                                        const GemmShape& shape, const GemmCandidatePlanInputs& inputs) {
   LOKA_RETURN_IF_ERROR(can_implement(c, key, shape).with_context(c.name() + ": "));
+  const int64_t pitch = inputs.y_row_pitch;
+  if (pitch != 0) {
+    // Y with a row pitch: cuBLASLt writes it through D's leading dimension. LoKA's small-M
+    // kernel, the cuDNN graph, batched GEMMs and the passes after a GEMM (residual add, GELU,
+    // scale epilogue) write packed rows.
+    const bool cublaslt = c.library != kernels::GemmLibrary::kLoka && c.library != kernels::GemmLibrary::kCudnn;
+    if (!cublaslt || shape.batch != 1 || key.residual || pitch < shape.n)
+      return Status::error(c.name() + ": cannot write Y with a row pitch of " + std::to_string(pitch) + " (" +
+                           shape.to_string() + ")");
+  }
   auto impl = std::make_unique<Impl>();
+  impl->y_row_pitch = pitch;
   impl->key = key;
   impl->shape = shape;
   impl->x_scale = inputs.x_scale;
@@ -166,7 +179,8 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     // cuBLASLt's GEMM where it has an algorithm for them: the output is written once. The exact
     // GELU and older cuBLASLt (no vector scales) take unit scales and LoKA's epilogue pass instead.
     auto scaled = Fp8Gemm::create(
-        {shape.m, shape.n, shape.k, true, true, DType::kFloat32, key.bias, key.epilogue, impl->residual_in_gemm}, options);
+        {shape.m, shape.n, shape.k, true, true, DType::kFloat32, key.bias, key.epilogue, impl->residual_in_gemm, pitch},
+        options);
     if (scaled) {
       impl->fp8 = std::move(scaled).value();
       impl->scales_in_gemm = true;
@@ -177,6 +191,8 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   }
   if (c.precision == GemmPrecision::kFp8E4M3) {
     if (!impl->fp8 && !impl->cudnn) {
+      if (pitch != 0)
+        return Status::error(c.name() + ": the scale epilogue writes packed rows: no row pitch (" + shape.to_string() + ")");
       impl->residual_in_gemm = false;  // the scale epilogue adds it
       const Fp8GemmProblem unit_scales{shape.m, shape.n, shape.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
       LOKA_ASSIGN_OR_RETURN(impl->fp8, Fp8Gemm::create(unit_scales, options));
@@ -224,6 +240,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   problem.has_bias = key.bias;
   problem.epilogue = key.epilogue;
   problem.has_addend = impl->residual_in_gemm;
+  problem.y_row_pitch = pitch;
   LOKA_ASSIGN_OR_RETURN(impl->gemm, Gemm::create(problem, options));
   impl->algorithms = c.precision == GemmPrecision::kFp8Emulated ? 1 : impl->gemm->algorithm_count();
   if (c.algorithm >= impl->algorithms) return too_few(impl->algorithms);

@@ -83,6 +83,10 @@ struct GemmCandidatePlanInputs {
   const Tensor* host_bias = nullptr;     ///< FP32 [N] bias as a constant: fp8_e4m3 converts it to BF16 once (else per run)
   float x_scale = 1.0f;                  ///< static activation scale (tensor recipe / E4M3 input)
   int max_algorithms = 8;                ///< how many heuristic algorithms to ask cuBLASLt for
+  /// Elements between consecutive rows of Y (0: N): Y written into its slice of a wider matrix
+  /// (a Concat's output, runtime/concat_placement.h). Only candidates whose last pass is one
+  /// cuBLASLt GEMM writing Y take it (batch 1, no residual): create() refuses it for the others.
+  int64_t y_row_pitch = 0;
 };
 
 class GemmKernel {
@@ -100,6 +104,8 @@ class GemmKernel {
   /// How many heuristic algorithms cuBLASLt offered for this candidate's GEMM (1 for emulation).
   int algorithm_count() const;
   const kernels::GemmCandidate& candidate() const { return candidate_; }
+  /// The row pitch Y is written with (0: packed rows of N).
+  int64_t output_row_pitch() const;
 
  private:
   struct Impl;

@@ -10,7 +10,9 @@
 // Session (cuBLASLt descriptors are not shared across threads).
 //
 // View ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity) do no work: their
-// output aliases their first input's bytes (DevicePlan::alias_input).
+// output aliases their first input's bytes (DevicePlan::alias_input). An op
+// asked for a pitched output (DeviceValueInfo::row_pitch) writes its rows
+// straight into a Concat's output where it can (DevicePlan::output_pitched).
 // ============================================================================
 #pragma once
 
@@ -37,6 +39,12 @@ struct DeviceValueInfo {
   /// bucket (Reshape targets, Slice starts, weights); undefined otherwise.
   Tensor host;
   bool present = true;  ///< false for an omitted optional input
+  /// An output: elements between consecutive rows of its last dim when the op can write it so
+  /// (into its slice of a Concat's output, runtime/concat_placement.h); 0: packed. An op that
+  /// honours it says so in DevicePlan::output_pitched, else it writes packed rows elsewhere.
+  int64_t row_pitch = 0;
+  /// A Concat's input its producer already wrote into the Concat's output (nothing to copy).
+  bool written_in_place = false;
 };
 
 /// A device buffer handed to enqueue.
@@ -78,6 +86,7 @@ class DeviceOp {
 struct DevicePlan {
   std::unique_ptr<DeviceOp> op;
   int alias_input = -1;  ///< >= 0: output 0 is input `alias_input`'s bytes, reshaped
+  bool output_pitched = false;  ///< output 0 is written with the row_pitch its DeviceValueInfo asked for
 };
 
 using DeviceOpFactory = std::function<Result<DevicePlan>(const DeviceOpInit&)>;
@@ -117,9 +126,9 @@ class FunctionDeviceOp final : public DeviceOp {
 
 template <typename Fn>
 DevicePlan device_function(Fn fn) {
-  return DevicePlan{std::make_unique<FunctionDeviceOp<Fn>>(std::move(fn)), -1};
+  return DevicePlan{std::make_unique<FunctionDeviceOp<Fn>>(std::move(fn)), -1, false};
 }
 
-inline DevicePlan device_view(int input = 0) { return DevicePlan{nullptr, input}; }
+inline DevicePlan device_view(int input = 0) { return DevicePlan{nullptr, input, false}; }
 
 }  // namespace loka::cuda

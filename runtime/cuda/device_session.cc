@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "runtime/arena_plan.h"
+#include "runtime/concat_placement.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/execution_plan.h"
@@ -51,6 +52,10 @@ namespace {
 size_t aligned(size_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
 size_t byte_size(const DeviceTensor& t) { return static_cast<size_t>(t.element_count()) * dtype_size(t.dtype); }
+
+const ConcatPlacement* get_if_placed(const std::vector<std::optional<ConcatPlacement>>& placements, size_t value) {
+  return placements[value] ? &*placements[value] : nullptr;
+}
 
 /// The batch of a run: the first dim of the first input whose first dim is symbolic (1 when none is).
 int64_t batch_of(const Engine& engine, std::span<const Shape* const> shapes) {
@@ -119,12 +124,17 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
     return shapes.host_values[static_cast<size_t>(id)];
   };
 
-  // Plan an op for every step with device work, and note which host values they read.
+  // Plan an op for every step with device work, and note which host values they read. A value
+  // lives in its root's buffer, `byte_offset` bytes in: views share their input's; a GEMM that
+  // writes its rows into a Concat's output (runtime/concat_placement.h) lives in that output.
   const DeviceOpRegistry& registry = DeviceOpRegistry::builtin();
   bucket->ops.resize(steps.size());
   std::vector<int> root(value_count);
   std::iota(root.begin(), root.end(), 0);
+  std::vector<size_t> byte_offset(value_count, 0);
   std::vector<bool> uploaded(value_count, false);
+  std::vector<std::optional<ConcatPlacement>> placements(value_count);
+  if (engine_.options().concat_in_place) placements = plan_concat_placements(plan, shapes);
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
     const bool device_step =
@@ -141,6 +151,9 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
       const DeviceTensor& value = bucket->values[static_cast<size_t>(id)];
       init.inputs.push_back(DeviceValueInfo{value.dtype, value.shape, is_host(id) ? host_contents(id) : Tensor(), true});
       if (is_host(id) && !plan.values()[static_cast<size_t>(id)].is_constant) uploaded[static_cast<size_t>(id)] = true;
+      // Its producer wrote it into this step's output already (a Concat's placed input).
+      init.inputs.back().written_in_place =
+          !step.outputs.empty() && step.outputs[0] != kNoValue && root[static_cast<size_t>(id)] == step.outputs[0];
     }
     for (int id : step.outputs) {
       if (id == kNoValue) {
@@ -150,13 +163,23 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
       const DeviceTensor& value = bucket->values[static_cast<size_t>(id)];
       init.outputs.push_back(DeviceValueInfo{value.dtype, value.shape, Tensor(), true});
     }
+    const int first_output = step.outputs.empty() ? kNoValue : step.outputs[0];
+    const ConcatPlacement* placement =
+        first_output == kNoValue ? nullptr : get_if_placed(placements, static_cast<size_t>(first_output));
+    if (placement) init.outputs[0].row_pitch = placement->row_pitch;
     auto planned = (*factory)(init);
     if (!planned) return planned.status().with_context(where);
+    if (planned->output_pitched) {
+      if (!placement) return Status::error(where + "wrote a pitched output it was not asked for");
+      root[static_cast<size_t>(first_output)] = placement->concat_output;
+      byte_offset[static_cast<size_t>(first_output)] =
+          static_cast<size_t>(placement->offset) * dtype_size(shapes.dtypes[static_cast<size_t>(first_output)]);
+    }
     if (planned->alias_input >= 0) {
       const int source = step.inputs[static_cast<size_t>(planned->alias_input)];
-      if (source == kNoValue || step.outputs.empty() || step.outputs[0] == kNoValue)
-        return Status::error(where + "a view needs its input and output");
-      root[static_cast<size_t>(step.outputs[0])] = root[static_cast<size_t>(source)];
+      if (source == kNoValue || first_output == kNoValue) return Status::error(where + "a view needs its input and output");
+      root[static_cast<size_t>(first_output)] = root[static_cast<size_t>(source)];
+      byte_offset[static_cast<size_t>(first_output)] = byte_offset[static_cast<size_t>(source)];
     }
     bucket->ops[s] = std::move(planned).value();
   }
@@ -198,6 +221,8 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
     }
     ArenaRequest& request = requests[static_cast<size_t>(request_of[r])];
     const PlanValue& value = plan.values()[v];
+    // A Concat's output is written first by the earliest GEMM placed in it.
+    if (producer[v] >= 0) request.first_step = std::min(request.first_step, producer[v]);
     request.last_step = std::max({request.last_step, value.last_reader, value.is_graph_output ? INT_MAX : -1});
   }
   const ArenaPlan arena = plan_arena(requests);
@@ -205,8 +230,8 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
   for (size_t v = 0; v < value_count; ++v) {
     const size_t r = static_cast<size_t>(root[v]);
     if (request_of[r] >= 0)
-      bucket->values[v].data =
-          static_cast<std::byte*>(bucket->arena.data()) + arena.offsets[static_cast<size_t>(request_of[r])];
+      bucket->values[v].data = static_cast<std::byte*>(bucket->arena.data()) +
+                               arena.offsets[static_cast<size_t>(request_of[r])] + byte_offset[v];
     else if (r != v)
       bucket->values[v].data = bucket->values[r].data;
   }

@@ -45,6 +45,7 @@ struct Case {
   bool per_row, per_channel;
   DType output;
   bool bias_relu;
+  int64_t y_row_pitch = 0;  ///< Y's rows this many elements apart (0: N); the gaps must stay untouched
 };
 
 void run_case(const Case& c) {
@@ -69,6 +70,8 @@ void run_case(const Case& c) {
 
   cuda::Fp8GemmProblem problem{c.m, c.n, c.k, c.per_row, c.per_channel, c.output, c.bias_relu,
                                c.bias_relu ? cuda::GemmEpilogue::kRelu : cuda::GemmEpilogue::kNone};
+  problem.y_row_pitch = c.y_row_pitch;
+  const int64_t ldy = c.y_row_pitch ? c.y_row_pitch : c.n;
   auto gemm = cuda::Fp8Gemm::create(problem);
   ASSERT_TRUE(gemm) << gemm.status().message();
   uint8_t* d_x = to_device(x);
@@ -78,8 +81,9 @@ void run_case(const Case& c) {
   void* d_bias = to_device(bias_bf16);
   void* d_y = nullptr;
   void* workspace = nullptr;
-  const size_t out_bytes = static_cast<size_t>(c.m * c.n) * (bf16 ? 2 : 4);
+  const size_t out_bytes = static_cast<size_t>(c.m * ldy) * (bf16 ? 2 : 4);
   ASSERT_EQ(cudaMalloc(&d_y, out_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d_y, 0xFF, out_bytes), cudaSuccess);  // NaN: what the GEMM must not touch stays so
   ASSERT_EQ(cudaMalloc(&workspace, cuda::kGemmWorkspaceBytes), cudaSuccess);
   const Status status = (*gemm)->run({d_x, d_w, d_xs, d_ws, c.bias_relu ? d_bias : nullptr, d_y}, workspace, nullptr);
   ASSERT_TRUE(status) << status.message();
@@ -105,7 +109,7 @@ void run_case(const Case& c) {
       const double scale = double(x_scale[c.per_row ? static_cast<size_t>(i) : 0]) * w_scale[c.per_channel ? static_cast<size_t>(j) : 0];
       double expected = acc * scale;
       if (c.bias_relu) expected = std::max(0.0, expected + bias_f32[static_cast<size_t>(j)]);
-      const size_t at = static_cast<size_t>(i * c.n + j);
+      const size_t at = static_cast<size_t>(i * ldy + j);
       float got;
       if (bf16) {
         uint16_t code;
@@ -120,6 +124,12 @@ void run_case(const Case& c) {
       const double tolerance = 2e-3 * magnitude * scale + (bf16 ? std::ldexp(std::fabs(expected), -8) : 0.0) + 1e-6;
       if (std::fabs(got - expected) > tolerance && bad++ < 5)
         ADD_FAILURE() << "Y[" << i << "," << j << "] = " << got << ", expected " << expected;
+    }
+    for (int64_t j = c.n; j < ldy; ++j) {  // the wider matrix's other columns: untouched
+      const size_t at = static_cast<size_t>(i * ldy + j) * (bf16 ? 2 : 4);
+      const bool untouched = std::all_of(y.begin() + static_cast<long>(at), y.begin() + static_cast<long>(at + (bf16 ? 2 : 4)),
+                                         [](uint8_t byte) { return byte == 0xFF; });
+      if (!untouched && bad++ < 5) ADD_FAILURE() << "column " << j << " of row " << i << " beyond N was written";
     }
   }
   EXPECT_EQ(bad, 0u);
@@ -234,6 +244,30 @@ TEST_F(CudaFp8Gemm, E4M3OutputMatchesTheQuantizedCpuReference) {
   run_fp8_output_case(1, 256, 512, false);
   run_fp8_output_case(37, 80, 48, true);
   run_fp8_output_case(1024, 512, 1024, true);
+}
+
+TEST_F(CudaFp8Gemm, APitchedOutputFillsItsColumnsOfAWiderMatrixOnly) {
+  // As a GEMM writes its slice of a Concat's output (DHEN: 128 of 640 columns).
+  run_case({4096, 128, 128, false, false, DType::kFloat32, true, 640});
+  run_case({1, 64, 48, false, false, DType::kFloat32, false, 96});
+  auto probe = cuda::Fp8Gemm::create({64, 64, 64, true, true, DType::kFloat32});
+  if (!probe) GTEST_SKIP() << "this cuBLASLt has no FP8 algorithm with vector scales: " << probe.status().message();
+  run_case({1000, 32, 64, true, true, DType::kFloat32, true, 4096});
+}
+
+TEST(Fp8GemmPlan, ARowPitchIsAtLeastNAMultipleOf16AndTakesNoAddend) {
+  cuda::Fp8GemmProblem problem{64, 32, 16};
+  problem.y_row_pitch = 96;
+  EXPECT_TRUE(cuda::Fp8Gemm::can_implement(problem));
+  for (int64_t pitch : {16, 40}) {
+    problem.y_row_pitch = pitch;
+    EXPECT_FALSE(cuda::Fp8Gemm::can_implement(problem)) << pitch;
+  }
+  problem.y_row_pitch = 96;
+  problem.has_addend = true;
+  const Status status = cuda::Fp8Gemm::can_implement(problem);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("row pitch"), std::string::npos) << status.message();
 }
 
 TEST(Fp8GemmPlan, RefusesUnpairedVectorScalesAndVectorScalesWithE4M3Output) {

@@ -35,6 +35,7 @@ struct Case {
   cuda::GemmEpilogue epilogue;
   size_t misalign_elements = 0;  ///< operands start this many elements into their buffers
   bool broadcast_x = false;       ///< one X for every batch
+  int64_t y_row_pitch = 0;        ///< Y's rows this many elements apart (0: N); the gaps must stay untouched
 };
 
 std::string describe(const Case& c) {
@@ -42,7 +43,8 @@ std::string describe(const Case& c) {
          " batch=" + std::to_string(c.batch) + (c.input == DType::kBFloat16 ? " bf16" : " f32") + "->" +
          (c.output == DType::kBFloat16 ? "bf16" : "f32") + (c.transpose_w ? " W[N,K]" : " W[K,N]") +
          (c.has_bias ? " bias" : "") + " epilogue=" + std::to_string(static_cast<int>(c.epilogue)) +
-         " misalign=" + std::to_string(c.misalign_elements) + (c.broadcast_x ? " broadcast X" : "");
+         " misalign=" + std::to_string(c.misalign_elements) + (c.broadcast_x ? " broadcast X" : "") +
+         (c.y_row_pitch ? " Y row pitch " + std::to_string(c.y_row_pitch) : "");
 }
 
 /// Values as the device will read them: BF16 operands are rounded first.
@@ -101,13 +103,15 @@ void run_case(const Case& c, const cuda::GemmOptions& options = {}) {
   const std::vector<float> bias = random_values(static_cast<size_t>(c.n), c.output, rng);
 
   cuda::GemmProblem problem{c.m, c.n, c.k, c.batch, c.broadcast_x, c.input, c.output, c.transpose_w, c.has_bias, c.epilogue};
+  problem.y_row_pitch = c.y_row_pitch;
   auto gemm = cuda::Gemm::create(problem, options);
   ASSERT_TRUE(gemm) << gemm.status().message();
 
   const size_t pad = c.misalign_elements;
   const size_t in_size = c.input == DType::kBFloat16 ? 2 : 4, out_size = c.output == DType::kBFloat16 ? 2 : 4;
   DeviceBytes d_x(encode(x, c.input, pad)), d_w(encode(w, c.input, pad)), d_bias(encode(bias, c.output, pad));
-  const size_t y_count = static_cast<size_t>(c.batch * c.m * c.n);
+  const int64_t ldy = c.y_row_pitch ? c.y_row_pitch : c.n;
+  const size_t y_count = static_cast<size_t>(c.batch * c.m * ldy);
   DeviceBytes d_y((y_count + pad) * out_size), workspace(cuda::kGemmWorkspaceBytes);
   const cuda::GemmArgs args{d_x.as<uint8_t>() + pad * in_size, d_w.as<uint8_t>() + pad * in_size,
                             c.has_bias ? d_bias.as<uint8_t>() + pad * out_size : nullptr,
@@ -117,6 +121,7 @@ void run_case(const Case& c, const cuda::GemmOptions& options = {}) {
   const int64_t rows_checked = std::min<int64_t>(c.m, 1024);
   for (int algorithm = 0; algorithm < (*gemm)->algorithm_count(); ++algorithm) {
     SCOPED_TRACE("algorithm " + std::to_string(algorithm));
+    ASSERT_EQ(cudaMemset(d_y.get(), 0xFF, (y_count + pad) * out_size), cudaSuccess);  // NaN: what no run writes
     const Status status = (*gemm)->run_algorithm(algorithm, args, workspace.get(), nullptr);
     ASSERT_TRUE(status) << status.message();
     std::vector<uint8_t> y((y_count + pad) * out_size);
@@ -136,7 +141,7 @@ void run_case(const Case& c, const cuda::GemmOptions& options = {}) {
           }
           if (c.has_bias) sum += bias[static_cast<size_t>(j)];
           const double expected = activation(sum, c.epilogue);
-          const float got = decode(y, pad + static_cast<size_t>((b * c.m + i) * c.n + j), c.output);
+          const float got = decode(y, pad + static_cast<size_t>((b * c.m + i) * ldy + j), c.output);
           // FP32 accumulation in another order: a few ulps of Σ|x·w|; BF16 output adds 2^-8 relative;
           // GELU evaluated in float (erff) adds ~1e-6.
           // TF32 rounds each input to 10 mantissa bits: 2^-10 relative per product, at worst.
@@ -146,6 +151,10 @@ void run_case(const Case& c, const cuda::GemmOptions& options = {}) {
           if (!(std::fabs(got - expected) <= tolerance) && bad++ < 5)
             ADD_FAILURE() << "Y[" << b << "," << i << "," << j << "] = " << got << ", expected " << expected;
         }
+        // Between rows, the wider matrix's other columns: untouched.
+        for (int64_t j = c.n; j < ldy; ++j)
+          if (!std::isnan(decode(y, pad + static_cast<size_t>((b * c.m + i) * ldy + j), c.output)) && bad++ < 5)
+            ADD_FAILURE() << "column " << j << " of row " << i << " beyond N was written";
       }
     ASSERT_EQ(bad, 0u);
   }
@@ -220,6 +229,33 @@ TEST_F(CudaGemm, OutOfRangeAlgorithmIsAnError) {
   EXPECT_FALSE((*gemm)->select_algorithm((*gemm)->algorithm_count()));
   EXPECT_FALSE((*gemm)->select_algorithm(-1));
   EXPECT_TRUE((*gemm)->select_algorithm((*gemm)->algorithm_count() - 1));
+}
+
+TEST_F(CudaGemm, APitchedOutputFillsItsColumnsOfAWiderMatrixOnly) {
+  // As a GEMM writes its slice of a Concat's output: rows `pitch` apart, the rest left alone.
+  using cuda::GemmEpilogue;
+  run_case({1000, 48, 40, 1, DType::kFloat32, DType::kFloat32, true, true, GemmEpilogue::kRelu, 0, false, 112});
+  run_case({1, 128, 640, 1, DType::kFloat32, DType::kFloat32, false, false, GemmEpilogue::kNone, 0, false, 640});
+  run_case({257, 64, 40, 1, DType::kBFloat16, DType::kFloat32, true, true, GemmEpilogue::kNone, 0, false, 192});
+  cuda::GemmOptions tf32;
+  tf32.tf32 = true;
+  run_case({4096, 128, 128, 1, DType::kFloat32, DType::kFloat32, true, true, GemmEpilogue::kNone, 0, false, 640}, tf32);
+}
+
+TEST(GemmPlan, ARowPitchNeedsBatchOneNoAddendNoGeluAndAtLeastN) {
+  cuda::GemmProblem problem{64, 32, 16};
+  problem.y_row_pitch = 96;
+  EXPECT_TRUE(cuda::Gemm::can_implement(problem));
+  for (int refusal = 0; refusal < 4; ++refusal) {
+    cuda::GemmProblem refused = problem;
+    if (refusal == 0) refused.y_row_pitch = 31;
+    if (refusal == 1) refused.batch = 2;
+    if (refusal == 2) refused.has_addend = true;
+    if (refusal == 3) refused.epilogue = cuda::GemmEpilogue::kGelu;
+    const Status status = cuda::Gemm::can_implement(refused);
+    ASSERT_FALSE(status) << "refusal " << refusal;
+    EXPECT_NE(status.message().find("row pitch"), std::string::npos) << status.message();
+  }
 }
 
 TEST(GemmPlan, RefusesWhatItCannotRunWithAReason) {

@@ -33,11 +33,15 @@ Result<DevicePlan> plan_concat(const DeviceOpInit& init) {
   LOKA_ASSIGN_OR_RETURN(const int64_t axis_attr, init.attributes.get_int("axis"));
   LOKA_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(axis_attr, static_cast<int>(init.outputs[0].shape.size())));
   std::vector<std::vector<int64_t>> shapes;
-  for (const DeviceValueInfo& input : init.inputs) shapes.push_back(input.shape);
+  std::vector<bool> in_place;
+  for (const DeviceValueInfo& input : init.inputs) {
+    shapes.push_back(input.shape);
+    in_place.push_back(input.written_in_place);
+  }
   const size_t bytes = element_size(init);
   return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
     std::vector<const void*> sources;
-    for (const DeviceTensor& t : in) sources.push_back(t.data);
+    for (size_t i = 0; i < in.size(); ++i) sources.push_back(in_place[i] ? nullptr : in[i].data);
     return launch_concat(sources, shapes, axis, bytes, out[0].data, context.stream);
   });
 }

@@ -85,7 +85,7 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
     inputs.host_bias = &init.inputs[static_cast<size_t>(slots.bias)].host;
   if (slots.x_scale >= 0 && init.inputs[static_cast<size_t>(slots.x_scale)].host.defined())
     inputs.x_scale = init.inputs[static_cast<size_t>(slots.x_scale)].host.to_floats().at(0);
-  auto kernel = GemmKernel::create(candidate, key, shape, inputs);
+  auto kernel = create_gemm_kernel(candidate, key, shape, inputs, init, slots);
   if (!kernel && candidate.algorithm != 0) {
     LOKA_ASSIGN_OR_RETURN(candidate, fall_back(node, kernel.status().message() + ": running " +
                                                          candidate.family_default().name() + " instead",
@@ -99,10 +99,29 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
   return std::optional<DevicePlan>(gemm_kernel_plan(std::move(kernel).value(), slots, init));
 }
 
+int64_t requested_row_pitch(const DeviceOpInit& init, const GemmInputSlots& slots) {
+  return slots.addend < 0 && !init.outputs.empty() ? init.outputs[0].row_pitch : 0;
+}
+
+Result<std::unique_ptr<GemmKernel>> create_gemm_kernel(const kernels::GemmCandidate& candidate,
+                                                       const kernels::GemmKey& key, const kernels::GemmShape& shape,
+                                                       GemmCandidatePlanInputs inputs, const DeviceOpInit& init,
+                                                       const GemmInputSlots& slots) {
+  inputs.y_row_pitch = requested_row_pitch(init, slots);
+  if (inputs.y_row_pitch != 0) {
+    auto pitched = GemmKernel::create(candidate, key, shape, inputs);
+    if (pitched) return pitched;
+    inputs.y_row_pitch = 0;  // packed rows: the Concat copies them
+  }
+  return GemmKernel::create(candidate, key, shape, inputs);
+}
+
 DevicePlan gemm_kernel_plan(std::unique_ptr<GemmKernel> kernel, const GemmInputSlots& slots, const DeviceOpInit& init) {
   Shape addend_shape;
   if (slots.addend >= 0) addend_shape = init.inputs[static_cast<size_t>(slots.addend)].shape;
-  return DevicePlan{std::make_unique<DispatchedGemmOp>(std::move(kernel), slots, init.outputs[0].shape, addend_shape), -1};
+  const bool pitched = kernel->output_row_pitch() != 0;
+  return DevicePlan{std::make_unique<DispatchedGemmOp>(std::move(kernel), slots, init.outputs[0].shape, addend_shape), -1,
+                    pitched};
 }
 
 }  // namespace loka::cuda

@@ -32,8 +32,19 @@ struct GemmInputSlots {
   int residual = -1;  ///< a full-size residual the kernel adds after the activation (key.residual)
 };
 
+/// The row pitch output 0 is asked to be written with (DeviceValueInfo::row_pitch), or 0 when
+/// a pass after the GEMM reads it packed (the broadcast addend).
+int64_t requested_row_pitch(const DeviceOpInit& init, const GemmInputSlots& slots);
+
+/// GemmKernel::create with the requested row pitch where the candidate takes one (Y written
+/// straight into its slice of a Concat's output), else with packed rows.
+Result<std::unique_ptr<GemmKernel>> create_gemm_kernel(const kernels::GemmCandidate& candidate,
+                                                       const kernels::GemmKey& key, const kernels::GemmShape& shape,
+                                                       GemmCandidatePlanInputs inputs, const DeviceOpInit& init,
+                                                       const GemmInputSlots& slots);
+
 /// `kernel` as the node's device op, reading its operands from `slots` (the addend, if any,
-/// is added by a broadcast pass after the GEMM).
+/// is added by a broadcast pass after the GEMM); output_pitched when the kernel writes a pitch.
 DevicePlan gemm_kernel_plan(std::unique_ptr<GemmKernel> kernel, const GemmInputSlots& slots, const DeviceOpInit& init);
 
 /// The op for the node's Dispatch choice; nothing when it has none (or falls

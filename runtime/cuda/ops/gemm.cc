@@ -60,6 +60,21 @@ class Fp32GemmOp final : public DeviceOp {
   Shape y_shape_, addend_shape_;
 };
 
+/// An FP32 GEMM with output 0's requested row pitch where cuBLASLt takes it (Y written straight
+/// into its slice of a Concat's output: runtime/concat_placement.h), else packed rows.
+Result<DevicePlan> fp32_gemm_plan(GemmProblem problem, Fp32GemmOp::Layout layout, const DeviceOpInit& init,
+                                  const Shape& addend_shape) {
+  problem.y_row_pitch = layout.addend < 0 ? init.outputs[0].row_pitch : 0;
+  auto gemm = Gemm::create(problem);
+  if (!gemm && problem.y_row_pitch != 0) {
+    problem.y_row_pitch = 0;
+    gemm = Gemm::create(problem);
+  }
+  if (!gemm) return gemm.status();
+  return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm).value(), layout, init.outputs[0].shape, addend_shape),
+                    -1, problem.y_row_pitch != 0};
+}
+
 Status require_all_float32(const DeviceOpInit& init, std::initializer_list<size_t> inputs) {
   for (size_t i : inputs) LOKA_RETURN_IF_ERROR(require_float32(init, i));
   if (init.outputs[0].dtype != DType::kFloat32) return Status::error("output must be FLOAT");
@@ -104,8 +119,7 @@ Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
   LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, 1},
                                                               GemmInputSlots{0, 1, -1, layout.bias, -1, layout.addend}));
   if (dispatched) return std::move(*dispatched);
-  LOKA_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(problem));
-  return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), layout, init.outputs[0].shape, addend_shape), -1};
+  return fp32_gemm_plan(problem, layout, init, addend_shape);
 }
 
 /// ai.loka.FusedGemm: Y = act(X · op(W) + B) (+ R) over X's flattened leading rows — one cuBLASLt
@@ -138,7 +152,7 @@ Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
   // No Dispatch choice: the registry's FP32 kernel (bias, ReLU and a residual ride in cuBLASLt's GEMM).
   kernels::GemmCandidate fp32;
   fp32.precision = kernels::GemmPrecision::kFp32;
-  LOKA_ASSIGN_OR_RETURN(auto kernel, GemmKernel::create(fp32, key, shape, GemmCandidatePlanInputs{}));
+  LOKA_ASSIGN_OR_RETURN(auto kernel, create_gemm_kernel(fp32, key, shape, GemmCandidatePlanInputs{}, init, slots));
   return gemm_kernel_plan(std::move(kernel), slots, init);
 }
 
@@ -204,8 +218,7 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
                                                                 GemmInputSlots{}));
     if (dispatched) return std::move(*dispatched);
   }
-  LOKA_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(problem));
-  return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm), Fp32GemmOp::Layout{}, init.outputs[0].shape, Shape{}), -1};
+  return fp32_gemm_plan(problem, Fp32GemmOp::Layout{}, init, Shape{});
 }
 
 // ---------------------------------------------------------------- FP8 ---
@@ -435,7 +448,7 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
     GemmCandidatePlanInputs inputs;
     if (config.has_bias && init.inputs[3].host.defined()) inputs.host_bias = &init.inputs[3].host;
     inputs.x_scale = config.x_scale;
-    auto kernel = GemmKernel::create(candidate, key, {config.rows, config.n, config.k, 1}, inputs);
+    auto kernel = create_gemm_kernel(candidate, key, {config.rows, config.n, config.k, 1}, inputs, init, slots);
     if (kernel) return gemm_kernel_plan(std::move(kernel).value(), slots, init);
   }
   if (Fp8Gemm::can_implement(problem).is_ok()) {

@@ -36,6 +36,9 @@ struct EngineOptions {
   int device_index = 0;
   /// CUDA: replay each bucket's kernels as one CUDA graph (off: launch them one by one).
   bool cuda_graphs = true;
+  /// CUDA: GEMMs that can write their output straight into its slice of a Concat's output do,
+  /// and the Concat copies only the rest (off: every Concat copies all its inputs).
+  bool concat_in_place = true;
 };
 
 /// A graph input or output as declared by the model. Symbolic dims are -1

@@ -1,0 +1,97 @@
+// ============================================================================
+// runtime/concat_placement.cc — Concat inputs their producers can write in place.
+// ============================================================================
+#include "runtime/concat_placement.h"
+
+#include "runtime/ops/op_helpers.h"
+#include "runtime/view_ops.h"
+
+namespace loka {
+namespace {
+
+/// cuBLASLt's aligned algorithms want 16-byte operands and leading dimensions.
+constexpr int64_t kPlacementAlignmentBytes = 16;
+
+int64_t product(const Shape& shape, size_t from) {
+  int64_t count = 1;
+  for (size_t d = from; d < shape.size(); ++d) count *= shape[d];
+  return count;
+}
+
+}  // namespace
+
+std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const ExecutionPlan& plan,
+                                                                   const BucketShapes& shapes) {
+  const auto& steps = plan.steps();
+  const auto& values = plan.values();
+  std::vector<std::optional<ConcatPlacement>> placements(values.size());
+  // Reads per value (once per input slot: a Concat reading a value twice reads it twice), and
+  // which step and output slot produce it.
+  std::vector<int> reads(values.size(), 0), producer(values.size(), -1), output_slot(values.size(), -1);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (int id : steps[s].inputs)
+      if (id != kNoValue) ++reads[static_cast<size_t>(id)];
+    for (size_t j = 0; j < steps[s].outputs.size(); ++j)
+      if (const int id = steps[s].outputs[j]; id != kNoValue) {
+        producer[static_cast<size_t>(id)] = static_cast<int>(s);
+        output_slot[static_cast<size_t>(id)] = static_cast<int>(j);
+      }
+  }
+  // A value whose bytes may live in another value's buffer: made on the device by a step, read
+  // once, and nobody else's to keep.
+  const auto movable = [&](int id) {
+    const size_t v = static_cast<size_t>(id);
+    return id != kNoValue && producer[v] >= 0 && reads[v] == 1 && !values[v].is_graph_output &&
+           !values[v].is_constant && !shapes.host_resident[v] && shapes.dtypes[v] != DType::kUndefined;
+  };
+
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PlanStep& step = steps[s];
+    if (step.op_type != "Concat" || !(step.domain.empty() || step.domain == "ai.onnx")) continue;
+    if (step.outputs.empty() || step.outputs[0] == kNoValue) continue;
+    const int out = step.outputs[0];
+    const size_t o = static_cast<size_t>(out);
+    if (shapes.host_resident[o] || shapes.dtypes[o] == DType::kUndefined) continue;
+    const Shape& out_shape = shapes.shapes[o];
+    const Result<int64_t> axis_attribute = step.attributes.get_int("axis");
+    if (!axis_attribute) continue;
+    const Result<int> normalized = ops::normalize_axis(*axis_attribute, static_cast<int>(out_shape.size()));
+    if (!normalized) continue;
+    const size_t axis = static_cast<size_t>(*normalized);
+    const int64_t inner = product(out_shape, axis + 1);
+    const int64_t row_pitch = out_shape[axis] * inner;
+    const int64_t element_bytes = static_cast<int64_t>(dtype_size(shapes.dtypes[o]));
+    int64_t along = 0;  // where this input starts along the axis
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      const int id = step.inputs[i];
+      if (id == kNoValue) continue;
+      const Shape& in_shape = shapes.shapes[static_cast<size_t>(id)];
+      if (in_shape.size() != out_shape.size()) break;  // malformed: the Concat's own planning says so
+      const int64_t offset = along * inner;
+      const int64_t columns = in_shape[axis] * inner;
+      along += in_shape[axis];
+      // Back through views to the node that makes the bytes.
+      int source = id;
+      bool placeable = movable(source);
+      while (placeable && is_view_op(steps[static_cast<size_t>(producer[static_cast<size_t>(source)])].domain,
+                                     steps[static_cast<size_t>(producer[static_cast<size_t>(source)])].op_type)) {
+        const PlanStep& view = steps[static_cast<size_t>(producer[static_cast<size_t>(source)])];
+        source = view.inputs.empty() ? kNoValue : view.inputs[0];
+        placeable = movable(source);
+      }
+      if (!placeable) continue;
+      const size_t v = static_cast<size_t>(source);
+      const Shape& produced = shapes.shapes[v];
+      if (output_slot[v] != 0 || shapes.dtypes[v] != shapes.dtypes[o] || produced.empty() || columns == 0 ||
+          produced.back() != columns)
+        continue;
+      if ((offset * element_bytes) % kPlacementAlignmentBytes != 0 ||
+          (row_pitch * element_bytes) % kPlacementAlignmentBytes != 0)
+        continue;
+      placements[v] = ConcatPlacement{static_cast<int>(s), out, static_cast<int>(i), offset, row_pitch};
+    }
+  }
+  return placements;
+}
+
+}  // namespace loka

@@ -1,0 +1,49 @@
+// ============================================================================
+// runtime/concat_placement.h — which Concat inputs their producers can write
+// straight into the Concat's output.
+//
+// A Concat copies every input into its output. At batch 4096 DHEN's 17 such
+// copies were 15% of its GPU time and Wukong's 10 were 11% (H100,
+// 2026-11-27). A producer that can write its rows with a pitch (a cuBLASLt
+// GEMM: D's leading dimension) can write them into its slice of the output
+// instead, and the copy goes away with the input's own buffer.
+//
+// An input is placed when:
+//  - it comes from a node's first output, through views only
+//    (runtime/view_ops.h), and every value on that chain is read once (by
+//    the next view, or by the Concat as one of its inputs) and is neither a
+//    graph output, a constant nor host-resident;
+//  - its slice is rows of the producer's last dim: from the Concat axis on,
+//    the input holds as many elements as the producer's last dim, so row r
+//    of the producer lands at offset + r * row_pitch of the output;
+//  - the slice's start and pitch are 16-byte multiples (cuBLASLt's aligned
+//    algorithms; the arena's buffers start 256-byte aligned).
+// The device backend offers each placement to the producer's op, which may
+// decline (runtime/cuda/device_op.h, DevicePlan::output_pitched); the Concat
+// then copies only what was not written in place.
+// ============================================================================
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "runtime/batch_shapes.h"
+#include "runtime/execution_plan.h"
+
+namespace loka {
+
+struct ConcatPlacement {
+  int concat_step = -1;    ///< the Concat's step
+  int concat_output = -1;  ///< value id of its output
+  int input = -1;          ///< which of its inputs this is
+  int64_t offset = 0;      ///< elements from the output's start to the slice's first row
+  int64_t row_pitch = 0;   ///< elements between consecutive rows of the slice
+};
+
+/// Per value id: where a producer's first output can be written (the chain's first value), or
+/// nothing. `shapes` are one bucket's.
+std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const ExecutionPlan& plan,
+                                                                   const BucketShapes& shapes);
+
+}  // namespace loka

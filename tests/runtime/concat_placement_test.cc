@@ -1,0 +1,134 @@
+// ============================================================================
+// tests/runtime/concat_placement_test.cc — which Concat inputs their
+// producers may write in place (runtime/concat_placement.h).
+//
+// DHEN's shape (GEMM outputs of [B,T,D] joined along D) and Wukong's (a GEMM's
+// [B,T*D] reshaped to [B,T,D], joined along T) are placed with the right
+// offsets and pitch; each condition has a negative twin: a value read twice,
+// a graph output, a graph input, a slice that is not the producer's rows, a
+// misaligned slice, the same value twice in one Concat.
+// ============================================================================
+#include "runtime/concat_placement.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+
+#include "model_builder.h"
+
+namespace loka {
+namespace {
+
+Tensor weights(int64_t k, int64_t n) { return Tensor::zeros(DType::kFloat32, {k, n}); }
+
+/// Each value's placement, by name, at batch 4 (from the traced shapes).
+struct Placed {
+  std::shared_ptr<const Engine> engine;
+  std::vector<std::optional<ConcatPlacement>> placements;
+  std::optional<ConcatPlacement> of(const std::string& name) const {
+    const auto& values = engine->plan().values();
+    for (size_t v = 0; v < values.size(); ++v)
+      if (values[v].name == name) return placements[v];
+    ADD_FAILURE() << "no value " << name;
+    return std::nullopt;
+  }
+  std::string name_of(int value) const { return engine->plan().values()[static_cast<size_t>(value)].name; }
+};
+
+Placed place(const testing::ModelBuilder& b) {
+  auto engine = b.build_engine();
+  EXPECT_TRUE(engine) << engine.status().message();
+  if (!engine) return {};
+  auto shapes = BatchShapeModel::trace(**engine);
+  EXPECT_TRUE(shapes) << shapes.status().message();
+  auto at = shapes->at(4);
+  EXPECT_TRUE(at) << at.status().message();
+  return Placed{*engine, plan_concat_placements((*engine)->plan(), *at)};
+}
+
+TEST(ConcatPlacement, GemmOutputsJoinedAlongTheirRowsGoInPlace) {
+  // DHEN: [B,6,32] MatMul outputs and a Relu's, joined along the last axis into [B,6,96].
+  testing::ModelBuilder b(17);
+  b.input("x", DType::kFloat32, {-1, 6, 32});
+  b.initializer("w1", weights(32, 32)).initializer("w2", weights(32, 32));
+  b.node("MatMul", {"x", "w1"}, {"a"});
+  b.node("Relu", {"x"}, {"r"});
+  b.node("MatMul", {"x", "w2"}, {"c"});
+  b.node("Concat", {"a", "r", "c"}, {"y"}, {{"axis", int64_t{-1}}});
+  b.output("y", DType::kFloat32, {-1, 6, 96});
+  const Placed placed = place(b);
+  for (const auto& [name, offset] : {std::pair{"a", 0}, std::pair{"r", 32}, std::pair{"c", 64}}) {
+    const auto p = placed.of(name);
+    ASSERT_TRUE(p) << name;
+    EXPECT_EQ(p->offset, offset) << name;
+    EXPECT_EQ(p->row_pitch, 96) << name;
+    EXPECT_EQ(placed.name_of(p->concat_output), "y");
+  }
+  EXPECT_EQ(placed.of("a")->input, 0);
+  EXPECT_EQ(placed.of("c")->input, 2);
+}
+
+TEST(ConcatPlacement, AReshapedGemmOutputJoinedAlongTokensGoesInPlaceThroughTheView) {
+  // Wukong: a Gemm's [B,64] reshaped to [B,4,16], joined with [B,4,16] along tokens into [B,8,16].
+  testing::ModelBuilder b(17);
+  b.input("x", DType::kFloat32, {-1, 16});
+  b.input("z", DType::kFloat32, {-1, 4, 16});
+  b.initializer("w", weights(16, 64));
+  b.initializer("shape", Tensor::from_int64s({3}, std::vector<int64_t>{-1, 4, 16}));
+  b.node("Gemm", {"x", "w"}, {"g"});
+  b.node("Reshape", {"g", "shape"}, {"tokens"});
+  b.node("Relu", {"z"}, {"zr"});
+  b.node("Concat", {"zr", "tokens"}, {"y"}, {{"axis", int64_t{1}}});
+  b.output("y", DType::kFloat32, {-1, 8, 16});
+  const Placed placed = place(b);
+  const auto g = placed.of("g");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->offset, 64);
+  EXPECT_EQ(g->row_pitch, 128);
+  EXPECT_FALSE(placed.of("tokens")) << "placements name the producer's output, not the view's";
+  // The Relu writes rows of 16; its slice is rows of 4 x 16 (the tokens of one sample).
+  EXPECT_FALSE(placed.of("zr"));
+}
+
+TEST(ConcatPlacement, NegativeTwinsStayCopied) {
+  testing::ModelBuilder b(17);
+  b.input("x", DType::kFloat32, {-1, 6, 32});
+  b.input("lone", DType::kFloat32, {-1, 6, 32});
+  b.input("three", DType::kFloat32, {-1, 6, 3});
+  b.input("thirteen", DType::kFloat32, {-1, 6, 13});
+  b.initializer("w", weights(32, 32));
+  b.node("MatMul", {"x", "w"}, {"read_twice"});
+  b.node("Relu", {"read_twice"}, {"also_read"});
+  b.node("MatMul", {"x", "w"}, {"kept"});
+  b.node("Relu", {"x"}, {"twice_in_one"});
+  b.node("Concat", {"read_twice", "kept", "lone", "twice_in_one", "twice_in_one"}, {"y"}, {{"axis", int64_t{2}}});
+  // Along tokens, a [B,6,32] GEMM output is not rows of its last dim in [B,12,32].
+  b.node("MatMul", {"x", "w"}, {"tokens"});
+  b.node("Concat", {"tokens", "x"}, {"by_tokens"}, {{"axis", int64_t{1}}});
+  // Rows of 16 floats: the first slice starts each row (placed), the second 12 bytes into it.
+  b.node("Relu", {"three"}, {"at_row_start"});
+  b.node("Relu", {"thirteen"}, {"twelve_bytes_in"});
+  b.node("Concat", {"at_row_start", "twelve_bytes_in"}, {"z"}, {{"axis", int64_t{2}}});
+  // Rows of 35 floats (140 bytes) are no 16-byte pitch.
+  b.node("Relu", {"x"}, {"odd_pitch"});
+  b.node("Concat", {"odd_pitch", "three"}, {"v"}, {{"axis", int64_t{2}}});
+  b.output("y", DType::kFloat32, {-1, 6, 160});
+  b.output("kept", DType::kFloat32, {-1, 6, 32});
+  b.output("also_read", DType::kFloat32, {-1, 6, 32});
+  b.output("by_tokens", DType::kFloat32, {-1, 12, 32});
+  b.output("z", DType::kFloat32, {-1, 6, 16});
+  b.output("v", DType::kFloat32, {-1, 6, 35});
+  const Placed placed = place(b);
+  EXPECT_FALSE(placed.of("read_twice")) << "read by the Relu too";
+  EXPECT_FALSE(placed.of("kept")) << "a graph output";
+  EXPECT_FALSE(placed.of("lone")) << "a graph input";
+  EXPECT_FALSE(placed.of("twice_in_one")) << "read twice by one Concat";
+  EXPECT_FALSE(placed.of("tokens")) << "not rows of its last dim";
+  EXPECT_TRUE(placed.of("at_row_start"));
+  EXPECT_FALSE(placed.of("twelve_bytes_in")) << "starts 12 bytes into a row";
+  EXPECT_FALSE(placed.of("odd_pitch")) << "a row pitch of 140 bytes";
+}
+
+}  // namespace
+}  // namespace loka
