@@ -9,7 +9,8 @@
 // instead, and the copy goes away with the input's own buffer.
 //
 // An input is placed when:
-//  - it comes from a node's first output, through views only
+//  - it comes from the first output of a node the backend can have write
+//    pitched rows (`writes_pitched_rows`: the CUDA backend's GEMM ops), through views only
 //    (runtime/view_ops.h), and every value on that chain is read once (by
 //    the next view, or by the Concat as one of its inputs) and is neither a
 //    graph output, a constant nor host-resident;
@@ -17,7 +18,11 @@
 //    the input holds as many elements as the producer's last dim, so row r
 //    of the producer lands at offset + r * row_pitch of the output;
 //  - the slice's start and pitch are 16-byte multiples (cuBLASLt's aligned
-//    algorithms; the arena's buffers start 256-byte aligned).
+//    algorithms; the arena's buffers start 256-byte aligned);
+//  - the peak of live bytes does not grow: the placed bytes belong to the
+//    Concat's output from the producer's step on, and a large output alive
+//    early can cost more than the slice saves (placements are tried in value
+//    order, each kept where the peak with it is no higher).
 // The device backend offers each placement to the producer's op, which may
 // decline (runtime/cuda/device_op.h, DevicePlan::output_pitched); the Concat
 // then copies only what was not written in place.
@@ -25,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -41,9 +47,14 @@ struct ConcatPlacement {
   int64_t row_pitch = 0;   ///< elements between consecutive rows of the slice
 };
 
+/// Whether the backend's op for a step can write its first output with a row pitch.
+using WritesPitchedRows = std::function<bool(const PlanStep&)>;
+
 /// Per value id: where a producer's first output can be written (the chain's first value), or
-/// nothing. `shapes` are one bucket's.
+/// nothing. `shapes` are one bucket's. The peak rule assumes every placement is taken: one its
+/// op declines after all (a GEMM with a broadcast addend) keeps its own buffer besides.
 std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const ExecutionPlan& plan,
-                                                                   const BucketShapes& shapes);
+                                                                   const BucketShapes& shapes,
+                                                                   const WritesPitchedRows& writes_pitched_rows);
 
 }  // namespace loka

@@ -53,6 +53,13 @@ size_t aligned(size_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlig
 
 size_t byte_size(const DeviceTensor& t) { return static_cast<size_t>(t.element_count()) * dtype_size(t.dtype); }
 
+/// The ops whose GEMM kernels take a row pitch for Y (runtime/cuda/ops/gemm.cc; a kernel that
+/// cannot, or a pass after the GEMM, declines when planned).
+bool gemm_writes_pitched_rows(const PlanStep& step) {
+  if (step.domain.empty() || step.domain == "ai.onnx") return step.op_type == "Gemm" || step.op_type == "MatMul";
+  return step.domain == "ai.loka" && (step.op_type == "FusedGemm" || step.op_type == "QuantizedGemm");
+}
+
 const ConcatPlacement* get_if_placed(const std::vector<std::optional<ConcatPlacement>>& placements, size_t value) {
   return placements[value] ? &*placements[value] : nullptr;
 }
@@ -134,7 +141,7 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
   std::vector<size_t> byte_offset(value_count, 0);
   std::vector<bool> uploaded(value_count, false);
   std::vector<std::optional<ConcatPlacement>> placements(value_count);
-  if (engine_.options().concat_in_place) placements = plan_concat_placements(plan, shapes);
+  if (engine_.options().concat_in_place) placements = plan_concat_placements(plan, shapes, gemm_writes_pitched_rows);
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
     const bool device_step =

@@ -44,11 +44,14 @@ Placed place(const testing::ModelBuilder& b) {
   EXPECT_TRUE(shapes) << shapes.status().message();
   auto at = shapes->at(4);
   EXPECT_TRUE(at) << at.status().message();
-  return Placed{*engine, plan_concat_placements((*engine)->plan(), *at)};
+  // As the CUDA backend's GEMM ops: MatMul and Gemm write pitched rows, a Relu packed ones.
+  const auto gemms = [](const PlanStep& step) { return step.op_type == "MatMul" || step.op_type == "Gemm"; };
+  return Placed{*engine, plan_concat_placements((*engine)->plan(), *at, gemms)};
 }
 
 TEST(ConcatPlacement, GemmOutputsJoinedAlongTheirRowsGoInPlace) {
-  // DHEN: [B,6,32] MatMul outputs and a Relu's, joined along the last axis into [B,6,96].
+  // DHEN: [B,6,32] MatMul outputs and a Relu's (copied: it writes packed rows), joined along the
+  // last axis into [B,6,96].
   testing::ModelBuilder b(17);
   b.input("x", DType::kFloat32, {-1, 6, 32});
   b.initializer("w1", weights(32, 32)).initializer("w2", weights(32, 32));
@@ -58,7 +61,8 @@ TEST(ConcatPlacement, GemmOutputsJoinedAlongTheirRowsGoInPlace) {
   b.node("Concat", {"a", "r", "c"}, {"y"}, {{"axis", int64_t{-1}}});
   b.output("y", DType::kFloat32, {-1, 6, 96});
   const Placed placed = place(b);
-  for (const auto& [name, offset] : {std::pair{"a", 0}, std::pair{"r", 32}, std::pair{"c", 64}}) {
+  EXPECT_FALSE(placed.of("r"));
+  for (const auto& [name, offset] : {std::pair{"a", 0}, std::pair{"c", 64}}) {
     const auto p = placed.of(name);
     ASSERT_TRUE(p) << name;
     EXPECT_EQ(p->offset, offset) << name;
@@ -74,11 +78,11 @@ TEST(ConcatPlacement, AReshapedGemmOutputJoinedAlongTokensGoesInPlaceThroughTheV
   testing::ModelBuilder b(17);
   b.input("x", DType::kFloat32, {-1, 16});
   b.input("z", DType::kFloat32, {-1, 4, 16});
-  b.initializer("w", weights(16, 64));
+  b.initializer("w", weights(16, 64)).initializer("w_tokens", weights(16, 16));
   b.initializer("shape", Tensor::from_int64s({3}, std::vector<int64_t>{-1, 4, 16}));
   b.node("Gemm", {"x", "w"}, {"g"});
   b.node("Reshape", {"g", "shape"}, {"tokens"});
-  b.node("Relu", {"z"}, {"zr"});
+  b.node("MatMul", {"z", "w_tokens"}, {"zr"});
   b.node("Concat", {"zr", "tokens"}, {"y"}, {{"axis", int64_t{1}}});
   b.output("y", DType::kFloat32, {-1, 8, 16});
   const Placed placed = place(b);
@@ -87,7 +91,7 @@ TEST(ConcatPlacement, AReshapedGemmOutputJoinedAlongTokensGoesInPlaceThroughTheV
   EXPECT_EQ(g->offset, 64);
   EXPECT_EQ(g->row_pitch, 128);
   EXPECT_FALSE(placed.of("tokens")) << "placements name the producer's output, not the view's";
-  // The Relu writes rows of 16; its slice is rows of 4 x 16 (the tokens of one sample).
+  // The MatMul writes rows of 16; its slice is rows of 4 x 16 (the tokens of one sample).
   EXPECT_FALSE(placed.of("zr"));
 }
 
@@ -96,28 +100,22 @@ TEST(ConcatPlacement, NegativeTwinsStayCopied) {
   b.input("x", DType::kFloat32, {-1, 6, 32});
   b.input("lone", DType::kFloat32, {-1, 6, 32});
   b.input("three", DType::kFloat32, {-1, 6, 3});
-  b.input("thirteen", DType::kFloat32, {-1, 6, 13});
   b.initializer("w", weights(32, 32));
   b.node("MatMul", {"x", "w"}, {"read_twice"});
   b.node("Relu", {"read_twice"}, {"also_read"});
   b.node("MatMul", {"x", "w"}, {"kept"});
-  b.node("Relu", {"x"}, {"twice_in_one"});
+  b.node("MatMul", {"x", "w"}, {"twice_in_one"});
   b.node("Concat", {"read_twice", "kept", "lone", "twice_in_one", "twice_in_one"}, {"y"}, {{"axis", int64_t{2}}});
   // Along tokens, a [B,6,32] GEMM output is not rows of its last dim in [B,12,32].
   b.node("MatMul", {"x", "w"}, {"tokens"});
   b.node("Concat", {"tokens", "x"}, {"by_tokens"}, {{"axis", int64_t{1}}});
-  // Rows of 16 floats: the first slice starts each row (placed), the second 12 bytes into it.
-  b.node("Relu", {"three"}, {"at_row_start"});
-  b.node("Relu", {"thirteen"}, {"twelve_bytes_in"});
-  b.node("Concat", {"at_row_start", "twelve_bytes_in"}, {"z"}, {{"axis", int64_t{2}}});
   // Rows of 35 floats (140 bytes) are no 16-byte pitch.
-  b.node("Relu", {"x"}, {"odd_pitch"});
+  b.node("MatMul", {"x", "w"}, {"odd_pitch"});
   b.node("Concat", {"odd_pitch", "three"}, {"v"}, {{"axis", int64_t{2}}});
   b.output("y", DType::kFloat32, {-1, 6, 160});
   b.output("kept", DType::kFloat32, {-1, 6, 32});
   b.output("also_read", DType::kFloat32, {-1, 6, 32});
   b.output("by_tokens", DType::kFloat32, {-1, 12, 32});
-  b.output("z", DType::kFloat32, {-1, 6, 16});
   b.output("v", DType::kFloat32, {-1, 6, 35});
   const Placed placed = place(b);
   EXPECT_FALSE(placed.of("read_twice")) << "read by the Relu too";
@@ -125,9 +123,50 @@ TEST(ConcatPlacement, NegativeTwinsStayCopied) {
   EXPECT_FALSE(placed.of("lone")) << "a graph input";
   EXPECT_FALSE(placed.of("twice_in_one")) << "read twice by one Concat";
   EXPECT_FALSE(placed.of("tokens")) << "not rows of its last dim";
+  EXPECT_FALSE(placed.of("odd_pitch")) << "a row pitch of 140 bytes";
+}
+
+TEST(ConcatPlacement, ASliceStartingOffSixteenBytesStaysCopied) {
+  // Rows of 16 floats: the first slice starts each row (placed), the second 12 bytes into it.
+  testing::ModelBuilder b(17);
+  b.input("x", DType::kFloat32, {-1, 6, 1});
+  b.initializer("w3", weights(1, 3)).initializer("w13", weights(1, 13));
+  b.node("MatMul", {"x", "w3"}, {"at_row_start"});
+  b.node("MatMul", {"x", "w13"}, {"twelve_bytes_in"});
+  b.node("Concat", {"at_row_start", "twelve_bytes_in"}, {"z"}, {{"axis", int64_t{2}}});
+  b.output("z", DType::kFloat32, {-1, 6, 16});
+  const Placed placed = place(b);
   EXPECT_TRUE(placed.of("at_row_start"));
   EXPECT_FALSE(placed.of("twelve_bytes_in")) << "starts 12 bytes into a row";
-  EXPECT_FALSE(placed.of("odd_pitch")) << "a row pitch of 140 bytes";
+}
+
+/// x -> g (32 wide) and, when `big_between`, x -> 1024 wide -> s (32 wide); out = Concat(g, s).
+testing::ModelBuilder gemm_then_concat(bool big_between) {
+  testing::ModelBuilder b(17);
+  b.input("x", DType::kFloat32, {-1, 32});
+  b.initializer("w", weights(32, 32)).initializer("wide", weights(32, 1024)).initializer("back", weights(1024, 32));
+  b.node("MatMul", {"x", "w"}, {"g"});
+  if (big_between) {
+    b.node("MatMul", {"x", "wide"}, {"big"});
+    b.node("MatMul", {"big", "back"}, {"s"});
+  } else {
+    b.node("MatMul", {"x", "w"}, {"s"});
+  }
+  b.node("Concat", {"g", "s"}, {"out"}, {{"axis", int64_t{1}}});
+  b.output("out", DType::kFloat32, {-1, 64});
+  return b;
+}
+
+TEST(ConcatPlacement, APlacementThatWouldRaiseThePeakOfLiveBytesIsDropped) {
+  // Placing g makes out (64 wide) alive beside the 1024-wide temporary, where g's 32 were: the
+  // peak grows by 32 floats a sample, so g stays copied; so does s, made beside it.
+  const Placed raised = place(gemm_then_concat(true));
+  EXPECT_FALSE(raised.of("g"));
+  EXPECT_FALSE(raised.of("s"));
+  // Negative twin: nothing large in between, and both go in place.
+  const Placed kept = place(gemm_then_concat(false));
+  EXPECT_TRUE(kept.of("g"));
+  EXPECT_TRUE(kept.of("s"));
 }
 
 }  // namespace
