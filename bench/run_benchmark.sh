@@ -87,7 +87,9 @@ deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
 # The measured choice stops where calibration drift plus its noise, s * sqrt(1/n_calib + 1/n_eval)
 # (n_eval: the calibration rows too), reaches the budget, and with 3 x 1024 rows the noise was 94%
 # of DLRM-DCNv2's bound. With 8 x 1024 its FP8 share of GEMM FLOPs went 55% -> 77%, eval drift
-# +0.0186% under the 0.02% budget, loka-opt 23 s alone (H200, 2026-11-27). DLRM's loka-opt is the
+# +0.0186% under the 0.02% budget, loka-opt 23 s alone (H200, 2026-11-27); batch 512 0.204 ->
+# 0.181 ms. The price is memory: embedding gathers join the measured choice last (no GEMM FLOPs),
+# and 7 of the 25 tables FP8 before stay FP32 (peak 229 -> 367 MB at batch 512). DLRM's loka-opt is the
 # quickest of the four (42 s of 42-100 s on an H100 with all four at once); the others keep three
 # sets so the run stays within its 9 minutes (their Probe took 28-30 s of those on three sets).
 calib_sets_of() {  # calib_sets_of MODEL: calibration sets for MODEL's zoo
