@@ -249,12 +249,13 @@ def main(argv=None) -> int:
         slow = [i for i in args.impls if i in impls.SLOW_IMPLS]
         schedule = [(b, i) for b in sorted(args.batches, key=lambda b: (b != 4096, b)) for i in fast]
         schedule += [(b, i) for b in sorted(args.batches, key=lambda b: (b != 4096, -b)) for i in slow]
-        inputs = {}
-        for batch, impl_name in schedule:
+        inputs = {}  # a batch's device inputs, freed after its last entry in the schedule
+        last_use = {b: i for i, (b, _) in enumerate(schedule)}
+        for at, (batch, impl_name) in enumerate(schedule):
             if batch not in inputs:
                 inputs[batch] = (torch.from_numpy(fill(dense_np, batch)).to(dev),
                                  torch.from_numpy(fill(sparse_np, batch)).to(dev))
-            dense, sparse = inputs[batch]
+            dense, sparse = inputs[batch] if last_use[batch] != at else inputs.pop(batch)
             row = {"model": name, "batch": batch, "impl": impl_name, "device": device_name}
             precision = impls.QUALITY_OF[impl_name]
             if precision in q:

@@ -52,6 +52,7 @@ class LiveBuffers {
     for (size_t v = 0; v < values.size(); ++v) {
       if (values[v].is_constant || shapes.host_resident[v] || shapes.dtypes[v] == DType::kUndefined) continue;
       const size_t r = static_cast<size_t>(root_[v]);
+      if (values[r].is_constant || shapes.host_resident[r]) continue;  // a view of a constant or upload
       first[r] = std::min(first[r], producer[v]);
       last[r] = std::max({last[r], values[v].last_reader, values[v].is_graph_output ? steps : -1, producer[v]});
     }
@@ -140,13 +141,13 @@ std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const Executi
       if (!placeable) continue;
       const size_t v = static_cast<size_t>(source);
       const Shape& produced = shapes.shapes[v];
-      if (output_slot[v] != 0 || !writes_pitched_rows(steps[static_cast<size_t>(producer[v])]) ||
+      if (output_slot[v] != 0 || !writes_pitched_rows(steps[static_cast<size_t>(producer[v])], shapes) ||
           shapes.dtypes[v] != shapes.dtypes[o] || produced.empty() || columns == 0 || produced.back() != columns)
         continue;
       if ((offset * element_bytes) % kPlacementAlignmentBytes != 0 ||
           (row_pitch * element_bytes) % kPlacementAlignmentBytes != 0)
         continue;
-      placements[v] = ConcatPlacement{static_cast<int>(s), out, static_cast<int>(i), offset, row_pitch};
+      placements[v] = ConcatPlacement{out, static_cast<int>(i), offset, row_pitch};
     }
   }
   // A placed value's bytes are the Concat's from the producer's step on: when other large values

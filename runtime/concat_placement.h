@@ -19,7 +19,7 @@
 //    of the producer lands at offset + r * row_pitch of the output;
 //  - the slice's start and pitch are 16-byte multiples (cuBLASLt's aligned
 //    algorithms; the arena's buffers start 256-byte aligned);
-//  - the peak of live bytes does not grow: the placed bytes belong to the
+//  - the peak of live bytes does not grow (as counted here, see below): the placed bytes belong to the
 //    Concat's output from the producer's step on, and a large output alive
 //    early can cost more than the slice saves (placements are tried in value
 //    order, each kept where the peak with it is no higher).
@@ -40,19 +40,20 @@
 namespace loka {
 
 struct ConcatPlacement {
-  int concat_step = -1;    ///< the Concat's step
-  int concat_output = -1;  ///< value id of its output
+  int concat_output = -1;  ///< value id of the Concat's output
   int input = -1;          ///< which of its inputs this is
   int64_t offset = 0;      ///< elements from the output's start to the slice's first row
   int64_t row_pitch = 0;   ///< elements between consecutive rows of the slice
 };
 
-/// Whether the backend's op for a step can write its first output with a row pitch.
-using WritesPitchedRows = std::function<bool(const PlanStep&)>;
+/// Whether the backend's op for a step will write its first output with a row pitch (at these
+/// shapes). The closer to what the op then does, the truer the peak rule below.
+using WritesPitchedRows = std::function<bool(const PlanStep&, const BucketShapes&)>;
 
 /// Per value id: where a producer's first output can be written (the chain's first value), or
-/// nothing. `shapes` are one bucket's. The peak rule assumes every placement is taken: one its
-/// op declines after all (a GEMM with a broadcast addend) keeps its own buffer besides.
+/// nothing. `shapes` are one bucket's. The peak rule counts live bytes, a lower bound of the
+/// arena (which aligns and packs them greedily), and assumes every placement is taken: one the
+/// op declines after all (no cuBLASLt algorithm for the pitch) keeps its own buffer besides.
 std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const ExecutionPlan& plan,
                                                                    const BucketShapes& shapes,
                                                                    const WritesPitchedRows& writes_pitched_rows);

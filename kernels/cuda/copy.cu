@@ -237,11 +237,14 @@ Status launch_transpose(const void* src, const std::vector<int64_t>& shape, cons
 }
 
 Status launch_concat(const std::vector<const void*>& inputs, const std::vector<std::vector<int64_t>>& shapes, int axis,
-                     size_t element_size, void* dst, cudaStream_t stream) {
+                     size_t element_size, void* dst, cudaStream_t stream, const std::vector<bool>& in_place) {
   LOKA_RETURN_IF_ERROR(check_element_size(element_size, "concat"));
   if (inputs.size() != shapes.size() || shapes.empty())
     return Status::error("concat: " + std::to_string(inputs.size()) + " inputs with " + std::to_string(shapes.size()) +
                          " shapes; need one shape per input and at least one input");
+  if (!in_place.empty() && in_place.size() != inputs.size())
+    return Status::error("concat: " + std::to_string(in_place.size()) + " in-place flags for " +
+                         std::to_string(inputs.size()) + " inputs");
   std::vector<int64_t> out_shape = shapes[0];
   LOKA_RETURN_IF_ERROR(check_shape(out_shape, "concat: input 0"));
   if (axis < 0 || axis >= static_cast<int>(out_shape.size()))
@@ -264,7 +267,7 @@ Status launch_concat(const std::vector<const void*>& inputs, const std::vector<s
     for (size_t d = 0; d < out_shape.size(); ++d) plan.dims.push(shapes[i][d], {src_strides[d], dst_strides[d]});
     char* slice = static_cast<char*>(dst) + offset * dst_strides[a] * static_cast<int64_t>(element_size);
     offset += shapes[i][a];
-    if (inputs[i] == nullptr) continue;  // written in place
+    if (!in_place.empty() && in_place[i]) continue;
     LOKA_RETURN_IF_ERROR(launch_strided_copy(inputs[i], slice, plan, stream));
   }
   return Status::ok();

@@ -44,9 +44,10 @@ Status launch_transpose(const void* src, const std::vector<int64_t>& shape, cons
                         size_t element_size, void* dst, cudaStream_t stream);
 
 /// dst = concat(inputs, axis); every input has `shapes[i]`, equal except along `axis` (normalised).
-/// A null input is already in its place in dst (its producer wrote it there): nothing is copied.
+/// `in_place` (empty, or one flag per input): inputs already in their place in dst (their
+/// producer wrote them there), not copied; their pointer is not read.
 Status launch_concat(const std::vector<const void*>& inputs, const std::vector<std::vector<int64_t>>& shapes, int axis,
-                     size_t element_size, void* dst, cudaStream_t stream);
+                     size_t element_size, void* dst, cudaStream_t stream, const std::vector<bool>& in_place = {});
 
 /// dst[o] = src[start_d + o_d·step_d for each dim d], o over `out_shape`. Every index
 /// read must lie inside `shape` (checked).

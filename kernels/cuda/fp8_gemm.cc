@@ -53,7 +53,7 @@ Status Fp8Gemm::can_implement(const Fp8GemmProblem& p) {
   if (p.has_addend && (p.output == DType::kFloat8E4M3FN || p.epilogue != GemmEpilogue::kNone))
     return Status::error("FP8 GEMM addend: BF16 or FP32 output without an activation (cuBLASLt adds it before one)");
   if (p.y_row_pitch != 0 && (p.y_row_pitch < p.n || p.y_row_pitch % 16 != 0 || p.has_addend))
-    return Status::error("FP8 GEMM output row pitch must be >= N and a multiple of 16, without an addend; got " +
+    return Status::error("FP8 GEMM output row pitch must be >= N and a multiple of 16 elements, without an addend; got " +
                          std::to_string(p.y_row_pitch) + " for N=" + std::to_string(p.n));
   return Status::ok();
 }

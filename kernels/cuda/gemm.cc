@@ -90,7 +90,6 @@ Result<std::unique_ptr<Gemm>> Gemm::create(const GemmProblem& p, const GemmOptio
   // 0.5·x·(1 + erf(x/√2)) on [-4, 4]); LoKA's gelu is exact, so it runs as a pass of its own
   // unless the candidate asks for the approximation (options.tanh_gelu).
   impl->gelu_pass = p.epilogue == GemmEpilogue::kGelu && !options.tanh_gelu;
-  if (impl->gelu_pass && p.y_row_pitch != 0) return Status::error("the GELU pass reads Y packed: no row pitch");
   const GemmEpilogue fused = impl->gelu_pass ? GemmEpilogue::kNone : p.epilogue;
   LOKA_RETURN_IF_ERROR(set_cublaslt_epilogue(plan.operation, fused, p.has_bias, options.tanh_gelu));
   if (p.has_bias) {

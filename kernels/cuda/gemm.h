@@ -45,7 +45,7 @@ struct GemmProblem {
   bool has_addend = false;
   /// Elements between consecutive rows of Y (0: N, rows packed). A wider pitch writes Y into
   /// columns of a wider matrix, such as its slice of a Concat's output; batch 1, no addend and
-  /// no GELU pass (they read Y packed).
+  /// no GELU epilogue (the exact GELU's pass reads Y packed; the tanh one is not told apart here).
   int64_t y_row_pitch = 0;
 };
 

@@ -184,6 +184,8 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     if (scaled) {
       impl->fp8 = std::move(scaled).value();
       impl->scales_in_gemm = true;
+    } else if (pitch != 0) {  // the unit-scale path's epilogue pass writes packed rows
+      return Status::error(c.name() + ": no row pitch: " + scaled.status().message());
     } else if (c.tanh_gelu) {
       // The epilogue pass computes the exact GELU: that would be another candidate under this name.
       return Status::error(c.name() + ": " + scaled.status().message());
@@ -191,7 +193,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   }
   if (c.precision == GemmPrecision::kFp8E4M3) {
     if (!impl->fp8 && !impl->cudnn) {
-      if (pitch != 0)
+      if (pitch != 0)  // the exact GELU: cuBLASLt's scaled GEMM was not asked, the epilogue pass runs
         return Status::error(c.name() + ": the scale epilogue writes packed rows: no row pitch (" + shape.to_string() + ")");
       impl->residual_in_gemm = false;  // the scale epilogue adds it
       const Fp8GemmProblem unit_scales{shape.m, shape.n, shape.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};

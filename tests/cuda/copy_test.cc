@@ -11,8 +11,10 @@
 // ============================================================================
 #include <gtest/gtest.h>
 
+
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -144,6 +146,40 @@ TEST_F(CudaCopy, ConcatOfEmbeddingColumnsAtBatch65536) {
   DeviceBytes d_out(expected.byte_size());
   ASSERT_TRUE(cuda::launch_concat(pointers, shapes, 2, 4, d_out.get(), nullptr).is_ok());
   expect_device_equals(d_out.get(), expected);
+}
+
+TEST_F(CudaCopy, InputsWrittenInPlaceAreNotCopiedAndTheirPointerIsNotRead) {
+  // As a Concat whose GEMM inputs wrote their slices already: those slices keep what was there.
+  std::mt19937 rng(605);
+  std::vector<Tensor> inputs;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::unique_ptr<DeviceBytes>> device;
+  std::vector<const void*> pointers;
+  for (int64_t width : {32, 16, 64}) {
+    inputs.push_back(testing::random_bytes_tensor(rng, DType::kFloat32, {513, 6, width}));
+    shapes.push_back(inputs.back().shape());
+    device.push_back(std::make_unique<DeviceBytes>(inputs.back()));
+    pointers.push_back(device.back()->get());
+  }
+  const Tensor expected = reference("Concat", inputs, {{"axis", int64_t{2}}});
+  DeviceBytes d_out(expected);  // the "producers" already wrote every slice
+  pointers[0] = pointers[2] = nullptr;
+  ASSERT_EQ(cudaMemset(device[1]->get(), 0, inputs[1].byte_size()), cudaSuccess);  // not what the slice holds
+  ASSERT_TRUE(cuda::launch_concat(pointers, shapes, 2, 4, d_out.get(), nullptr, {true, true, true}).is_ok());
+  expect_device_equals(d_out.get(), expected);
+  // Negative twin: the middle input copied (zeros) over its slice.
+  ASSERT_TRUE(cuda::launch_concat(pointers, shapes, 2, 4, d_out.get(), nullptr, {true, false, true}).is_ok());
+  const Tensor got = d_out.download_tensor(DType::kFloat32, expected.shape());
+  const auto values = got.values<float>();
+  size_t zeros = 0, others = 0;
+  for (size_t at = 0; at < values.size(); ++at) {
+    const int64_t column = static_cast<int64_t>(at % 112);
+    const bool middle = column >= 32 && column < 48;
+    if (middle) zeros += values[at] == 0.0f;
+    else others += std::memcmp(&values[at], expected.data<float>() + at, 4) == 0;
+  }
+  EXPECT_EQ(zeros, size_t{513 * 6 * 16});
+  EXPECT_EQ(others, size_t{513 * 6 * 96});
 }
 
 TEST_F(CudaCopy, RandomSlicesWithNegativeStepsMatchTheCpuRuntime) {
@@ -326,6 +362,8 @@ TEST(CudaCopyArgs, MalformedArgumentsAreRefusedWithAReason) {
   EXPECT_NE(status.message().find("outside [0, 5)"), std::string::npos) << status.message();
   status = cuda::launch_concat({&dummy, &dummy}, {{2, 3}, {3, 3}}, 1, 4, &dummy, nullptr);
   EXPECT_NE(status.message().find("outside axis 1"), std::string::npos) << status.message();
+  status = cuda::launch_concat({&dummy, &dummy}, {{2, 3}, {2, 3}}, 1, 4, &dummy, nullptr, {true});
+  EXPECT_NE(status.message().find("1 in-place flags for 2 inputs"), std::string::npos) << status.message();
   status = cuda::launch_expand(&dummy, {3}, {2, 4}, 4, &dummy, nullptr);
   EXPECT_NE(status.message().find("does not broadcast to [2,4]"), std::string::npos) << status.message();
   status = cuda::launch_tile(&dummy, {3}, {1}, 3, &dummy, nullptr);

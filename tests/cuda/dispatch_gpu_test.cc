@@ -7,6 +7,8 @@
 // ============================================================================
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -38,7 +40,8 @@ kernels::GemmKey quantized_key() {
 
 TEST_F(DispatchGpuTest, TheTimingHoldIsTakenAroundEveryTimingAndNeverNested) {
   // Dispatch holds the GPU's inter-process timing lock through this hook: once per candidate's
-  // timing and once for the re-timing of close winners, never inside another hold.
+  // timing and once for the re-timing of close winners (when any is close: re-timed ones have
+  // more samples than the first timing's repeats), never inside another hold.
   int holds = 0, open = 0, nested = 0;
   cuda::AutotuneOptions options;
   options.repeats = 5;
@@ -51,7 +54,9 @@ TEST_F(DispatchGpuTest, TheTimingHoldIsTakenAroundEveryTimingAndNeverNested) {
   };
   auto measured = cuda::autotune_gemm(quantized_key(), {512, 256, 512, 1}, options);
   ASSERT_TRUE(measured.is_ok()) << measured.status().message();
-  EXPECT_EQ(holds, static_cast<int>(measured->size()) + 1);
+  const bool retimed = std::any_of(measured->begin(), measured->end(),
+                                   [&](const cuda::GemmMeasurement& m) { return m.samples > options.repeats; });
+  EXPECT_EQ(holds, static_cast<int>(measured->size()) + (retimed ? 1 : 0));
   EXPECT_EQ(nested, 0);
   EXPECT_EQ(open, 0) << "every hold was released";
 }

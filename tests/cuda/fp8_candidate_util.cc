@@ -19,18 +19,21 @@
 namespace loka::testing {
 
 std::vector<float> run_fp8_candidate(const kernels::GemmCandidate& candidate, const kernels::GemmKey& key,
-                                     const kernels::GemmShape& shape, const Fp8GemmOperands& o, bool in_graph) {
+                                     const kernels::GemmShape& shape, const Fp8GemmOperands& o, bool in_graph,
+                                     int64_t y_row_pitch) {
   const int64_t m = shape.m, n = shape.n, k = shape.k;
   Tensor host_w = Tensor::zeros(DType::kFloat8E4M3FN, {n, k});
   std::copy(o.w_codes.begin(), o.w_codes.end(), host_w.values<uint8_t>().begin());
   const Tensor host_w_scale = Tensor::from_floats({n}, o.w_scale);
   const Tensor host_bias = Tensor::from_floats({n}, o.bias);
-  cuda::GemmCandidatePlanInputs inputs{&host_w, &host_w_scale, key.bias ? &host_bias : nullptr, o.x_scale, 8};
+  cuda::GemmCandidatePlanInputs inputs{&host_w, &host_w_scale, key.bias ? &host_bias : nullptr, o.x_scale, 8,
+                                       y_row_pitch};
   auto kernel = cuda::GemmKernel::create(candidate, key, shape, inputs);
   EXPECT_TRUE(kernel.is_ok()) << kernel.status().message();
   if (!kernel.is_ok()) return {};
 
-  const size_t y_count = static_cast<size_t>(m * n);
+  const int64_t ldy = y_row_pitch ? y_row_pitch : n;
+  const size_t y_count = static_cast<size_t>(m * ldy);
   const bool fp32_input = key.input == DType::kFloat32;
   DeviceBytes d_x(fp32_input ? o.x.size() * sizeof(float) : o.x_codes.size()), d_w(o.w_codes), d_w_scale(o.w_scale),
       d_bias(o.bias), d_residual(o.residual), d_x_scale(std::vector<float>{o.x_scale}), d_y(y_count * sizeof(float)),
@@ -47,21 +50,32 @@ std::vector<float> run_fp8_candidate(const kernels::GemmCandidate& candidate, co
   args.bias = key.bias ? d_bias.as<float>() : nullptr;
   args.residual = key.residual ? d_residual.as<float>() : nullptr;
   args.y = d_y.as<float>();
+  EXPECT_EQ(cudaMemset(d_y.get(), 0xFF, y_count * sizeof(float)), cudaSuccess);  // NaN: what no run writes
+  if (y_row_pitch != 0) EXPECT_EQ((*kernel)->output_row_pitch(), y_row_pitch) << candidate.name();
   if (!in_graph) {
     const Status status = (*kernel)->run(args, workspace.get(), nullptr);
     EXPECT_TRUE(status) << status.message();
     if (!status) return {};
-    return d_y.download_vector<float>(y_count);
+  } else {
+    const Status replayed = replay_in_cuda_graph(
+        [&](cudaStream_t stream) { return (*kernel)->run(args, workspace.get(), stream); });
+    EXPECT_TRUE(replayed) << candidate.name() << " in a CUDA graph: " << replayed.message();
+    if (!replayed) return {};
   }
-  const Status replayed = replay_in_cuda_graph(
-      [&](cudaStream_t stream) { return (*kernel)->run(args, workspace.get(), stream); });
-  EXPECT_TRUE(replayed) << candidate.name() << " in a CUDA graph: " << replayed.message();
-  if (!replayed) return {};
-  return d_y.download_vector<float>(y_count);
+  const std::vector<float> y = d_y.download_vector<float>(y_count);
+  if (ldy == n) return y;
+  std::vector<float> rows(static_cast<size_t>(m * n));
+  size_t written_between = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    std::copy_n(y.begin() + i * ldy, n, rows.begin() + i * n);
+    for (int64_t j = n; j < ldy; ++j) written_between += !std::isnan(y[static_cast<size_t>(i * ldy + j)]);
+  }
+  EXPECT_EQ(written_between, 0u) << candidate.name() << " wrote between its rows (pitch " << ldy << ")";
+  return rows;
 }
 
 size_t fp8_candidate_mismatches(const kernels::GemmCandidate& candidate, const kernels::GemmKey& key,
-                                const kernels::GemmShape& shape) {
+                                const kernels::GemmShape& shape, int64_t y_row_pitch) {
   const int64_t m = shape.m, n = shape.n, k = shape.k;
   std::mt19937 rng(static_cast<unsigned>(m * 31 + n * 7 + k));
   std::normal_distribution<float> normal(0.0f, 60.0f);
@@ -80,7 +94,7 @@ size_t fp8_candidate_mismatches(const kernels::GemmCandidate& candidate, const k
   o.x_scale = key.input == DType::kFloat32 ? 1.0f / 32 : scale_draw(rng);  // a power of two: exact quantization
   o.x.resize(o.x_codes.size());
   for (size_t i = 0; i < o.x_codes.size(); ++i) o.x[i] = fp8e4m3fn_to_float(o.x_codes[i]) * o.x_scale;
-  const std::vector<float> y = run_fp8_candidate(candidate, key, shape, o);
+  const std::vector<float> y = run_fp8_candidate(candidate, key, shape, o, false, y_row_pitch);
   if (y.size() != static_cast<size_t>(m * n)) return 1;
 
   size_t bad = 0;

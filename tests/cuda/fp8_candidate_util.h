@@ -31,9 +31,11 @@ struct Fp8GemmOperands {
 /// X_scale), expecting planning to succeed, and runs it once on device copies: directly, or
 /// (`in_graph`) captured in a CUDA graph and replayed as the runtime does. Returns Y, or nothing
 /// after a failure (reported as one).
+/// `y_row_pitch` > 0: Y planned with that row pitch (its slice of a Concat's output) into a
+/// buffer of NaN; a value written between rows fails the test; the rows come back packed.
 std::vector<float> run_fp8_candidate(const kernels::GemmCandidate& candidate, const kernels::GemmKey& key,
                                      const kernels::GemmShape& shape, const Fp8GemmOperands& operands,
-                                     bool in_graph = false);
+                                     bool in_graph = false, int64_t y_row_pitch = 0);
 
 /// Runs `candidate` for `key` (a QuantizedGemm: E4M3 weights with per-channel scales; an E4M3
 /// or FP32 activation with a per-tensor scale; optional bias, ReLU or GELU, residual) at `shape` on
@@ -46,6 +48,6 @@ std::vector<float> run_fp8_candidate(const kernels::GemmCandidate& candidate, co
 /// What remains is accumulation: Hopper's FP8 tensor cores keep about 14 significant bits in
 /// their sums (tests/cuda/fp8_gemm_test.cc), so the bound is 2e-3 of Σ|x·w| times the scales.
 size_t fp8_candidate_mismatches(const kernels::GemmCandidate& candidate, const kernels::GemmKey& key,
-                                const kernels::GemmShape& shape);
+                                const kernels::GemmShape& shape, int64_t y_row_pitch = 0);
 
 }  // namespace loka::testing

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -260,6 +261,40 @@ TEST_F(GemmCandidateTest, TanhGeluCandidatesMatchTheExactGeluWithinTheApproximat
       for (const GemmShape shape : {GemmShape{1, 256, 48, 1}, GemmShape{40, 272, 80, 1}, GemmShape{4096, 256, 128, 1}})
         EXPECT_EQ(fp8_candidate_mismatches(c, q, shape), 0u) << c.name() << " " << shape.to_string();
     }
+  }
+}
+
+TEST_F(GemmCandidateTest, PitchedOutputsMatchTheReferenceAndRefusalsSayWhy) {
+  // Y written into its slice of a wider matrix (a Concat's output): FP8 with the scales in
+  // cuBLASLt's GEMM, per-tensor and per-row, FP32 and E4M3 inputs, with bias and ReLU.
+  const GemmShape shape{1000, 128, 64, 1};
+  for (const auto granularity : {kernels::ScaleGranularity::kTensor, kernels::ScaleGranularity::kRow}) {
+    GemmKey key = quantized_gemm_key(granularity);
+    key.bias = true;
+    const GemmCandidate candidate{GemmPrecision::kFp8E4M3, granularity, 0, false};
+    EXPECT_EQ(fp8_candidate_mismatches(candidate, key, shape, 640), 0u) << candidate.name();
+  }
+  const GemmCandidate fp8{GemmPrecision::kFp8E4M3, kernels::ScaleGranularity::kTensor, 0, false};
+  EXPECT_EQ(fp8_candidate_mismatches(fp8, quantized_gemm_key(kernels::ScaleGranularity::kTensor, DType::kFloat8E4M3FN),
+                                     shape, 192),
+            0u);
+  // Refused, each saying so: LoKA's small-M kernel, a residual (added after the GEMM), a pitch
+  // narrower than a row. The node then writes packed rows and its Concat copies them.
+  const Tensor w = Tensor::zeros(DType::kFloat8E4M3FN, {128, 64});
+  const Tensor w_scale = Tensor::from_floats({128}, std::vector<float>(128, 0.01f));
+  cuda::GemmCandidatePlanInputs pitched{&w, &w_scale, nullptr, 0.5f, 8, 640};
+  GemmCandidate small_m = fp8;
+  small_m.library = kernels::GemmLibrary::kLoka;
+  const GemmKey plain = quantized_gemm_key(kernels::ScaleGranularity::kTensor);
+  GemmKey residual = plain;
+  residual.epilogue = cuda::GemmEpilogue::kNone;
+  residual.residual = true;
+  for (const auto& [candidate, key, pitch] : {std::tuple{small_m, plain, int64_t{640}},
+                                              std::tuple{fp8, residual, int64_t{640}}, std::tuple{fp8, plain, int64_t{64}}}) {
+    pitched.y_row_pitch = pitch;
+    auto refused = cuda::GemmKernel::create(candidate, key, {16, 128, 64, 1}, pitched);
+    ASSERT_FALSE(refused) << candidate.name() << " " << key.to_string() << " pitch " << pitch;
+    EXPECT_NE(refused.status().message().find("pitch"), std::string::npos) << refused.status().message();
   }
 }
 

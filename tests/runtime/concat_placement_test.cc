@@ -5,8 +5,9 @@
 // DHEN's shape (GEMM outputs of [B,T,D] joined along D) and Wukong's (a GEMM's
 // [B,T*D] reshaped to [B,T,D], joined along T) are placed with the right
 // offsets and pitch; each condition has a negative twin: a value read twice,
-// a graph output, a graph input, a slice that is not the producer's rows, a
-// misaligned slice, the same value twice in one Concat.
+// a graph output, a graph input, a view on the chain read twice or returned,
+// a slice that is not the producer's rows, a misaligned slice, the same value
+// twice in one Concat, a placement that would raise the peak of live bytes.
 // ============================================================================
 #include "runtime/concat_placement.h"
 
@@ -45,7 +46,9 @@ Placed place(const testing::ModelBuilder& b) {
   auto at = shapes->at(4);
   EXPECT_TRUE(at) << at.status().message();
   // As the CUDA backend's GEMM ops: MatMul and Gemm write pitched rows, a Relu packed ones.
-  const auto gemms = [](const PlanStep& step) { return step.op_type == "MatMul" || step.op_type == "Gemm"; };
+  const auto gemms = [](const PlanStep& step, const BucketShapes&) {
+    return step.op_type == "MatMul" || step.op_type == "Gemm";
+  };
   return Placed{*engine, plan_concat_placements((*engine)->plan(), *at, gemms)};
 }
 
@@ -93,6 +96,31 @@ TEST(ConcatPlacement, AReshapedGemmOutputJoinedAlongTokensGoesInPlaceThroughTheV
   EXPECT_FALSE(placed.of("tokens")) << "placements name the producer's output, not the view's";
   // The MatMul writes rows of 16; its slice is rows of 4 x 16 (the tokens of one sample).
   EXPECT_FALSE(placed.of("zr"));
+}
+
+TEST(ConcatPlacement, AViewOnTheChainThatIsReadTwiceOrAGraphOutputKeepsItsProducerCopied) {
+  testing::ModelBuilder b(17);
+  b.input("x", DType::kFloat32, {-1, 16});
+  b.initializer("w", weights(16, 64));
+  b.initializer("shape", Tensor::from_int64s({3}, std::vector<int64_t>{-1, 4, 16}));
+  b.node("Gemm", {"x", "w"}, {"g1"});
+  b.node("Reshape", {"g1", "shape"}, {"read_twice"});
+  b.node("Relu", {"read_twice"}, {"also"});
+  b.node("Gemm", {"x", "w"}, {"g2"});
+  b.node("Reshape", {"g2", "shape"}, {"kept"});
+  b.node("Gemm", {"x", "w"}, {"g3"});
+  b.node("Reshape", {"g3", "shape"}, {"lone"});
+  b.node("Concat", {"read_twice", "kept", "lone"}, {"y"}, {{"axis", int64_t{1}}});
+  b.output("y", DType::kFloat32, {-1, 12, 16});
+  b.output("also", DType::kFloat32, {-1, 4, 16});
+  b.output("kept", DType::kFloat32, {-1, 4, 16});
+  const Placed placed = place(b);
+  EXPECT_FALSE(placed.of("g1")) << "its view is read by the Relu too";
+  EXPECT_FALSE(placed.of("g2")) << "its view is a graph output";
+  const auto g3 = placed.of("g3");
+  ASSERT_TRUE(g3) << "the twin: a view read only by the Concat";
+  EXPECT_EQ(g3->offset, 128);
+  EXPECT_EQ(g3->row_pitch, 192);
 }
 
 TEST(ConcatPlacement, NegativeTwinsStayCopied) {

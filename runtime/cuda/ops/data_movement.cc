@@ -41,8 +41,8 @@ Result<DevicePlan> plan_concat(const DeviceOpInit& init) {
   const size_t bytes = element_size(init);
   return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
     std::vector<const void*> sources;
-    for (size_t i = 0; i < in.size(); ++i) sources.push_back(in_place[i] ? nullptr : in[i].data);
-    return launch_concat(sources, shapes, axis, bytes, out[0].data, context.stream);
+    for (const DeviceTensor& t : in) sources.push_back(t.data);
+    return launch_concat(sources, shapes, axis, bytes, out[0].data, context.stream, in_place);
   });
 }
 

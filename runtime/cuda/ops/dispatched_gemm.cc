@@ -90,7 +90,7 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
     LOKA_ASSIGN_OR_RETURN(candidate, fall_back(node, kernel.status().message() + ": running " +
                                                          candidate.family_default().name() + " instead",
                                                candidate.family_default()));
-    kernel = GemmKernel::create(candidate, key, shape, inputs);
+    kernel = create_gemm_kernel(candidate, key, shape, inputs, init, slots);
   }
   if (!kernel)
     return fall_back(node, "cannot run the dispatched " + candidate.name() + ": " + kernel.status().message() +
@@ -107,7 +107,9 @@ Result<std::unique_ptr<GemmKernel>> create_gemm_kernel(const kernels::GemmCandid
                                                        const kernels::GemmKey& key, const kernels::GemmShape& shape,
                                                        GemmCandidatePlanInputs inputs, const DeviceOpInit& init,
                                                        const GemmInputSlots& slots) {
-  inputs.y_row_pitch = requested_row_pitch(init, slots);
+  // A positional algorithm (algoN, N > 0) indexes cuBLASLt's list for the packed layout it was
+  // timed with; a pitched layout may list others: such a choice keeps packed rows.
+  inputs.y_row_pitch = candidate.algorithm == 0 ? requested_row_pitch(init, slots) : 0;
   if (inputs.y_row_pitch != 0) {
     auto pitched = GemmKernel::create(candidate, key, shape, inputs);
     if (pitched) return pitched;
