@@ -12,6 +12,7 @@
 #include "runtime/concat_placement.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/ops/gemm_pitch.h"
 #include "runtime/execution_plan.h"
 
 namespace loka {
@@ -52,39 +53,6 @@ namespace {
 size_t aligned(size_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
 size_t byte_size(const DeviceTensor& t) { return static_cast<size_t>(t.element_count()) * dtype_size(t.dtype); }
-
-/// Whether the step's op (runtime/cuda/ops/gemm.cc) will take a row pitch for its output: one
-/// cuBLASLt GEMM writes it, with no pass after it reading packed rows (a broadcast addend, a
-/// residual, the exact GELU, a DCN multiplier) and no strided batch. It may still decline when
-/// planned (a positional algorithm, LoKA's small-M kernel, no cuBLASLt algorithm for the pitch).
-bool gemm_writes_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
-  const auto present = [&](size_t i) { return i < step.inputs.size() && step.inputs[i] != kNoValue; };
-  const auto shape = [&](size_t i) -> const Shape& { return shapes.shapes[static_cast<size_t>(step.inputs[i])]; };
-  const auto exact_gelu = [&] {
-    const Result<std::string> activation = step.attributes.get_string("activation", std::string("none"));
-    return !activation || *activation == "gelu";
-  };
-  if (step.domain.empty() || step.domain == "ai.onnx") {
-    if (step.op_type == "Gemm") {
-      if (!present(2)) return true;
-      const Shape& c = shape(2);  // a bias [N] or [1, N] rides in the GEMM; another C is added after it
-      const int64_t n = step.outputs.empty() || step.outputs[0] == kNoValue
-                            ? -1
-                            : shapes.shapes[static_cast<size_t>(step.outputs[0])].back();
-      return element_count(c) == n && (c.size() == 1 || (c.size() == 2 && c[0] == 1));
-    }
-    if (step.op_type == "MatMul") {
-      if (!present(1)) return false;
-      const Shape& b = shape(1);  // one weight for every row, not a strided batch
-      return b.size() == 2 || (b.size() > 2 && element_count(b) == b[b.size() - 2] * b.back());
-    }
-    return false;
-  }
-  if (step.domain != "ai.loka") return false;
-  if (step.op_type == "FusedGemm") return !present(3) && !exact_gelu();
-  if (step.op_type == "QuantizedGemm") return !present(5) && !present(6) && !exact_gelu();
-  return false;
-}
 
 const ConcatPlacement* get_if_placed(const std::vector<std::optional<ConcatPlacement>>& placements, size_t value) {
   return placements[value] ? &*placements[value] : nullptr;
