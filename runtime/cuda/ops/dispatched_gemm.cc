@@ -99,23 +99,18 @@ Result<std::optional<DevicePlan>> plan_dispatched_gemm(const DeviceOpInit& init,
   return std::optional<DevicePlan>(gemm_kernel_plan(std::move(kernel).value(), slots, init));
 }
 
-int64_t requested_row_pitch(const DeviceOpInit& init, const GemmInputSlots& slots) {
-  return slots.addend < 0 && !init.outputs.empty() ? init.outputs[0].row_pitch : 0;
-}
-
 Result<std::unique_ptr<GemmKernel>> create_gemm_kernel(const kernels::GemmCandidate& candidate,
                                                        const kernels::GemmKey& key, const kernels::GemmShape& shape,
                                                        GemmCandidatePlanInputs inputs, const DeviceOpInit& init,
                                                        const GemmInputSlots& slots) {
-  // A positional algorithm (algoN, N > 0) indexes cuBLASLt's list for the packed layout it was
-  // timed with; a pitched layout may list others: such a choice keeps packed rows.
-  inputs.y_row_pitch = candidate.algorithm == 0 ? requested_row_pitch(init, slots) : 0;
-  if (inputs.y_row_pitch != 0) {
-    auto pitched = GemmKernel::create(candidate, key, shape, inputs);
-    if (pitched) return pitched;
-    inputs.y_row_pitch = 0;  // packed rows: the Concat copies them
-  }
-  return GemmKernel::create(candidate, key, shape, inputs);
+  // The pitch asked for output 0, unless the broadcast addend's pass reads it packed. A positional
+  // algorithm (algoN, N > 0) indexes cuBLASLt's list for the packed layout it was timed with; a
+  // pitched layout may list others: such a choice keeps packed rows.
+  const bool may_pitch = slots.addend < 0 && candidate.algorithm == 0 && !init.outputs.empty();
+  return plan_pitched_or_packed(may_pitch ? init.outputs[0].row_pitch : 0, [&](int64_t pitch) {
+    inputs.y_row_pitch = pitch;
+    return GemmKernel::create(candidate, key, shape, inputs);
+  });
 }
 
 DevicePlan gemm_kernel_plan(std::unique_ptr<GemmKernel> kernel, const GemmInputSlots& slots, const DeviceOpInit& init) {

@@ -32,9 +32,17 @@ struct GemmInputSlots {
   int residual = -1;  ///< a full-size residual the kernel adds after the activation (key.residual)
 };
 
-/// The row pitch output 0 is asked to be written with (DeviceValueInfo::row_pitch), or 0 when
-/// a pass after the GEMM reads it packed (the broadcast addend).
-int64_t requested_row_pitch(const DeviceOpInit& init, const GemmInputSlots& slots);
+/// `plan(pitch)`, and `plan(0)` (packed rows, which the Concat then copies) when that fails or
+/// no pitch was asked for: the GEMM ops' one fallback from a pitched output
+/// (runtime/concat_placement.h).
+template <typename Plan>
+auto plan_pitched_or_packed(int64_t pitch, const Plan& plan) -> decltype(plan(int64_t{0})) {
+  if (pitch != 0) {
+    auto pitched = plan(pitch);
+    if (pitched) return pitched;
+  }
+  return plan(0);
+}
 
 /// GemmKernel::create with the requested row pitch where the candidate takes one (Y written
 /// straight into its slice of a Concat's output), else with packed rows.

@@ -64,15 +64,14 @@ class Fp32GemmOp final : public DeviceOp {
 /// into its slice of a Concat's output: runtime/concat_placement.h), else packed rows.
 Result<DevicePlan> fp32_gemm_plan(GemmProblem problem, Fp32GemmOp::Layout layout, const DeviceOpInit& init,
                                   const Shape& addend_shape) {
-  problem.y_row_pitch = layout.addend < 0 ? init.outputs[0].row_pitch : 0;
-  auto gemm = Gemm::create(problem);
-  if (!gemm && problem.y_row_pitch != 0) {
-    problem.y_row_pitch = 0;
-    gemm = Gemm::create(problem);
-  }
+  auto gemm = plan_pitched_or_packed(layout.addend < 0 ? init.outputs[0].row_pitch : 0, [&](int64_t pitch) {
+    problem.y_row_pitch = pitch;
+    return Gemm::create(problem);
+  });
   if (!gemm) return gemm.status();
+  const bool pitched = (*gemm)->problem().y_row_pitch != 0;
   return DevicePlan{std::make_unique<Fp32GemmOp>(std::move(gemm).value(), layout, init.outputs[0].shape, addend_shape),
-                    -1, problem.y_row_pitch != 0};
+                    -1, pitched};
 }
 
 Status require_all_float32(const DeviceOpInit& init, std::initializer_list<size_t> inputs) {
