@@ -146,6 +146,8 @@ struct ErrorModel {
 struct Candidate {
   std::string name;
   double flops = 0;
+  double table_elements = 0;        ///< embedding sites: see probe::Site
+  double gathered_per_sample = 0;
   std::string obstacle;  ///< non-empty: insert-scales cannot lower it
   const PinRule* pin = nullptr;
   bool unsafe = false;                         ///< the Probe's site verdict
@@ -160,6 +162,8 @@ Candidate describe(const ir::Node& node, const probe::Site& site, const json& an
   Candidate c;
   c.name = site.node;
   c.flops = site.flops_per_sample;
+  c.table_elements = site.table_elements;
+  c.gathered_per_sample = site.gathered_per_sample;
   c.obstacle = fp8_lowering_obstacle(node);
   if (!annotation.is_object()) return c;
   c.unsafe = annotation.value("verdict", "") == "unsafe";
@@ -179,6 +183,17 @@ Candidate describe(const ir::Node& node, const probe::Site& site, const json& an
     }
   }
   return c;
+}
+
+/// Order among sites of equal rank: more GEMM FLOPs first; then, for embedding tables (no
+/// FLOPs), the larger table first, and of equal tables the one read more per sample. An FP8
+/// table saves 3 bytes an element at rest and in every gather, and gathers join the selection
+/// last, from what the GEMMs left of the budget: in topological order, full-size DLRM-DCNv2's
+/// last seven tables stayed FP32, among them its 100-id bag (H200, 2026-11-27).
+bool goes_first_among_equals(const Candidate& x, const Candidate& y) {
+  if (x.flops != y.flops) return x.flops > y.flops;
+  if (x.table_elements != y.table_elements) return x.table_elements > y.table_elements;
+  return x.gathered_per_sample > y.gathered_per_sample;
 }
 
 /// Usable for an unpinned selection: measured, not judged unsafe, and for the
@@ -337,7 +352,7 @@ class PinPrecisionPass final : public Pass {
     while (!open.empty()) {
       size_t best = open.size();
       size_t best_recipe = kTensor;
-      double best_ratio = -1, best_flops = -1;
+      double best_ratio = -1;
       std::vector<size_t> still_open;
       for (size_t slot = 0; slot < open.size(); ++slot) {
         Candidate& c = candidates[open[slot]];
@@ -354,11 +369,11 @@ class PinPrecisionPass final : public Pass {
         // Marginal cost: the growth of the predicted error if the site joins.
         const double cost = model.predicted(total + *c.error[*recipe]) - model.predicted(total);
         const double ratio = cost > 0 ? c.flops / cost : std::numeric_limits<double>::infinity();
-        if (ratio > best_ratio || (ratio == best_ratio && c.flops > best_flops)) {
+        if (best == open.size() || ratio > best_ratio ||
+            (ratio == best_ratio && goes_first_among_equals(c, candidates[best]))) {
           best = open[slot];
           best_recipe = *recipe;
           best_ratio = ratio;
-          best_flops = c.flops;
         }
       }
       if (still_open.empty()) break;
@@ -392,7 +407,7 @@ class PinPrecisionPass final : public Pass {
     }
     std::stable_sort(order.begin(), order.end(), [&](const Entry& x, const Entry& y) {
       if (x.ratio != y.ratio) return x.ratio > y.ratio;
-      return candidates[x.index].flops > candidates[y.index].flops;
+      return goes_first_among_equals(candidates[x.index], candidates[y.index]);
     });
     const auto evaluate = [&]() -> Result<SelectionError> {
       ++m.evaluations;

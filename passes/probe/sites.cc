@@ -88,6 +88,9 @@ std::vector<Site> find_sites(const ir::Graph& graph) {
       site.kind = SiteKind::kEmbedding;
       site.activation_input = 1;  // the ids
       site.weight_input = 0;      // the table
+      const double width = static_cast<double>(dim_or(a->type(), 1, 0));
+      site.table_elements = static_cast<double>(dim_or(a->type(), 2, 0)) * width;
+      site.gathered_per_sample = rows_per_sample(b->type(), 0) * width;
     } else {
       continue;
     }

@@ -32,7 +32,11 @@ struct Site {
   bool weight_transposed = false;  ///< Gemm transB: weight stored [N, K]
   bool activation_transposed = false;  ///< Gemm transA: activation stored [K, M]
   double flops_per_sample = 0;
-  std::string shape;           ///< e.g. "[batch,512]x[512,256]" for reports
+  // Embedding sites only (0 elsewhere): what an FP8 table saves, in elements, at rest and per
+  // sample read (ids per sample x row width). They have no GEMM FLOPs, so these rank them.
+  double table_elements = 0;
+  double gathered_per_sample = 0;
+  std::string shape = {};      ///< e.g. "[batch,512]x[512,256]" for reports
 };
 
 /// Candidate sites of `graph`, in topological order.

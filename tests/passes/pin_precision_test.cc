@@ -194,6 +194,48 @@ TEST(PinPrecision, NegativeTwinReserveZeroLetsTheSitesSpendTheWholeBudget) {
   }
 }
 
+/// Three embedding gathers, in this topological order, each its own output: `small` [10, 8]
+/// read once a sample, `big` [big_rows, 8] read once, `big_bag` [big_rows, 8] read `bag` times.
+std::unique_ptr<ir::Graph> gathers_model(int64_t big_rows, int64_t bag) {
+  std::mt19937 rng(2);
+  auto graph = std::make_unique<ir::Graph>();
+  graph->opsets[""] = 17;
+  for (const auto& [name, rows, ids_per_sample] :
+       std::vector<std::tuple<std::string, int64_t, int64_t>>{{"small", 10, 1}, {"big", big_rows, 1}, {"big_bag", big_rows, bag}}) {
+    ir::Value* ids = graph->add_value(
+        name + "_ids", {DType::kInt64, std::vector<ir::Dim>{ir::Dim::named("batch"), ir::Dim::known(ids_per_sample)}});
+    graph->add_input(ids);
+    ir::Value* table = graph->add_initializer(name + "_table", testing::random_tensor(rng, {rows, 8}));
+    graph->add_output(graph->add_node("Gather", {table, ids}, 1, name)->output(0));
+  }
+  return graph;
+}
+
+TEST(PinPrecision, EmbeddingTablesJoinLargestFirstThenMostReadPerSample) {
+  // Gathers have no GEMM FLOPs; at 0.006 each, two fit a 0.01 budget (0.0085) and three do not
+  // (0.0104). By size: big_bag and big ([1000, 8]) before small; of those equal tables, big_bag
+  // (4 ids a sample) first. Topological order would have taken small and big.
+  auto graph = gathers_model(1000, 4);
+  annotate(*graph, "rel_l2=0.01",
+           {{"small", site("safe", 0.006, 0.02)}, {"big", site("safe", 0.006, 0.02)}, {"big_bag", site("safe", 0.006, 0.02)}});
+  const Outcome outcome = pin(*graph, "rel_l2=0.01");
+  ASSERT_TRUE(outcome.status) << outcome.status.message();
+  EXPECT_EQ(outcome.document["model"]["precision"]["sites_in_fp8"], json::array({"big", "big_bag"}));
+  EXPECT_EQ(precision_of(outcome, "small"), "fp32");
+  EXPECT_EQ(outcome.document["nodes"]["small"]["precision_reason"], "over budget");
+}
+
+TEST(PinPrecision, NegativeTwinEqualTablesReadEquallyJoinInGraphOrder) {
+  // Same errors, but all three tables [10, 8]-sized and read once: nothing to rank them by.
+  auto graph = gathers_model(10, 1);
+  annotate(*graph, "rel_l2=0.01",
+           {{"small", site("safe", 0.006, 0.02)}, {"big", site("safe", 0.006, 0.02)}, {"big_bag", site("safe", 0.006, 0.02)}});
+  const Outcome outcome = pin(*graph, "rel_l2=0.01");
+  ASSERT_TRUE(outcome.status) << outcome.status.message();
+  EXPECT_EQ(outcome.document["model"]["precision"]["sites_in_fp8"], json::array({"small", "big"}));
+  EXPECT_EQ(precision_of(outcome, "big_bag"), "fp32");
+}
+
 TEST(PinPrecision, RowRecipeWhenTheTensorRecipeDoesNotFitOrIsUnsafe) {
   auto graph = chain_model();
   annotate(*graph, "rel_l2=0.01",
