@@ -188,8 +188,8 @@ Candidate describe(const ir::Node& node, const probe::Site& site, const json& an
 /// Order among sites of equal rank: more GEMM FLOPs first; then, for embedding tables (no
 /// FLOPs), the larger table first, and of equal tables the one read more per sample. An FP8
 /// table saves 3 bytes an element at rest and in every gather, and gathers join the selection
-/// last, from what the GEMMs left of the budget: in topological order, full-size DLRM-DCNv2's
-/// last seven tables stayed FP32, among them its 100-id bag (H200, 2026-11-27).
+/// last, from what the GEMMs left of the budget: taken in topological order, 7 of full-size
+/// DLRM-DCNv2's 26 tables stayed FP32 (H200, 2026-11-27).
 bool goes_first_among_equals(const Candidate& x, const Candidate& y) {
   if (x.flops != y.flops) return x.flops > y.flops;
   if (x.table_elements != y.table_elements) return x.table_elements > y.table_elements;
