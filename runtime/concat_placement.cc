@@ -80,7 +80,7 @@ class LiveBuffers {
 
 std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const ExecutionPlan& plan,
                                                                    const BucketShapes& shapes,
-                                                                   const WritesPitchedRows& writes_pitched_rows) {
+                                                                   const PitchedRowWidth& pitched_row_width) {
   const auto& steps = plan.steps();
   const auto& values = plan.values();
   std::vector<std::optional<ConcatPlacement>> placements(values.size());
@@ -141,8 +141,8 @@ std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const Executi
       if (!placeable) continue;
       const size_t v = static_cast<size_t>(source);
       const Shape& produced = shapes.shapes[v];
-      if (output_slot[v] != 0 || !writes_pitched_rows(steps[static_cast<size_t>(producer[v])], shapes) ||
-          shapes.dtypes[v] != shapes.dtypes[o] || produced.empty() || columns == 0 || produced.back() != columns)
+      if (output_slot[v] != 0 || shapes.dtypes[v] != shapes.dtypes[o] || produced.empty() || columns == 0 ||
+          pitched_row_width(steps[static_cast<size_t>(producer[v])], shapes) != columns)
         continue;
       if ((offset * element_bytes) % kPlacementAlignmentBytes != 0 ||
           (row_pitch * element_bytes) % kPlacementAlignmentBytes != 0)

@@ -5,18 +5,21 @@
 // A Concat copies every input into its output. At batch 4096 DHEN's 17 such
 // copies were 15% of its GPU time and Wukong's 10 were 11% (H100,
 // 2026-11-27). A producer that can write its rows with a pitch (a cuBLASLt
-// GEMM: D's leading dimension) can write them into its slice of the output
-// instead, and the copy goes away with the input's own buffer.
+// GEMM: D's leading dimension; the embedding-bag kernel: its output row
+// stride) can write them into its slice of the output instead, and the copy
+// goes away with the input's own buffer.
 //
 // An input is placed when:
 //  - it comes from the first output of a node the backend can have write
-//    pitched rows (`writes_pitched_rows`: the CUDA backend's GEMM ops), through views only
+//    pitched rows (`PitchedRowWidth`: the CUDA backend's GEMM ops and
+//    EmbeddingBags, runtime/cuda/ops/output_pitch.h), through views only
 //    (runtime/view_ops.h), and every value on that chain is read once (by
 //    the next view, or by the Concat as one of its inputs) and is neither a
 //    graph output, a constant nor host-resident;
-//  - its slice is rows of the producer's last dim: from the Concat axis on,
-//    the input holds as many elements as the producer's last dim, so row r
-//    of the producer lands at offset + r * row_pitch of the output;
+//  - its slice is the producer's pitched rows (a GEMM's last dim, a
+//    sample of EmbeddingBags): from the Concat axis on, the input holds as
+//    many elements as one such row, so row r of the producer lands at
+//    offset + r * row_pitch of the output;
 //  - the slice's start and pitch are 16-byte multiples (cuBLASLt's aligned
 //    algorithms; the arena's buffers start 256-byte aligned);
 //  - the peak of live bytes does not grow (as counted here, see below): the placed bytes belong to the
@@ -46,9 +49,10 @@ struct ConcatPlacement {
   int64_t row_pitch = 0;   ///< elements between consecutive rows of the slice
 };
 
-/// Whether the backend's op for a step will write its first output with a row pitch (at these
-/// shapes). The closer to what the op then does, the truer the peak rule below.
-using WritesPitchedRows = std::function<bool(const PlanStep&, const BucketShapes&)>;
+/// Elements in each row the backend's op for a step will write with a pitch (its first output,
+/// at these shapes), 0 where it writes packed rows only. The closer to what the op then does,
+/// the truer the peak rule below.
+using PitchedRowWidth = std::function<int64_t(const PlanStep&, const BucketShapes&)>;
 
 /// Per value id: where a producer's first output can be written (the chain's first value), or
 /// nothing. `shapes` are one bucket's. The peak rule counts live bytes, a lower bound of the
@@ -56,6 +60,6 @@ using WritesPitchedRows = std::function<bool(const PlanStep&, const BucketShapes
 /// op declines after all (no cuBLASLt algorithm for the pitch) keeps its own buffer besides.
 std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const ExecutionPlan& plan,
                                                                    const BucketShapes& shapes,
-                                                                   const WritesPitchedRows& writes_pitched_rows);
+                                                                   const PitchedRowWidth& pitched_row_width);
 
 }  // namespace loka

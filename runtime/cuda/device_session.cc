@@ -12,7 +12,7 @@
 #include "runtime/concat_placement.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/cuda/cuda_status.h"
-#include "runtime/cuda/ops/gemm_pitch.h"
+#include "runtime/cuda/ops/output_pitch.h"
 #include "runtime/execution_plan.h"
 
 namespace loka {
@@ -126,8 +126,9 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
   };
 
   // Plan an op for every step with device work, and note which host values they read. A value
-  // lives in its root's buffer, `byte_offset` bytes in: views share their input's; a GEMM that
-  // writes its rows into a Concat's output (runtime/concat_placement.h) lives in that output.
+  // lives in its root's buffer, `byte_offset` bytes in: views share their input's; a GEMM or
+  // EmbeddingBags that writes its rows into a Concat's output (runtime/concat_placement.h) lives
+  // in that output.
   const DeviceOpRegistry& registry = DeviceOpRegistry::builtin();
   bucket->ops.resize(steps.size());
   std::vector<int> root(value_count);
@@ -135,7 +136,7 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
   std::vector<size_t> byte_offset(value_count, 0);
   std::vector<bool> uploaded(value_count, false);
   std::vector<std::optional<ConcatPlacement>> placements(value_count);
-  if (engine_.options().concat_in_place) placements = plan_concat_placements(plan, shapes, gemm_writes_pitched_rows);
+  if (engine_.options().concat_in_place) placements = plan_concat_placements(plan, shapes, pitched_row_width);
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
     const bool device_step =

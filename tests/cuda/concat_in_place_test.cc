@@ -4,7 +4,8 @@
 //
 // DHEN's pattern (MatMul outputs joined along their rows, a Relu's copied
 // beside them), Wukong's (a Gemm's output reshaped into tokens, joined with a
-// graph input) and a Gemm whose broadcast addend keeps it packed: outputs
+// graph input), DLRM's (EmbeddingBags' samples after the bottom MLP's token)
+// and a Gemm whose broadcast addend keeps it packed: outputs
 // match the CPU runtime at batch 1, 7, 64 and 1000 with EngineOptions::
 // concat_in_place on and off (eager launches and CUDA graphs), and placing
 // saves the placed outputs' bytes — the negative twin, a model with nothing
@@ -65,6 +66,33 @@ testing::ModelBuilder wukong_like(std::mt19937& rng) {
   return b;
 }
 
+/// DLRM-DCNv2's pattern: the bottom MLP's output as token 0, then EmbeddingBags' tokens (a float32
+/// table and an FP8 one with per-row scales, bags of 2 and 3, ids in [0, 10)), joined along
+/// tokens, flattened and through a Gemm.
+testing::ModelBuilder dlrm_like(std::mt19937& rng) {
+  testing::ModelBuilder b(17);
+  b.opset("ai.loka", 1);
+  b.input("x", DType::kFloat32, {-1, 16});
+  b.input("ids", DType::kInt64, {-1, 5});
+  b.initializer("w", random_tensor(rng, {16, 16}, 0.25f)).initializer("t0", random_tensor(rng, {10, 16}));
+  std::uniform_int_distribution<int> code(0, 0x7E);  // finite E4M3 codes of either sign
+  Tensor fp8 = Tensor::zeros(DType::kFloat8E4M3FN, {10, 16});
+  for (int64_t i = 0; i < 160; ++i) fp8.data<uint8_t>()[i] = static_cast<uint8_t>(code(rng) | (i % 2 ? 0x80 : 0));
+  b.initializer("t1", std::move(fp8)).initializer("s1", random_tensor(rng, {10}, 0.1f));
+  b.initializer("w_top", random_tensor(rng, {48, 8}, 0.14f));
+  b.initializer("axis1", Tensor::from_int64s({1}, std::vector<int64_t>{1}));
+  b.initializer("flat", Tensor::from_int64s({2}, std::vector<int64_t>{-1, 48}));
+  b.node("Gemm", {"x", "w"}, {"bottom"});
+  b.node("Unsqueeze", {"bottom", "axis1"}, {"token0"});
+  b.node("EmbeddingBags", {"ids", "t0", "", "t1", "s1"}, {"bags"}, {{"offsets", std::vector<int64_t>{0, 2, 5}}}, "bags",
+         "ai.loka");
+  b.node("Concat", {"token0", "bags"}, {"vectors"}, {{"axis", int64_t{1}}});
+  b.node("Reshape", {"vectors", "flat"}, {"x0"});
+  b.node("MatMul", {"x0", "w_top"}, {"y"});
+  b.output("y", DType::kFloat32, {-1, 8});
+  return b;
+}
+
 /// Nothing to place: the GEMM's output is read twice.
 testing::ModelBuilder nothing_placed(std::mt19937& rng) {
   testing::ModelBuilder b(17);
@@ -98,7 +126,14 @@ size_t check_against_cpu(const testing::ModelBuilder& b, bool in_place, bool gra
     for (const TensorInfo& info : (*cpu)->inputs()) {
       Shape shape = info.shape;
       shape[0] = batch;
-      inputs.push_back(random_tensor(rng, shape));
+      if (info.dtype == DType::kInt64) {  // embedding ids, every table has 10 rows
+        std::uniform_int_distribution<int64_t> id(0, 9);
+        std::vector<int64_t> ids(static_cast<size_t>(element_count(shape)));
+        for (int64_t& v : ids) v = id(rng);
+        inputs.push_back(Tensor::from_int64s(shape, ids));
+      } else {
+        inputs.push_back(random_tensor(rng, shape));
+      }
     }
     auto expected = cpu_session->run(inputs);
     auto actual = gpu_session->run(inputs);
@@ -125,6 +160,16 @@ TEST_F(CudaConcatInPlace, GemmsWriteTheirSlicesAndTheOutputsMatchTheCpu) {
                  wukong_copied = check_against_cpu(wukong, false, graphs);
     // g ([1024,64] floats, 262 kB) lives in y's bytes; h (the addend's Gemm) does not.
     EXPECT_LT(wukong_placed, wukong_copied) << "placed " << wukong_placed << " bytes, copied " << wukong_copied;
+  }
+}
+
+TEST_F(CudaConcatInPlace, EmbeddingBagsWriteEachSampleIntoItsTokensAndTheOutputsMatchTheCpu) {
+  std::mt19937 rng(13);
+  const testing::ModelBuilder dlrm = dlrm_like(rng);
+  for (bool graphs : {true, false}) {
+    const size_t placed = check_against_cpu(dlrm, true, graphs), copied = check_against_cpu(dlrm, false, graphs);
+    // bags ([1024,2,16] floats, 131 kB) and bottom ([1024,16], 65 kB) live in the Concat's bytes.
+    EXPECT_LE(placed + 131'000, copied) << "placed " << placed << " bytes, copied " << copied;
   }
 }
 

@@ -2,8 +2,9 @@
 // tests/runtime/concat_placement_test.cc — which Concat inputs their
 // producers may write in place (runtime/concat_placement.h).
 //
-// DHEN's shape (GEMM outputs of [B,T,D] joined along D) and Wukong's (a GEMM's
-// [B,T*D] reshaped to [B,T,D], joined along T) are placed with the right
+// DHEN's shape (GEMM outputs of [B,T,D] joined along D), Wukong's (a GEMM's
+// [B,T*D] reshaped to [B,T,D], joined along T) and DLRM's (the bottom MLP's
+// token and EmbeddingBags' [B,T,D] joined along T) are placed with the right
 // offsets and pitch; each condition has a negative twin: a value read twice,
 // a graph output, a graph input, a view on the chain read twice or returned,
 // a slice that is not the producer's rows, a misaligned slice, the same value
@@ -45,11 +46,15 @@ Placed place(const testing::ModelBuilder& b) {
   EXPECT_TRUE(shapes) << shapes.status().message();
   auto at = shapes->at(4);
   EXPECT_TRUE(at) << at.status().message();
-  // As the CUDA backend's GEMM ops: MatMul and Gemm write pitched rows, a Relu packed ones.
-  const auto gemms = [](const PlanStep& step, const BucketShapes&) {
-    return step.op_type == "MatMul" || step.op_type == "Gemm";
+  // As the CUDA backend's ops (runtime/cuda/ops/output_pitch.h): MatMul and Gemm write rows of
+  // their last dim with a pitch, EmbeddingBags a sample's [T, D], a Relu packed rows only.
+  const auto row_width = [](const PlanStep& step, const BucketShapes& shapes) -> int64_t {
+    const Shape& out = shapes.shapes[static_cast<size_t>(step.outputs[0])];
+    if (step.op_type == "MatMul" || step.op_type == "Gemm") return out.back();
+    if (step.op_type == "EmbeddingBags") return out[1] * out[2];
+    return 0;
   };
-  return Placed{*engine, plan_concat_placements((*engine)->plan(), *at, gemms)};
+  return Placed{*engine, plan_concat_placements((*engine)->plan(), *at, row_width)};
 }
 
 TEST(ConcatPlacement, GemmOutputsJoinedAlongTheirRowsGoInPlace) {
@@ -96,6 +101,50 @@ TEST(ConcatPlacement, AReshapedGemmOutputJoinedAlongTokensGoesInPlaceThroughTheV
   EXPECT_FALSE(placed.of("tokens")) << "placements name the producer's output, not the view's";
   // The MatMul writes rows of 16; its slice is rows of 4 x 16 (the tokens of one sample).
   EXPECT_FALSE(placed.of("zr"));
+}
+
+/// DLRM-DCNv2: the bottom MLP's [B,16] as token 0, then EmbeddingBags' [B,2,16] (two tables, bags
+/// of 1 and 2), joined along tokens into [B,3,16]; or (`along_d`) the bags joined along D with a
+/// graph input [B,2,8] into [B,2,24].
+testing::ModelBuilder dlrm_like(bool along_d) {
+  testing::ModelBuilder b(17);
+  b.opset("ai.loka", 1);
+  b.input("x", DType::kFloat32, {-1, 16});
+  b.input("ids", DType::kInt64, {-1, 3});
+  b.input("side", DType::kFloat32, {-1, 2, 8});
+  b.initializer("w", weights(16, 16)).initializer("t0", weights(10, 16)).initializer("t1", weights(10, 16));
+  b.initializer("axis1", Tensor::from_int64s({1}, std::vector<int64_t>{1}));
+  b.node("Gemm", {"x", "w"}, {"bottom"});
+  b.node("Unsqueeze", {"bottom", "axis1"}, {"token0"});
+  b.node("EmbeddingBags", {"ids", "t0", "", "t1"}, {"bags"}, {{"offsets", std::vector<int64_t>{0, 1, 3}}}, "bags",
+         "ai.loka");
+  if (along_d) {
+    b.node("Concat", {"bags", "side"}, {"y"}, {{"axis", int64_t{2}}});
+    b.output("y", DType::kFloat32, {-1, 2, 24});
+    b.output("token0", DType::kFloat32, {-1, 1, 16});
+  } else {
+    b.node("Concat", {"token0", "bags"}, {"y"}, {{"axis", int64_t{1}}});
+    b.output("y", DType::kFloat32, {-1, 3, 16});
+  }
+  return b;
+}
+
+TEST(ConcatPlacement, EmbeddingBagsJoinedAlongTokensWriteEachSampleInPlace) {
+  const Placed placed = place(dlrm_like(false));
+  const auto bags = placed.of("bags");
+  ASSERT_TRUE(bags);
+  EXPECT_EQ(bags->offset, 16);
+  EXPECT_EQ(bags->row_pitch, 48);
+  EXPECT_EQ(placed.name_of(bags->concat_output), "y");
+  const auto bottom = placed.of("bottom");
+  ASSERT_TRUE(bottom) << "the Gemm's rows through the Unsqueeze";
+  EXPECT_EQ(bottom->offset, 0);
+  EXPECT_EQ(bottom->row_pitch, 48);
+}
+
+TEST(ConcatPlacement, NegativeTwinEmbeddingBagsJoinedAlongDStayCopied) {
+  // A sample's slice of [B,2,24] is two rows of 16, not one row of 2 x 16.
+  EXPECT_FALSE(place(dlrm_like(true)).of("bags"));
 }
 
 TEST(ConcatPlacement, AViewOnTheChainThatIsReadTwiceOrAGraphOutputKeepsItsProducerCopied) {

@@ -180,6 +180,13 @@ Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
     return Status::error("attribute 'offsets' does not match " + std::to_string(tables) + " tables over " +
                          std::to_string(ids_shape[1]) + " id columns");
   const int64_t dim = init.outputs[0].shape[2];
+  // Asked to write into a Concat's output (runtime/concat_placement.h): each sample's [T, D] is a
+  // row of that output, `row_pitch` elements from the next.
+  const int64_t sample_elements = static_cast<int64_t>(tables) * dim;
+  const int64_t row_pitch = init.outputs[0].row_pitch;
+  if (row_pitch != 0 && row_pitch < sample_elements)
+    return Status::error("output row pitch " + std::to_string(row_pitch) + " is below a sample's " +
+                         std::to_string(sample_elements) + " elements");
   std::vector<EmbeddingBagArgs> plan(tables);
   for (size_t t = 0; t < tables; ++t) {
     const DeviceValueInfo& table = init.inputs[1 + 2 * t];
@@ -194,7 +201,7 @@ Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
     args.bag = offsets[t + 1] - offsets[t];
     args.ids_row_stride = ids_shape[1];
     args.out_dtype = DType::kFloat32;
-    args.out_row_stride = static_cast<int64_t>(tables) * dim;
+    args.out_row_stride = row_pitch != 0 ? row_pitch : sample_elements;
     args.out_column_offset = static_cast<int64_t>(t) * dim;
     args.policy = IndexPolicy::kError;
     if (table.dtype == DType::kFloat32) {
@@ -225,7 +232,7 @@ Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
                       }
                       return launch_embedding_bags(bound.data(), static_cast<int>(bound.size()), batch, context.stream);
                     }),
-                    -1};
+                    -1, /*output_pitched=*/row_pitch != 0};
 }
 
 }  // namespace

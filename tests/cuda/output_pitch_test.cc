@@ -1,13 +1,15 @@
 // ============================================================================
-// tests/cuda/gemm_pitch_test.cc — which GEMM steps the CUDA backend expects to
-// write pitched rows (runtime/cuda/ops/gemm_pitch.h), at a bucket's shapes.
+// tests/cuda/output_pitch_test.cc — which steps the CUDA backend expects to
+// write pitched rows, and rows of what (runtime/cuda/ops/output_pitch.h), at
+// a bucket's shapes.
 //
 // Host logic (no GPU needed): a Gemm with a bias or no C, a MatMul of a
-// weight, a FusedGemm with ReLU do; a Gemm whose C is added after it, a
+// weight, a FusedGemm with ReLU do, in rows of their last dim; EmbeddingBags
+// does, in rows of a sample's [T, D]; a Gemm whose C is added after it, a
 // strided-batch MatMul, a FusedGemm with a residual or the exact GELU, and a
 // Relu do not.
 // ============================================================================
-#include "runtime/cuda/ops/gemm_pitch.h"
+#include "runtime/cuda/ops/output_pitch.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +22,7 @@ namespace {
 
 Tensor zeros(const Shape& shape) { return Tensor::zeros(DType::kFloat32, shape); }
 
-TEST(GemmPitch, TheStepsWhoseOpsWillWritePitchedRows) {
+TEST(OutputPitch, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
   testing::ModelBuilder b(17);
   b.opset("ai.loka", 1);
   b.input("x", DType::kFloat32, {-1, 16});
@@ -38,6 +40,11 @@ TEST(GemmPitch, TheStepsWhoseOpsWillWritePitchedRows) {
   b.node("FusedGemm", {"x", "w", "bias"}, {"fused_gelu"}, {{"activation", std::string("gelu")}}, "fused_gelu", "ai.loka");
   b.node("FusedGemm", {"x", "w", "bias", "with_bias"}, {"fused_residual"}, {}, "fused_residual", "ai.loka");
   b.node("Relu", {"x"}, {"relu"}, {}, "relu");
+  b.input("ids", DType::kInt64, {-1, 3});
+  b.initializer("table", zeros({10, 8}));
+  b.node("EmbeddingBags", {"ids", "table", "", "table"}, {"bags"}, {{"offsets", std::vector<int64_t>{0, 1, 3}}}, "bags",
+         "ai.loka");
+  b.output("bags", DType::kFloat32, {-1, 2, 8});
   for (const char* out : {"no_c", "with_bias", "with_row_bias", "with_addend", "fused_relu", "fused_gelu", "fused_residual"})
     b.output(out, DType::kFloat32, {-1, 32});
   b.output("weight_matmul", DType::kFloat32, {-1, 4, 32});
@@ -49,15 +56,19 @@ TEST(GemmPitch, TheStepsWhoseOpsWillWritePitchedRows) {
   ASSERT_TRUE(traced) << traced.status().message();
   auto shapes = traced->at(64);
   ASSERT_TRUE(shapes) << shapes.status().message();
-  const std::vector<std::pair<std::string, bool>> expected = {
-      {"no_c", true},           {"with_bias", true},       {"with_row_bias", true}, {"with_addend", false},
-      {"weight_matmul", true},  {"batched_matmul", false}, {"fused_relu", true},    {"fused_gelu", false},
-      {"fused_residual", false}, {"relu", false}};
+  // Name, then the width of the rows it writes with a pitch (0: packed rows only).
+  const std::vector<std::pair<std::string, int64_t>> expected = {
+      {"no_c", 32},          {"with_bias", 32},       {"with_row_bias", 32}, {"with_addend", 0},
+      {"weight_matmul", 32}, {"batched_matmul", 0},   {"fused_relu", 32},    {"fused_gelu", 0},
+      {"fused_residual", 0}, {"relu", 0},             {"bags", 16}};
   size_t checked = 0;
   for (const PlanStep& step : (*engine)->plan().steps())
-    for (const auto& [name, pitched] : expected)
+    for (const auto& [name, width] : expected)
       if (step.name == name) {
-        EXPECT_EQ(cuda::gemm_writes_pitched_rows(step, *shapes), pitched) << name;
+        EXPECT_EQ(cuda::pitched_row_width(step, *shapes), width) << name;
+        if (name != "bags") {
+          EXPECT_EQ(cuda::gemm_writes_pitched_rows(step, *shapes), width != 0) << name;
+        }
         ++checked;
       }
   EXPECT_EQ(checked, expected.size());

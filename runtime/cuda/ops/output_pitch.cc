@@ -1,7 +1,7 @@
 // ============================================================================
-// runtime/cuda/ops/gemm_pitch.cc — which GEMM steps will write pitched rows.
+// runtime/cuda/ops/output_pitch.cc — which steps will write pitched rows.
 // ============================================================================
-#include "runtime/cuda/ops/gemm_pitch.h"
+#include "runtime/cuda/ops/output_pitch.h"
 
 #include <string>
 
@@ -34,6 +34,15 @@ bool gemm_writes_pitched_rows(const PlanStep& step, const BucketShapes& shapes) 
   if (step.op_type == "FusedGemm") return !present(3) && !exact_gelu();
   if (step.op_type == "QuantizedGemm") return !present(5) && !present(6) && !exact_gelu();
   return false;
+}
+
+int64_t pitched_row_width(const PlanStep& step, const BucketShapes& shapes) {
+  if (step.outputs.empty() || step.outputs[0] == kNoValue) return 0;
+  const Shape& out = shapes.shapes[static_cast<size_t>(step.outputs[0])];
+  if (out.empty()) return 0;
+  if (step.domain == "ai.loka" && step.op_type == "EmbeddingBags")
+    return out.size() == 3 ? out[1] * out[2] : 0;
+  return gemm_writes_pitched_rows(step, shapes) ? out.back() : 0;
 }
 
 }  // namespace loka::cuda
