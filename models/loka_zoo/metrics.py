@@ -5,9 +5,24 @@ import numpy as np
 
 
 def logloss(prob: np.ndarray, labels: np.ndarray, eps: float = 1e-7) -> float:
+    return float(np.mean(per_sample_logloss(prob, labels, eps)))
+
+
+def per_sample_logloss(prob: np.ndarray, labels: np.ndarray, eps: float = 1e-7) -> np.ndarray:
+    """Each sample's logloss term (logloss is their mean), clipped as logloss clips."""
     p = np.clip(prob.astype(np.float64).ravel(), eps, 1.0 - eps)
     y = labels.astype(np.float64).ravel()
-    return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log(1.0 - p)))
+    return -(y * np.log(p) + (1.0 - y) * np.log(1.0 - p))
+
+
+def logloss_change_se(prob: np.ndarray, prob_ref: np.ndarray, labels: np.ndarray) -> float:
+    """Standard error of the logloss change from `prob_ref` to `prob` on these samples: both are
+    scored on the same rows, so the change is the mean of per-sample differences and its noise is
+    their spread over sqrt(n). NaN with fewer than two samples."""
+    d = per_sample_logloss(prob, labels) - per_sample_logloss(prob_ref, labels)
+    if d.size < 2:
+        return float("nan")
+    return float(d.std(ddof=1) / np.sqrt(d.size))
 
 
 def auc(prob: np.ndarray, labels: np.ndarray) -> float:

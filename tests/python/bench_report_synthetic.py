@@ -149,6 +149,32 @@ class BenchReportTest(unittest.TestCase):
         self.assertEqual(verdict(None, 100.0), "—")
         self.assertEqual(verdict(50.0, None), "—")
 
+    def test_drift_verdicts(self):
+        verdict = self.report.drift_verdict
+        self.assertEqual(verdict(0.0002, 0.0001), "+0.0200% ±0.0100 met")  # the target itself is met
+        self.assertEqual(verdict(-0.00001, None), "-0.0010% met")  # no standard error: none shown
+        # Negative twins: above the target is over, whatever the noise; no drift, no verdict.
+        self.assertEqual(verdict(0.000218, 0.000088), "+0.0218% ±0.0088 **over**")
+        self.assertEqual(verdict(None, 0.0001), "—")
+        self.assertEqual(verdict(float("nan"), None), "—")
+
+    def test_loka_drift_carries_its_standard_error(self):
+        # The synthetic LoKA outputs are the FP32 ones x 1.01 on 8 rows: the per-sample logloss
+        # changes, their spread over sqrt(8), relative to the FP32 logloss.
+        rng = np.random.default_rng(0)
+        fp32 = rng.uniform(0.05, 0.95, size=(8, 1)).astype(np.float64)
+        probs = (fp32.astype(np.float32) * np.float32(1.01)).astype(np.float64)
+        y = (np.arange(8) % 2).reshape(8, 1)
+        fp32 = fp32.astype(np.float32).astype(np.float64)
+        loss = lambda p: -(y * np.log(p) + (1 - y) * np.log(1 - p)).ravel()  # noqa: E731
+        d = loss(probs) - loss(fp32)
+        expected = d.std(ddof=1) / np.sqrt(8) / loss(fp32).mean()
+        loka = self.row("dlrm_dcnv2", 512, "loka")
+        self.assertAlmostEqual(loka["logloss_drift_se"], expected, places=9)
+        self.assertAlmostEqual(loka["logloss_drift_rel"], d.mean() / loss(fp32).mean(), places=9)
+        line = next(l for l in self.md.splitlines() if l.startswith("| dlrm_dcnv2 | 512 |"))
+        self.assertIn(self.report.drift_verdict(loka["logloss_drift_rel"], loka["logloss_drift_se"]), line)
+
     def test_summary_compares_memory_with_the_best_bf16_path(self):
         line = next(l for l in self.md.splitlines() if l.startswith("| dlrm_dcnv2 | 4096 | 0.4050 |"))
         best = self.row("dlrm_dcnv2", 4096, self.row("dlrm_dcnv2", 4096, "loka")["best_bf16_impl"])
