@@ -31,6 +31,12 @@ Status check_type(const Value& value) {
 Status verify_graph(const Graph& graph) {
   for (const Node* node : graph.nodes()) {
     const std::string where = "node '" + node->name() + "' (" + node->op_type() + "): ";
+    // A model imports every domain its nodes use; a pass that adds the first node of a domain
+    // adds its import (the runtimes refuse the model otherwise).
+    const std::string& domain = node->domain() == "ai.onnx" ? std::string() : node->domain();
+    if (!graph.opsets.empty() && !graph.opsets.contains(domain))
+      return Status::error(where + "its domain '" + (domain.empty() ? "ai.onnx" : domain) +
+                           "' has no opset import");
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       const Value* input = node->input(i);
       if (input == nullptr) continue;

@@ -164,6 +164,9 @@ void replace_with_fused(ir::Graph& graph, ir::Node* gemm, const std::vector<ir::
   graph.erase_value(placeholder);
   ir::Node* fused = graph.add_node_with_outputs(op, inputs, {output}, gemm_name, kLokaDomain);
   fused->mutable_attributes() = std::move(attributes);
+  // A model with no FP8 site reaches here with no ai.loka node yet (insert-scales imports the
+  // domain only when it lowers one): its first FusedGemm brings the import.
+  graph.opsets.try_emplace(kLokaDomain, 1);
 }
 
 /// Replaces the GEMM and the chain by one QuantizedGemm writing the chain's result value (see the

@@ -118,6 +118,35 @@ TEST(IrGraph, RenamingANodeMovesItsNameAndRefusesATakenOne) {
   EXPECT_TRUE(verify_graph(g));
 }
 
+TEST(IrVerifier, ANodeInADomainTheModelDoesNotImportIsAnErrorNamingIt) {
+  const std::string body = R"(
+  input %x : f32[2,2]
+  init %w : f32[2,2] = [1, 0, 0, 1]
+  %y = ai.loka::FusedGemm(%x, %w) : f32[2,2] @"fused"
+  %z = Relu(%y) : f32[2,2] @"r"
+  output %z
+})";
+  auto missing = parse_graph("graph \"g\" {\n  opset \"\" 17" + body);
+  ASSERT_TRUE(missing) << missing.status().message();
+  const Status status = verify_graph(**missing);
+  EXPECT_FALSE(status);
+  EXPECT_NE(status.message().find("node 'fused' (FusedGemm): its domain 'ai.loka' has no opset import"),
+            std::string::npos)
+      << status.message();
+  // Twins: the domain imported; a graph that imports nothing at all (bare test graphs).
+  auto imported = parse_graph("graph \"g\" {\n  opset \"\" 17\n  opset \"ai.loka\" 1" + body);
+  ASSERT_TRUE(imported) << imported.status().message();
+  EXPECT_TRUE(verify_graph(**imported)) << verify_graph(**imported).message();
+  auto bare = parse_graph("graph \"g\" {" + body);
+  ASSERT_TRUE(bare) << bare.status().message();
+  EXPECT_TRUE(verify_graph(**bare)) << verify_graph(**bare).message();
+  // The default domain needs its import too, once the graph imports any.
+  auto only_loka = parse_graph("graph \"g\" {\n  opset \"ai.loka\" 1" + body);
+  ASSERT_TRUE(only_loka) << only_loka.status().message();
+  EXPECT_NE(verify_graph(**only_loka).message().find("node 'r' (Relu): its domain 'ai.onnx' has no opset import"),
+            std::string::npos);
+}
+
 TEST(IrGraph, TopologicalOrderIsStableAndFindsCycles) {
   auto parsed = parse_graph(R"(graph "g" {
   input %x : f32[2]

@@ -16,11 +16,7 @@ import onnx
 import onnx.numpy_helper
 import onnxruntime as ort
 
-
-def load_pb(path):
-    tensor = onnx.TensorProto()
-    tensor.ParseFromString(path.read_bytes())
-    return tensor.name, onnx.numpy_helper.to_array(tensor)
+from loka_cli import load_pb
 
 
 def main():

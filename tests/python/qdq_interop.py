@@ -17,7 +17,6 @@ Run by ctest; prints one line per model.
 """
 import argparse
 import pathlib
-import subprocess
 import sys
 import tempfile
 
@@ -26,32 +25,12 @@ import onnx
 import onnx.numpy_helper
 import onnxruntime as ort
 
+from loka_cli import load_pb, loka_opt, loka_run
+
 TOLERANCE = 1e-5
 ZOO_ORT_TOLERANCE = 1e-2
 BATCH = 5
 ZOO_MODELS = ["dlrm_dot", "wukong", "dlrm_dcnv2", "attention_ranker"]  # the default pipeline finishes each in seconds; attention_ranker lowers ai.loka Attention
-
-
-def load_pb(path):
-    tensor = onnx.TensorProto()
-    tensor.ParseFromString(path.read_bytes())
-    return tensor.name, onnx.numpy_helper.to_array(tensor)
-
-
-def loka_opt(tools, model, output, *options):
-    run = subprocess.run([str(tools / "loka-opt"), str(model), "-o", str(output), *options, "--quiet"],
-                         capture_output=True, text=True)
-    if run.returncode != 0:
-        raise RuntimeError(f"loka-opt {' '.join(options)}: {run.stderr.strip()}")
-
-
-def loka_run(tools, model, inputs, outputs):
-    """LoKA's outputs on the data set in `inputs`, by output name."""
-    run = subprocess.run([str(tools / "loka-run"), str(model), "--inputs", str(inputs), "--outputs", str(outputs)],
-                         capture_output=True, text=True)
-    if run.returncode != 0:
-        raise RuntimeError(f"loka-run {model.name}: {run.stderr.strip()}")
-    return dict(load_pb(p) for p in sorted(outputs.rglob("output_*.pb")))
 
 
 def onnxruntime_run(model, feeds):
