@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "tools/cli/arguments.h"
@@ -109,7 +110,51 @@ struct Summary {
   double site_flops = 0, safe_flops = 0;
   size_t weight_bytes = 0;
   nlohmann::json precision;  ///< pin-precision's model-level decision (empty when it did not run)
+  std::string calibration_note;  ///< when too few calibration samples kept GEMM sites out of FP8
 };
+
+/// Under a logloss budget a site fits alone when its expected drift plus noise_sigmas x its noise
+/// on the judged samples, sqrt(second moment / samples), is within the selection limit. When the
+/// GEMM site left out of FP8 that needs the fewest samples to fit alone needs more than the
+/// calibration data has, the data, not the model, keeps it out: say how many samples would do. (A
+/// site the Probe judged unsafe counts too: its verdict weighs the same noise.)
+/// (An MMoE, a two-tower model and a transformer block written by hand got no FP8 under
+/// logloss=0.0002 on 2048 samples; their nearest sites needed 8-40x as many, 2026-11-27.)
+std::string calibration_note(const nlohmann::json& document) {
+  const nlohmann::json& precision = document["model"].value("precision", nlohmann::json());
+  const nlohmann::json& probe = document["model"].value("probe", nlohmann::json());
+  if (!precision.is_object() || precision.value("predicted_metric", std::string()) != "logloss") return "";
+  const double limit = precision.value("selection_limit", 0.0);
+  const double samples = probe.value("logloss_judged_samples", 0.0);
+  const double sigmas = probe.value("noise_sigmas", 1.0);
+  if (!(limit > 0) || !(samples > 0)) return "";
+  double fewest = std::numeric_limits<double>::infinity();
+  std::string quietest;
+  for (const auto& [name, node] : document["nodes"].items()) {
+    if (node.value("flops", 0.0) <= 0 || node.value("precision", std::string()) == "fp8_e4m3") continue;
+    // Left out by the budget, or judged unsafe by the Probe (whose verdict weighs the same noise).
+    const std::string reason = node.value("precision_reason", std::string());
+    if ((reason.rfind("over budget", 0) != 0 && reason != "unsafe") || !node.contains("recipes")) continue;
+    for (const auto& [recipe, entry] : node["recipes"].items()) {
+      const nlohmann::json& error = entry.value("error", nlohmann::json());
+      const double expected = error.value("logloss_expected_mean", -1.0);
+      const double second_moment = error.value("logloss_second_moment_mean", -1.0);
+      if (expected < 0 || second_moment < 0 || expected >= limit) continue;  // more data cannot fit it
+      const double needed = sigmas * sigmas * second_moment / ((limit - expected) * (limit - expected));
+      if (needed < fewest) {
+        fewest = needed;
+        quietest = name;
+      }
+    }
+  }
+  if (quietest.empty() || fewest <= samples) return "";
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "%.0f calibration samples are too few for this budget: the GEMM site nearest to fitting alone "
+                "(%s) needs about %.0f (%.1fx as many) before its logloss noise leaves room for it",
+                samples, quietest.c_str(), std::ceil(fewest), fewest / samples);
+  return text;
+}
 
 Summary summarize(const ir::Graph& graph) {
   Summary summary;
@@ -118,6 +163,7 @@ Summary summarize(const ir::Graph& graph) {
   auto document = read_annotations(graph);
   if (!document) return summary;
   summary.precision = (*document)["model"].value("precision", nlohmann::json());
+  summary.calibration_note = calibration_note(*document);
   for (const auto& [name, node] : (*document)["nodes"].items()) {
     if (!node.contains("verdict")) continue;
     ++summary.sites;
@@ -147,6 +193,7 @@ void print_summary(const Summary& summary, size_t weight_bytes_before) {
                 p.value("predicted_metric", std::string("error")).c_str(), p.value("predicted_error", 0.0),
                 p.value("budget", std::string("?")).c_str(), p.value("within_budget", false) ? "within" : "OVER");
   }
+  if (!summary.calibration_note.empty()) std::printf("  note       %s\n", summary.calibration_note.c_str());
   std::printf("  weights    %.2f MB before, %.2f MB after\n", weight_bytes_before / 1e6, summary.weight_bytes / 1e6);
 }
 

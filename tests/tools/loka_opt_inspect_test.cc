@@ -69,6 +69,26 @@ TEST(LokaOpt, ASecondRunReusesStoredProbeResultsAndWritesTheSameModel) {
   EXPECT_FALSE(std::filesystem::exists(dir / "xdg"));
 }
 
+// Under a logloss budget, when too few calibration samples keep GEMM sites out of FP8, the summary
+// says how many would do; under a rel_l2 budget (no sample noise in it) it says nothing of the kind.
+TEST(LokaOpt, TheSummarySaysWhenCalibrationSamplesAreTooFewForTheBudget) {
+  const auto dir = testing::make_temp_dir("loka-opt-note");
+  const auto opt = [&](const std::string& budget) {
+    return testing::run_command("LOKA_PASS_CACHE=off " + tool("loka-opt") + " " + zoo("attention_ranker") +
+                                "/model.onnx -o " + (dir / "out.onnx").string() + " --calib " +
+                                zoo("attention_ranker") + "/calib --budget " + budget);
+  };
+  auto logloss = opt("logloss=0.0002");
+  ASSERT_EQ(logloss.exit_code, 0) << logloss.output;
+  const size_t note = logloss.output.find("calibration samples are too few for this budget");
+  ASSERT_NE(note, std::string::npos) << logloss.output;
+  EXPECT_NE(logloss.output.find("x as many) before its logloss noise leaves room for it", note), std::string::npos)
+      << logloss.output;
+  auto rel_l2 = opt("rel_l2=0.05");
+  ASSERT_EQ(rel_l2.exit_code, 0) << rel_l2.output;
+  EXPECT_EQ(rel_l2.output.find("too few for this budget"), std::string::npos) << rel_l2.output;
+}
+
 // --device cuda checks the output on the GPU: with one, it runs a calibration batch there and
 // reports the difference from the CPU; without one, it fails with one line naming the model and CUDA.
 TEST(LokaOpt, DeviceCudaChecksTheOutputOnTheGpuOrSaysWhyItCannot) {
