@@ -327,15 +327,17 @@ TEST(FuseGemmEpilogue, TheFirstFusedGemmOfAModelWithNoFp8SiteImportsTheLokaDomai
   // A model where no site went FP8 reaches this pass importing only the default domain (found
   // by an MMoE written by hand: loka-opt failed in dispatch, "imports no opset for domain
   // 'ai.loka'"; 2026-11-27). Its first FusedGemm brings the import.
-  const std::string only_default = R"(graph "t" {
+  // A MatMul and its ReLU, importing the default domain only; `outputs` lists the graph outputs.
+  const auto only_default = [](const std::string& outputs) {
+    return R"(graph "t" {
   opset "" 20
   input %x : f32[batch,3,2]
   init %w : f32[2,2] = [0.5, -1.25, 2, 0.75]
   %y = MatMul(%x, %w) : f32[batch,3,2] @"gemm"
   %out = Relu(%y) : f32[batch,3,2] @"relu"
-  output %out
-})";
-  const Fusion result = fuse(only_default);
+)" + outputs + "}";
+  };
+  const Fusion result = fuse(only_default("  output %out\n"));
   EXPECT_TRUE(result.changed);
   EXPECT_EQ(testing::check_lines(result.printed, R"(
 CHECK: opset "ai.loka" 1
@@ -345,16 +347,7 @@ CHECK: ai.loka::FusedGemm(%x, %w) {activation = "relu"}
       << result.printed;
   expect_bit_identical(result);
   // The twin: nothing to fuse (the MatMul's output is read twice), no import added.
-  const std::string read_twice = R"(graph "t" {
-  opset "" 20
-  input %x : f32[batch,3,2]
-  init %w : f32[2,2] = [0.5, -1.25, 2, 0.75]
-  %y = MatMul(%x, %w) : f32[batch,3,2] @"gemm"
-  %out = Relu(%y) : f32[batch,3,2] @"relu"
-  output %out
-  output %y
-})";
-  const Fusion unchanged = fuse(read_twice);
+  const Fusion unchanged = fuse(only_default("  output %out\n  output %y\n"));
   EXPECT_FALSE(unchanged.changed);
   EXPECT_EQ(unchanged.printed.find("ai.loka"), std::string::npos) << unchanged.printed;
 }
