@@ -12,7 +12,8 @@
 // An input is placed when:
 //  - it comes from the first output of a node the backend can have write
 //    pitched rows (`PitchedRowWidth`: the CUDA backend's GEMM ops and
-//    EmbeddingBags, runtime/cuda/ops/output_pitch.h), through views only
+//    EmbeddingBags, each op family's PitchedRowRule in runtime/cuda/device_op.h),
+//    through views only
 //    (runtime/view_ops.h), and every value on that chain is read once (by
 //    the next view, or by the Concat as one of its inputs) and is neither a
 //    graph output, a constant nor host-resident;

@@ -12,7 +12,10 @@
 // View ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity) do no work: their
 // output aliases their first input's bytes (DevicePlan::alias_input). An op
 // asked for a pitched output (DeviceValueInfo::row_pitch) writes its rows
-// straight into a Concat's output where it can (DevicePlan::output_pitched).
+// straight into a Concat's output where it can (DevicePlan::output_pitched);
+// which ops will, and rows of what, each op family says where it registers
+// its factory (PitchedRowRule), so the Concat placement's peak rule
+// (runtime/concat_placement.h) counts on what will be planned.
 // ============================================================================
 #pragma once
 
@@ -28,6 +31,8 @@
 #include "loka/status.h"
 #include "loka/tensor.h"
 #include "runtime/attributes.h"
+#include "runtime/batch_shapes.h"
+#include "runtime/execution_plan.h"
 
 namespace loka::cuda {
 
@@ -91,19 +96,29 @@ struct DevicePlan {
 
 using DeviceOpFactory = std::function<Result<DevicePlan>(const DeviceOpInit&)>;
 
-/// (domain, op_type) -> factory; populated once by register_device_ops().
+/// Elements in each row the op planned for `step` at these shapes will write with a pitch when
+/// asked (its first output), 0 where it writes packed rows only. It mirrors the factory beside
+/// it, so the two are registered together; the factory may still decline when planned.
+using PitchedRowRule = std::function<int64_t(const PlanStep& step, const BucketShapes& shapes)>;
+
+/// (domain, op_type) -> factory and pitched-row rule; populated once by register_device_ops().
 class DeviceOpRegistry {
  public:
   static const DeviceOpRegistry& builtin();
-  void add(std::string domain, std::string op_type, DeviceOpFactory factory);
+  /// `pitched_rows` empty: the op writes packed rows only.
+  void add(std::string domain, std::string op_type, DeviceOpFactory factory, PitchedRowRule pitched_rows = {});
   /// The factory, or an error saying the op has no CUDA kernel yet.
   Result<const DeviceOpFactory*> find(std::string_view domain, std::string_view op_type) const;
+  /// The step's op's PitchedRowRule at these shapes; 0 for an op without one or without a kernel.
+  int64_t pitched_row_width(const PlanStep& step, const BucketShapes& shapes) const;
 
  private:
   struct Entry {
     std::string domain, op_type;
     DeviceOpFactory factory;
+    PitchedRowRule pitched_rows;
   };
+  const Entry* entry(std::string_view domain, std::string_view op_type) const;
   std::vector<Entry> entries_;
 };
 

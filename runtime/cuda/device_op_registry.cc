@@ -14,15 +14,27 @@ const DeviceOpRegistry& DeviceOpRegistry::builtin() {
   return registry;
 }
 
-void DeviceOpRegistry::add(std::string domain, std::string op_type, DeviceOpFactory factory) {
-  entries_.push_back(Entry{std::move(domain), std::move(op_type), std::move(factory)});
+void DeviceOpRegistry::add(std::string domain, std::string op_type, DeviceOpFactory factory,
+                           PitchedRowRule pitched_rows) {
+  entries_.push_back(Entry{std::move(domain), std::move(op_type), std::move(factory), std::move(pitched_rows)});
+}
+
+const DeviceOpRegistry::Entry* DeviceOpRegistry::entry(std::string_view domain, std::string_view op_type) const {
+  for (const Entry& entry : entries_)
+    if (entry.domain == domain && entry.op_type == op_type) return &entry;
+  return nullptr;
 }
 
 Result<const DeviceOpFactory*> DeviceOpRegistry::find(std::string_view domain, std::string_view op_type) const {
-  for (const Entry& entry : entries_)
-    if (entry.domain == domain && entry.op_type == op_type) return &entry.factory;
+  if (const Entry* found = entry(domain, op_type)) return &found->factory;
   return Status::error("op " + std::string(domain.empty() ? "" : std::string(domain) + ".") + std::string(op_type) +
                        " has no CUDA kernel yet; run this model with --device cpu");
+}
+
+int64_t DeviceOpRegistry::pitched_row_width(const PlanStep& step, const BucketShapes& shapes) const {
+  if (step.outputs.empty() || step.outputs[0] == kNoValue) return 0;
+  const Entry* found = entry(step.domain == "ai.onnx" ? std::string_view() : std::string_view(step.domain), step.op_type);
+  return found && found->pitched_rows ? found->pitched_rows(step, shapes) : 0;
 }
 
 }  // namespace loka::cuda

@@ -12,7 +12,6 @@
 #include "runtime/concat_placement.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/cuda/cuda_status.h"
-#include "runtime/cuda/ops/output_pitch.h"
 #include "runtime/execution_plan.h"
 
 namespace loka {
@@ -136,7 +135,10 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
   std::vector<size_t> byte_offset(value_count, 0);
   std::vector<bool> uploaded(value_count, false);
   std::vector<std::optional<ConcatPlacement>> placements(value_count);
-  if (engine_.options().concat_in_place) placements = plan_concat_placements(plan, shapes, pitched_row_width);
+  if (engine_.options().concat_in_place)
+    placements = plan_concat_placements(plan, shapes, [&](const PlanStep& producer, const BucketShapes& at) {
+      return registry.pitched_row_width(producer, at);
+    });
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
     const bool device_step =

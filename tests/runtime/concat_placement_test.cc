@@ -46,7 +46,7 @@ Placed place(const testing::ModelBuilder& b) {
   EXPECT_TRUE(shapes) << shapes.status().message();
   auto at = shapes->at(4);
   EXPECT_TRUE(at) << at.status().message();
-  // As the CUDA backend's ops (runtime/cuda/ops/output_pitch.h): MatMul and Gemm write rows of
+  // As the CUDA backend's ops (their PitchedRowRules, runtime/cuda/device_op.h): MatMul and Gemm write rows of
   // their last dim with a pitch, EmbeddingBags a sample's [T, D], a Relu packed rows only.
   const auto row_width = [](const PlanStep& step, const BucketShapes& shapes) -> int64_t {
     const Shape& out = shapes.shapes[static_cast<size_t>(step.outputs[0])];

@@ -235,6 +235,12 @@ Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
                     -1, /*output_pitched=*/row_pitch != 0};
 }
 
+/// EmbeddingBags writes each sample's [T, D] as one row, with the row stride it is given.
+int64_t embedding_bags_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
+  const Shape& out = shapes.shapes[static_cast<size_t>(step.outputs[0])];
+  return out.size() == 3 ? out[1] * out[2] : 0;
+}
+
 }  // namespace
 
 void register_data_movement_device_ops(DeviceOpRegistry& registry) {
@@ -245,7 +251,7 @@ void register_data_movement_device_ops(DeviceOpRegistry& registry) {
   registry.add("", "Tile", plan_tile);
   registry.add("", "Gather", plan_gather);
   registry.add("ai.loka", "QuantizedGather", plan_quantized_gather);
-  registry.add("ai.loka", "EmbeddingBags", plan_embedding_bags);
+  registry.add("ai.loka", "EmbeddingBags", plan_embedding_bags, embedding_bags_pitched_rows);
 }
 
 }  // namespace loka::cuda

@@ -460,13 +460,57 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   return DevicePlan{std::move(op), -1};
 }
 
+// --- which of these write pitched rows (DeviceOpRegistry's PitchedRowRule) ---
+// Rows of their last dim, where one cuBLASLt GEMM writes the output with no pass after it
+// reading packed rows (a C that is no bias, a residual, the exact GELU, a DCN multiplier) and no
+// strided batch: what the factories above plan. They may still decline: a positional cuBLASLt
+// algorithm, LoKA's small-M kernel, no cuBLASLt algorithm for the pitch.
+
+bool input_present(const PlanStep& step, size_t i) { return i < step.inputs.size() && step.inputs[i] != kNoValue; }
+
+const Shape& input_shape(const PlanStep& step, const BucketShapes& shapes, size_t i) {
+  return shapes.shapes[static_cast<size_t>(step.inputs[i])];
+}
+
+int64_t output_row_width(const PlanStep& step, const BucketShapes& shapes) {
+  const Shape& out = shapes.shapes[static_cast<size_t>(step.outputs[0])];
+  return out.empty() ? 0 : out.back();
+}
+
+bool exact_gelu(const PlanStep& step) {
+  const Result<std::string> activation = step.attributes.get_string("activation", std::string("none"));
+  return !activation || *activation == "gelu";
+}
+
+int64_t gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
+  const int64_t n = output_row_width(step, shapes);
+  if (!input_present(step, 2)) return n;
+  const Shape& c = input_shape(step, shapes, 2);  // a bias [N] or [1, N] rides in the GEMM; another C is added after it
+  return element_count(c) == n && (c.size() == 1 || (c.size() == 2 && c[0] == 1)) ? n : 0;
+}
+
+int64_t matmul_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
+  if (!input_present(step, 1)) return 0;
+  const Shape& b = input_shape(step, shapes, 1);  // one weight for every row, not a strided batch
+  const bool one_weight = b.size() == 2 || (b.size() > 2 && element_count(b) == b[b.size() - 2] * b.back());
+  return one_weight ? output_row_width(step, shapes) : 0;
+}
+
+int64_t fused_gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
+  return !input_present(step, 3) && !exact_gelu(step) ? output_row_width(step, shapes) : 0;
+}
+
+int64_t quantized_gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
+  return !input_present(step, 5) && !input_present(step, 6) && !exact_gelu(step) ? output_row_width(step, shapes) : 0;
+}
+
 }  // namespace
 
 void register_gemm_device_ops(DeviceOpRegistry& registry) {
-  registry.add("", "Gemm", plan_gemm);
-  registry.add("", "MatMul", plan_matmul);
-  registry.add("ai.loka", "FusedGemm", plan_fused_gemm);
-  registry.add("ai.loka", "QuantizedGemm", plan_quantized_gemm);
+  registry.add("", "Gemm", plan_gemm, gemm_pitched_rows);
+  registry.add("", "MatMul", plan_matmul, matmul_pitched_rows);
+  registry.add("ai.loka", "FusedGemm", plan_fused_gemm, fused_gemm_pitched_rows);
+  registry.add("ai.loka", "QuantizedGemm", plan_quantized_gemm, quantized_gemm_pitched_rows);
 }
 
 }  // namespace loka::cuda

@@ -1,7 +1,7 @@
 // ============================================================================
-// tests/cuda/output_pitch_test.cc — which steps the CUDA backend expects to
-// write pitched rows, and rows of what (runtime/cuda/ops/output_pitch.h), at
-// a bucket's shapes.
+// tests/cuda/pitched_row_rules_test.cc — which steps the CUDA backend expects
+// to write pitched rows, and rows of what (each op family's PitchedRowRule,
+// registered with its factory: runtime/cuda/device_op.h), at a bucket's shapes.
 //
 // Host logic (no GPU needed): a Gemm with a bias or no C, a MatMul of a
 // weight, a FusedGemm with ReLU do, in rows of their last dim; EmbeddingBags
@@ -9,7 +9,7 @@
 // strided-batch MatMul, a FusedGemm with a residual or the exact GELU, and a
 // Relu do not.
 // ============================================================================
-#include "runtime/cuda/ops/output_pitch.h"
+#include "runtime/cuda/device_op.h"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +22,7 @@ namespace {
 
 Tensor zeros(const Shape& shape) { return Tensor::zeros(DType::kFloat32, shape); }
 
-TEST(OutputPitch, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
+TEST(PitchedRowRules, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
   testing::ModelBuilder b(17);
   b.opset("ai.loka", 1);
   b.input("x", DType::kFloat32, {-1, 16});
@@ -65,10 +65,7 @@ TEST(OutputPitch, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
   for (const PlanStep& step : (*engine)->plan().steps())
     for (const auto& [name, width] : expected)
       if (step.name == name) {
-        EXPECT_EQ(cuda::pitched_row_width(step, *shapes), width) << name;
-        if (name != "bags") {
-          EXPECT_EQ(cuda::gemm_writes_pitched_rows(step, *shapes), width != 0) << name;
-        }
+        EXPECT_EQ(cuda::DeviceOpRegistry::builtin().pitched_row_width(step, *shapes), width) << name;
         ++checked;
       }
   EXPECT_EQ(checked, expected.size());
