@@ -35,6 +35,10 @@
 //   attention     ai.loka Attention at the zoo's full-size shapes (ranker: 40 tokens,
 //                 8 heads of 16, packed QKV; DHEN: one head of 128) vs a copy of
 //                 Q, K, V and Y once.
+//   embedding-bags MLPerf DLRMv2's 26 FP8 tables of 128 (per-row scales, 214 int32 ids a
+//                 sample in its multi-hot bags) in one launch, tables capped at 100 000
+//                 rows (as bench/run_benchmark.sh) and at 4 000 000, batch 4096 and 16384,
+//                 vs a copy of the ids, rows and scales read and the sums written.
 //
 // `kernel_rate_bench [SECTION...]` runs the sections named (every one when none
 // is). Prints one table: LoKA median µs, reference median µs, and LoKA's rate as a
@@ -48,6 +52,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -56,6 +61,7 @@
 #include "kernels/cuda/dequant_epilogue.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding_bag.h"
 #include "kernels/cuda/fp8_convert.h"
 #include "kernels/cuda/fp8_gemm.h"
 #include "kernels/cuda/gemm.h"
@@ -478,10 +484,62 @@ void bench_attention(int64_t b, int64_t n, int64_t heads, int64_t d, int64_t pad
                      });
 }
 
+/// MLPerf DLRMv2's tables (Criteo 1TB multi-hot): rows before the cap, ids a sample.
+constexpr std::array<int64_t, 26> kDlrmTableRows{40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63,
+                                                 40000000, 3067956, 405282, 10, 2209, 11938, 155, 4, 976,
+                                                 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36};
+constexpr std::array<int64_t, 26> kDlrmBags{3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1,
+                                            6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1};
+
+/// The 26 tables as FP8 rows of 128 with per-row scales, at most `row_cap` rows each, pooled by
+/// one launch_embedding_bags into [b, 26·128] FP32 (the runtime's EmbeddingBags). Random ids
+/// (fixed seed) over each table; the tables are not rotated (the capped ones alone hold 8 x
+/// row_cap x 128 bytes).
+void bench_embedding_bags(int64_t b, int64_t row_cap) {
+  constexpr int64_t kDim = 128;
+  int64_t hot = 0;
+  for (int64_t bag : kDlrmBags) hot += bag;
+  std::vector<int32_t> ids(static_cast<size_t>(b * hot));
+  std::mt19937 rng(1);
+  std::vector<void*> tables;
+  std::vector<cuda::EmbeddingBagArgs> args(kDlrmBags.size());
+  void* d_ids = device_alloc(ids.size() * 4);
+  Rotation out(static_cast<size_t>(b * 26 * kDim) * 4);
+  int64_t column = 0;
+  for (size_t t = 0; t < kDlrmBags.size(); ++t) {
+    const int64_t rows = std::min(kDlrmTableRows[t], row_cap);
+    tables.push_back(device_alloc(static_cast<size_t>(rows * kDim), 0x38));  // 1.0 in E4M3
+    tables.push_back(device_alloc(static_cast<size_t>(rows) * 4));
+    std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(rows - 1));
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t k = 0; k < kDlrmBags[t]; ++k) ids[static_cast<size_t>(i * hot + column + k)] = id(rng);
+    cuda::EmbeddingBagArgs& a = args[t];
+    a.table = tables[tables.size() - 2];
+    a.format = cuda::EmbeddingFormat::kFp8E4M3;
+    a.row_scales = static_cast<const float*>(tables.back());
+    a.rows = rows, a.dim = kDim;
+    a.ids = static_cast<const int32_t*>(d_ids) + column;
+    a.ids_int64 = false, a.bag = kDlrmBags[t], a.ids_row_stride = hot;
+    a.out_row_stride = 26 * kDim, a.out_column_offset = static_cast<int64_t>(t) * kDim;
+    column += kDlrmBags[t];
+  }
+  check_cuda(cudaMemcpy(d_ids, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice), "ids");
+  const size_t read = static_cast<size_t>(b * hot) * (4 + kDim + 4), written = static_cast<size_t>(b * 26 * kDim) * 4;
+  bench_memory_bound("embedding-bags", std::to_string(b) + " rows<=" + std::to_string(row_cap), read, written,
+                     [&](int it) {
+                       for (cuda::EmbeddingBagArgs& a : args) a.out = out.at(it);
+                       check_status(cuda::launch_embedding_bags(args.data(), static_cast<int>(args.size()), b, nullptr),
+                                    "embedding bags");
+                     });
+  cudaFree(d_ids);
+  for (void* p : tables) cudaFree(p);
+}
+
 /// The sections, as the banner names them (a row's first column).
-constexpr std::array<const char*, 14> kSections{
+constexpr std::array<const char*, 15> kSections{
     "fp8-gemm", "fp8-gemm-row", "bf16-gemm", "tf32-vs-bf16", "small-m", "layernorm-fp8", "quantize-rows",
-    "layernorm-cudnn", "binary", "unary-relu", "dequant-epi", "quantize-fp8", "softmax", "attention"};
+    "layernorm-cudnn", "binary", "unary-relu", "dequant-epi", "quantize-fp8", "softmax", "attention",
+    "embedding-bags"};
 
 /// The sections the command line names: every one when it names none.
 struct Selection {
@@ -521,6 +579,9 @@ void bench_memory_bound_kernels(const Selection& wanted) {
     bench_attention(b, 35, 1, 128);  // DHEN
     bench_attention(b, 40, 2, 64);
   }
+  if (wanted("embedding-bags"))
+    for (int64_t batch : {b, 4 * b})
+      for (int64_t row_cap : {100000, 4000000}) bench_embedding_bags(batch, row_cap);
 }
 
 }  // namespace
