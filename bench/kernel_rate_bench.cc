@@ -493,8 +493,8 @@ constexpr std::array<int64_t, 26> kDlrmBags{3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 
 
 /// The 26 tables as FP8 rows of 128 with per-row scales, at most `row_cap` rows each, pooled by
 /// one launch_embedding_bags into [b, 26·128] FP32 (the runtime's EmbeddingBags). Random ids
-/// (fixed seed) over each table; the tables are not rotated (the capped ones alone hold 8 x
-/// row_cap x 128 bytes).
+/// (fixed seed) over each table; the tables are not rotated (at either cap the largest eight
+/// hold over 100 MB, twice the L2).
 void bench_embedding_bags(int64_t b, int64_t row_cap) {
   constexpr int64_t kDim = 128;
   int64_t hot = 0;

@@ -158,9 +158,9 @@ size_t element_bytes(EmbeddingFormat format) {
 bool aligned(const void* pointer, size_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; }
 
 /// Most elements one thread loads from a row at a time. FP8 rows of 128 read 16 codes a thread
-/// (8 threads a sample) ran at half the rate of 8 codes (16 threads a sample): MLPerf DLRMv2's 26
-/// tables at batch 4096, 217 -> 116 us; at 16384, 682 -> 381 us (H100, 2026-11-27). Four codes
-/// a thread (4-byte loads) was slower again (156 us).
+/// (8 threads a sample) ran at 60% of the rate of 8 codes (16 threads a sample): MLPerf DLRMv2's
+/// 26 tables, both with the window of 2 below, at batch 4096 195 -> 116 us, at 16384 661 -> 381
+/// us (H100, 2026-11-27). Four codes a thread (4-byte loads) was slower again (156 us at 4096).
 constexpr int64_t kMaxElementsPerLoad = 8;
 
 /// Elements per table load: the widest of 16/8/4 bytes (at least 4 elements, at most

@@ -22,8 +22,9 @@
 // Either way nothing is read outside the table.
 //
 // Launchers only enqueue work: no allocation, no host synchronisation, so they
-// can be captured in a CUDA graph. Rows of dim % 4/8/16 == 0 (with aligned
-// bases) move in 16-byte loads; any other dim works element by element.
+// can be captured in a CUDA graph. Rows whose dim divides into loads of 4 to 8
+// elements (16, 8 or 4 bytes, with aligned bases) move in those; any other dim
+// works element by element.
 // launch_embedding_bags runs several tables in one launch per (format, vector
 // width) group, up to kMaxTablesPerLaunch tables each.
 // ============================================================================

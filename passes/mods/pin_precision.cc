@@ -350,7 +350,7 @@ class PinPrecisionPass final : public Pass {
                             const ErrorModel& model, SiteError& total) {
     std::vector<size_t> open = open_sites(candidates, sites);
     while (!open.empty()) {
-      size_t best = open.size();
+      std::optional<size_t> best;  // a candidate index, once one is usable
       size_t best_recipe = kTensor;
       double best_ratio = -1;
       std::vector<size_t> still_open;
@@ -369,17 +369,16 @@ class PinPrecisionPass final : public Pass {
         // Marginal cost: the growth of the predicted error if the site joins.
         const double cost = model.predicted(total + *c.error[*recipe]) - model.predicted(total);
         const double ratio = cost > 0 ? c.flops / cost : std::numeric_limits<double>::infinity();
-        if (best == open.size() || ratio > best_ratio ||
-            (ratio == best_ratio && goes_first_among_equals(c, candidates[best]))) {
+        if (!best || ratio > best_ratio || (ratio == best_ratio && goes_first_among_equals(c, candidates[*best]))) {
           best = open[slot];
           best_recipe = *recipe;
           best_ratio = ratio;
         }
       }
-      if (still_open.empty()) break;
-      candidates[best].recipe = best_recipe;
-      total = total + *candidates[best].error[best_recipe];
-      still_open.erase(std::find(still_open.begin(), still_open.end(), best));
+      if (!best) break;  // nothing fits any more
+      candidates[*best].recipe = best_recipe;
+      total = total + *candidates[*best].error[best_recipe];
+      still_open.erase(std::find(still_open.begin(), still_open.end(), *best));
       open = std::move(still_open);
     }
   }

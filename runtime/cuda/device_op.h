@@ -44,9 +44,10 @@ struct DeviceValueInfo {
   /// bucket (Reshape targets, Slice starts, weights); undefined otherwise.
   Tensor host;
   bool present = true;  ///< false for an omitted optional input
-  /// An output: elements between consecutive rows of its last dim when the op can write it so
-  /// (into its slice of a Concat's output, runtime/concat_placement.h); 0: packed. An op that
-  /// honours it says so in DevicePlan::output_pitched, else it writes packed rows elsewhere.
+  /// An output: elements between consecutive rows when the op can write it so (into its slice of
+  /// a Concat's output, runtime/concat_placement.h); a row is what the op's PitchedRowRule says
+  /// (a GEMM's last dim, a sample of EmbeddingBags); 0: packed. An op that honours it says so in
+  /// DevicePlan::output_pitched, else it writes packed rows elsewhere.
   int64_t row_pitch = 0;
   /// A Concat's input its producer already wrote into the Concat's output (nothing to copy).
   bool written_in_place = false;

@@ -194,46 +194,77 @@ TEST(PinPrecision, NegativeTwinReserveZeroLetsTheSitesSpendTheWholeBudget) {
   }
 }
 
-/// Three embedding gathers, in this topological order, each its own output: `small` [10, 8]
-/// read once a sample, `big` [big_rows, 8] read once, `big_bag` [big_rows, 8] read `bag` times.
-std::unique_ptr<ir::Graph> gathers_model(int64_t big_rows, int64_t bag) {
+/// One embedding gather per table, in this topological order, each its own output: a table of
+/// `rows` x 8 read `bag` ids a sample.
+struct Table {
+  std::string name;
+  int64_t rows, bag;
+};
+
+std::unique_ptr<ir::Graph> gathers_model(const std::vector<Table>& tables) {
   std::mt19937 rng(2);
   auto graph = std::make_unique<ir::Graph>();
   graph->opsets[""] = 17;
-  for (const auto& [name, rows, ids_per_sample] :
-       std::vector<std::tuple<std::string, int64_t, int64_t>>{{"small", 10, 1}, {"big", big_rows, 1}, {"big_bag", big_rows, bag}}) {
+  for (const Table& t : tables) {
     ir::Value* ids = graph->add_value(
-        name + "_ids", {DType::kInt64, std::vector<ir::Dim>{ir::Dim::named("batch"), ir::Dim::known(ids_per_sample)}});
+        t.name + "_ids", {DType::kInt64, std::vector<ir::Dim>{ir::Dim::named("batch"), ir::Dim::known(t.bag)}});
     graph->add_input(ids);
-    ir::Value* table = graph->add_initializer(name + "_table", testing::random_tensor(rng, {rows, 8}));
-    graph->add_output(graph->add_node("Gather", {table, ids}, 1, name)->output(0));
+    ir::Value* table = graph->add_initializer(t.name + "_table", testing::random_tensor(rng, {t.rows, 8}));
+    graph->add_output(graph->add_node("Gather", {table, ids}, 1, t.name)->output(0));
   }
   return graph;
 }
 
+/// Every table annotated as a safe site of rel_l2 error `error`.
+void annotate_tables(ir::Graph& graph, const std::vector<Table>& tables, double error) {
+  json nodes;
+  for (const Table& t : tables) nodes[t.name] = site("safe", error, 0.02);
+  annotate(graph, "rel_l2=0.01", std::move(nodes));
+}
+
 TEST(PinPrecision, EmbeddingTablesJoinLargestFirstThenMostReadPerSample) {
   // Gathers have no GEMM FLOPs; at 0.006 each, two fit a 0.01 budget (0.0085) and three do not
-  // (0.0104). By size: big_bag and big ([1000, 8]) before small; of those equal tables, big_bag
-  // (4 ids a sample) first. Topological order would have taken small and big.
-  auto graph = gathers_model(1000, 4);
-  annotate(*graph, "rel_l2=0.01",
-           {{"small", site("safe", 0.006, 0.02)}, {"big", site("safe", 0.006, 0.02)}, {"big_bag", site("safe", 0.006, 0.02)}});
+  // (0.0104). By size: big_bag and big ([1000, 8]) before small. Topological order would have
+  // taken small and big.
+  const std::vector<Table> tables = {{"small", 10, 1}, {"big", 1000, 1}, {"big_bag", 1000, 4}};
+  auto graph = gathers_model(tables);
+  annotate_tables(*graph, tables, 0.006);
   const Outcome outcome = pin(*graph, "rel_l2=0.01");
   ASSERT_TRUE(outcome.status) << outcome.status.message();
   EXPECT_EQ(outcome.document["model"]["precision"]["sites_in_fp8"], json::array({"big", "big_bag"}));
   EXPECT_EQ(precision_of(outcome, "small"), "fp32");
   EXPECT_EQ(outcome.document["nodes"]["small"]["precision_reason"], "over budget");
+  // Room for one: of the equal tables, big_bag (4 ids a sample) goes first.
+  auto one = gathers_model(tables);
+  annotate_tables(*one, tables, 0.006);
+  const Outcome only_one = pin(*one, "rel_l2=0.007");
+  ASSERT_TRUE(only_one.status) << only_one.status.message();
+  EXPECT_EQ(only_one.document["model"]["precision"]["sites_in_fp8"], json::array({"big_bag"}));
 }
 
 TEST(PinPrecision, NegativeTwinEqualTablesReadEquallyJoinInGraphOrder) {
   // Same errors, but all three tables [10, 8]-sized and read once: nothing to rank them by.
-  auto graph = gathers_model(10, 1);
-  annotate(*graph, "rel_l2=0.01",
-           {{"small", site("safe", 0.006, 0.02)}, {"big", site("safe", 0.006, 0.02)}, {"big_bag", site("safe", 0.006, 0.02)}});
+  const std::vector<Table> tables = {{"small", 10, 1}, {"big", 10, 1}, {"big_bag", 10, 1}};
+  auto graph = gathers_model(tables);
+  annotate_tables(*graph, tables, 0.006);
   const Outcome outcome = pin(*graph, "rel_l2=0.01");
   ASSERT_TRUE(outcome.status) << outcome.status.message();
   EXPECT_EQ(outcome.document["model"]["precision"]["sites_in_fp8"], json::array({"small", "big"}));
   EXPECT_EQ(precision_of(outcome, "big_bag"), "fp32");
+}
+
+TEST(PinPrecision, GreedyKeepsTheBestSiteWhateverItsIndex) {
+  // Six tables at 0.005 each: three fit 0.009 (0.0087), four do not (0.01). By size the greedy
+  // takes t0, t1, then t4. A first version marked "none chosen yet" with open.size(), which in
+  // the third round (4 sites open) equals t4's index: t5 then displaced it (a review found it,
+  // 2026-11-27).
+  const std::vector<Table> tables = {{"t0", 1000, 1}, {"t1", 900, 1}, {"t2", 10, 1},
+                                     {"t3", 20, 1},   {"t4", 500, 1}, {"t5", 400, 1}};
+  auto graph = gathers_model(tables);
+  annotate_tables(*graph, tables, 0.005);
+  const Outcome outcome = pin(*graph, "rel_l2=0.009");
+  ASSERT_TRUE(outcome.status) << outcome.status.message();
+  EXPECT_EQ(outcome.document["model"]["precision"]["sites_in_fp8"], json::array({"t0", "t1", "t4"}));
 }
 
 TEST(PinPrecision, RowRecipeWhenTheTensorRecipeDoesNotFitOrIsUnsafe) {

@@ -33,7 +33,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from loka_cli import load_pb, loka_opt, loka_run
+from loka_cli import loka_opt, loka_run
 
 BUDGET = 0.0002
 TOLERANCE = 1e-5
