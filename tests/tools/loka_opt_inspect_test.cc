@@ -70,22 +70,24 @@ TEST(LokaOpt, ASecondRunReusesStoredProbeResultsAndWritesTheSameModel) {
 }
 
 // Under a logloss budget, when too few calibration samples keep GEMM sites out of FP8, the summary
-// says how many would do; under a rel_l2 budget (no sample noise in it) it says nothing of the kind.
+// says how many would do; choosing again on the same Probe annotations under a rel_l2 budget (no
+// sample noise in it) says nothing of the kind.
 TEST(LokaOpt, TheSummarySaysWhenCalibrationSamplesAreTooFewForTheBudget) {
   const auto dir = testing::make_temp_dir("loka-opt-note");
-  const auto opt = [&](const std::string& budget) {
-    return testing::run_command("LOKA_PASS_CACHE=off " + tool("loka-opt") + " " + zoo("attention_ranker") +
-                                "/model.onnx -o " + (dir / "out.onnx").string() + " --calib " +
-                                zoo("attention_ranker") + "/calib --budget " + budget);
-  };
-  auto logloss = opt("logloss=0.0002");
+  const std::string probed = (dir / "probed.onnx").string();
+  auto logloss = testing::run_command("LOKA_PASS_CACHE=off " + tool("loka-opt") + " " + zoo("attention_ranker") +
+                                      "/model.onnx -o " + probed + " --calib " + zoo("attention_ranker") +
+                                      "/calib --budget logloss=0.0002 --pipeline canonicalize,infer-shapes,probe,"
+                                      "pin-precision");  // what the note reads
   ASSERT_EQ(logloss.exit_code, 0) << logloss.output;
   const size_t note = logloss.output.find("calibration samples are too few for this budget");
   ASSERT_NE(note, std::string::npos) << logloss.output;
   EXPECT_NE(logloss.output.find("x as many) before its logloss noise leaves room for it", note), std::string::npos)
       << logloss.output;
-  auto rel_l2 = opt("rel_l2=0.05");
+  auto rel_l2 = testing::run_command("LOKA_PASS_CACHE=off " + tool("loka-opt") + " " + probed + " -o " +
+                                     (dir / "rel_l2.onnx").string() + " --budget rel_l2=0.05 --pipeline pin-precision");
   ASSERT_EQ(rel_l2.exit_code, 0) << rel_l2.output;
+  EXPECT_NE(rel_l2.output.find("predicted rel_l2"), std::string::npos) << rel_l2.output;
   EXPECT_EQ(rel_l2.output.find("too few for this budget"), std::string::npos) << rel_l2.output;
 }
 
