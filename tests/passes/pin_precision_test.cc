@@ -215,11 +215,14 @@ std::unique_ptr<ir::Graph> gathers_model(const std::vector<Table>& tables) {
   return graph;
 }
 
-/// Every table annotated as a safe site of rel_l2 error `error`.
-void annotate_tables(ir::Graph& graph, const std::vector<Table>& tables, double error) {
+/// pin-precision under `budget` on gathers_model(tables), every table annotated as a safe site of
+/// rel_l2 error `error`.
+Outcome pin_tables(const std::vector<Table>& tables, double error, const std::string& budget) {
+  auto graph = gathers_model(tables);
   json nodes;
   for (const Table& t : tables) nodes[t.name] = site("safe", error, 0.02);
-  annotate(graph, "rel_l2=0.01", std::move(nodes));
+  annotate(*graph, "rel_l2=0.01", std::move(nodes));
+  return pin(*graph, budget);
 }
 
 TEST(PinPrecision, EmbeddingTablesJoinLargestFirstThenMostReadPerSample) {
@@ -227,27 +230,20 @@ TEST(PinPrecision, EmbeddingTablesJoinLargestFirstThenMostReadPerSample) {
   // (0.0104). By size: big_bag and big ([1000, 8]) before small. Topological order would have
   // taken small and big.
   const std::vector<Table> tables = {{"small", 10, 1}, {"big", 1000, 1}, {"big_bag", 1000, 4}};
-  auto graph = gathers_model(tables);
-  annotate_tables(*graph, tables, 0.006);
-  const Outcome outcome = pin(*graph, "rel_l2=0.01");
+  const Outcome outcome = pin_tables(tables, 0.006, "rel_l2=0.01");
   ASSERT_TRUE(outcome.status) << outcome.status.message();
   EXPECT_EQ(outcome.document["model"]["precision"]["sites_in_fp8"], json::array({"big", "big_bag"}));
   EXPECT_EQ(precision_of(outcome, "small"), "fp32");
   EXPECT_EQ(outcome.document["nodes"]["small"]["precision_reason"], "over budget");
   // Room for one: of the equal tables, big_bag (4 ids a sample) goes first.
-  auto one = gathers_model(tables);
-  annotate_tables(*one, tables, 0.006);
-  const Outcome only_one = pin(*one, "rel_l2=0.007");
+  const Outcome only_one = pin_tables(tables, 0.006, "rel_l2=0.007");
   ASSERT_TRUE(only_one.status) << only_one.status.message();
   EXPECT_EQ(only_one.document["model"]["precision"]["sites_in_fp8"], json::array({"big_bag"}));
 }
 
 TEST(PinPrecision, NegativeTwinEqualTablesReadEquallyJoinInGraphOrder) {
   // Same errors, but all three tables [10, 8]-sized and read once: nothing to rank them by.
-  const std::vector<Table> tables = {{"small", 10, 1}, {"big", 10, 1}, {"big_bag", 10, 1}};
-  auto graph = gathers_model(tables);
-  annotate_tables(*graph, tables, 0.006);
-  const Outcome outcome = pin(*graph, "rel_l2=0.01");
+  const Outcome outcome = pin_tables({{"small", 10, 1}, {"big", 10, 1}, {"big_bag", 10, 1}}, 0.006, "rel_l2=0.01");
   ASSERT_TRUE(outcome.status) << outcome.status.message();
   EXPECT_EQ(outcome.document["model"]["precision"]["sites_in_fp8"], json::array({"small", "big"}));
   EXPECT_EQ(precision_of(outcome, "big_bag"), "fp32");
@@ -258,11 +254,9 @@ TEST(PinPrecision, GreedyKeepsTheBestSiteWhateverItsIndex) {
   // takes t0, t1, then t4. A first version marked "none chosen yet" with open.size(), which in
   // the third round (4 sites open) equals t4's index: t5 then displaced it (a review found it,
   // 2026-11-27).
-  const std::vector<Table> tables = {{"t0", 1000, 1}, {"t1", 900, 1}, {"t2", 10, 1},
-                                     {"t3", 20, 1},   {"t4", 500, 1}, {"t5", 400, 1}};
-  auto graph = gathers_model(tables);
-  annotate_tables(*graph, tables, 0.005);
-  const Outcome outcome = pin(*graph, "rel_l2=0.009");
+  const Outcome outcome = pin_tables(
+      {{"t0", 1000, 1}, {"t1", 900, 1}, {"t2", 10, 1}, {"t3", 20, 1}, {"t4", 500, 1}, {"t5", 400, 1}}, 0.005,
+      "rel_l2=0.009");
   ASSERT_TRUE(outcome.status) << outcome.status.message();
   EXPECT_EQ(outcome.document["model"]["precision"]["sites_in_fp8"], json::array({"t0", "t1", "t4"}));
 }
