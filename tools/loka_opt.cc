@@ -32,6 +32,7 @@
 #include "passes/pass_manager.h"
 #include "passes/pipelines.h"
 #include "passes/probe/annotations.h"
+#include "passes/probe/metrics.h"
 #include "runtime/file_io.h"
 #include "runtime/test_data.h"
 #include "loka/engine.h"
@@ -126,7 +127,7 @@ std::string calibration_note(const nlohmann::json& document) {
   if (!precision.is_object() || precision.value("predicted_metric", std::string()) != "logloss") return "";
   const double limit = precision.value("selection_limit", 0.0);
   const double samples = probe.value("logloss_judged_samples", 0.0);
-  const double sigmas = probe.value("noise_sigmas", 1.0);
+  const double sigmas = probe.value("noise_sigmas", probe::kDefaultNoiseSigmas);
   if (!(limit > 0) || !(samples > 0)) return "";
   double fewest = std::numeric_limits<double>::infinity();
   std::string quietest;
@@ -139,15 +140,16 @@ std::string calibration_note(const nlohmann::json& document) {
       const nlohmann::json& error = entry.value("error", nlohmann::json());
       const double expected = error.value("logloss_expected_mean", -1.0);
       const double second_moment = error.value("logloss_second_moment_mean", -1.0);
-      if (expected < 0 || second_moment < 0 || expected >= limit) continue;  // more data cannot fit it
-      const double needed = sigmas * sigmas * second_moment / ((limit - expected) * (limit - expected));
+      if (expected < 0 || second_moment < 0) continue;
+      // Infinite where the expected drift alone reaches the limit: more data cannot fit it.
+      const double needed = probe::logloss_samples_to_fit(expected, second_moment, limit, sigmas);
       if (needed < fewest) {
         fewest = needed;
         quietest = name;
       }
     }
   }
-  if (quietest.empty() || fewest <= samples) return "";
+  if (!std::isfinite(fewest) || fewest <= samples) return "";
   char text[320];
   std::snprintf(text, sizeof text,
                 "%.0f calibration samples are too few for this budget: the GEMM site nearest to fitting alone "

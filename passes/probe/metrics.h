@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "loka/tensor.h"
@@ -114,6 +115,14 @@ inline double logloss_site_risk(double expected, double second_moment, double sa
                                 double noise_sigmas) {
   const double noise = std::sqrt(std::max(0.0, second_moment) / std::max(1.0, samples));
   return std::sqrt(static_cast<double>(std::max<size_t>(1, sites))) * expected + noise_sigmas * noise;
+}
+
+/// The inverse for one site: how many samples bring its risk, expected + noise_sigmas *
+/// sqrt(second_moment / samples), within `limit`; infinity when `expected` alone reaches it.
+inline double logloss_samples_to_fit(double expected, double second_moment, double limit, double noise_sigmas) {
+  if (!(expected < limit)) return std::numeric_limits<double>::infinity();
+  const double room = limit - expected;
+  return noise_sigmas * noise_sigmas * std::max(0.0, second_moment) / (room * room);
 }
 
 }  // namespace loka::probe

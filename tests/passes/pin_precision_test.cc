@@ -366,6 +366,16 @@ TEST(PinPrecision, LoglossNoiseAloneAddsInQuadratureNotLinearly) {
   EXPECT_NEAR(outcome.document["model"]["precision"]["predicted_error"].get<double>(), std::sqrt(2.0) * 1.2e-4, 1e-12);
 }
 
+TEST(PinPrecision, LoglossSamplesToFitInvertsOneSitesRisk) {
+  // At exactly that many samples the site's risk is the limit (loka-opt's calibration note).
+  const double n = probe::logloss_samples_to_fit(5e-5, 4e-4, 2e-4, 1.5);
+  EXPECT_NEAR(n, 1.5 * 1.5 * 4e-4 / (1.5e-4 * 1.5e-4), 1e-6 * n);
+  EXPECT_NEAR(probe::logloss_site_risk(5e-5, 4e-4, n, 1, 1.5), 2e-4, 1e-12);
+  // Negative twins: an expected drift at or over the limit fits on no number of samples.
+  EXPECT_TRUE(std::isinf(probe::logloss_samples_to_fit(2e-4, 4e-4, 2e-4, 1.0)));
+  EXPECT_TRUE(std::isinf(probe::logloss_samples_to_fit(3e-4, 0.0, 2e-4, 1.0)));
+}
+
 TEST(PinPrecision, LoglossBudgetNeedsTheProbesNoiseStatistics) {
   auto graph = annotated_chain(site("safe", 0.005, 0.05), site("safe", 0.004, 0.05), site("safe", 0.0025, 0.05),
                                "logloss=0.0002");
