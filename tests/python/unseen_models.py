@@ -221,12 +221,6 @@ def set_outputs(tools, model, eval_dir, work, name):
     return out
 
 
-def per_sample_logloss(p, y):
-    p = np.clip(p.astype(np.float64).ravel(), 1e-7, 1 - 1e-7)
-    y = y.astype(np.float64).ravel()
-    return -(y * np.log(p) + (1 - y) * np.log(1 - p))
-
-
 def check(model, tools, work):
     """Returns (ok, line)."""
     name = model.graph.name
@@ -241,10 +235,12 @@ def check(model, tools, work):
     loka_opt(tools, path, work / "opt.onnx", "--calib", str(work / "calib"), "--budget", f"logloss={BUDGET}",
              "--report", str(report))
     got = set_outputs(tools, work / "opt.onnx", work / "eval", work, "opt")
-    fp32 = np.concatenate([per_sample_logloss(p, y) for p, y in reference])
-    loka = np.concatenate([per_sample_logloss(g, y) for g, (_, y) in zip(got, reference)])
-    drift = (loka.mean() - fp32.mean()) / fp32.mean()
-    se = (loka - fp32).std(ddof=1) / np.sqrt(fp32.size) / fp32.mean()
+    from loka_zoo.metrics import logloss, logloss_change_se  # models/ (main puts it on the path)
+    fp32, labels = (np.concatenate(part) for part in zip(*reference))
+    probs = np.concatenate(got)
+    base = logloss(fp32, labels)
+    drift = (logloss(probs, labels) - base) / base
+    se = logloss_change_se(probs, fp32, labels) / base
     share = json.loads(report.read_text()).get("precision", {}).get("fp8_flop_share")
     problems = []
     if not drift <= BUDGET:
@@ -275,6 +271,7 @@ def main():
     parser.add_argument("--source", required=True, type=pathlib.Path)
     parser.add_argument("--tools", required=True, type=pathlib.Path)
     args = parser.parse_args()
+    sys.path.insert(0, str(args.source / "models"))  # loka_zoo.metrics: the benchmark's logloss
     failures = 0
     for build in MODELS:
         model = build()
