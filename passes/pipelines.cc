@@ -33,6 +33,10 @@
 //                         (insert-scales, fuse-layernorm-quant, which turns a LayerNorm
 //                         read only by them into FP8 codes itself); before dispatch,
 //                         which keys their GEMMs on the FP8 input.
+//   fuse-epilogue-quantize  after share-activation-quantize, whose QuantizeLinear of a
+//                         DCN layer's output it takes over, and after fuse-gemm-epilogue,
+//                         which makes the cross layers (a Multiplier); before dispatch,
+//                         which keys the readers' GEMMs on their now FP8 input.
 //   dispatch              after every rewrite that changes a GEMM's key (precision,
 //                         FP8 input from LayerNormQuant) and after infer-shapes.
 //   lower-qdq             last, and only for --format qdq: replaces ai.loka ops.
@@ -56,6 +60,7 @@
 #include "passes/mods/center_norm_weights.h"
 #include "passes/mods/fuse_attention.h"
 #include "passes/mods/fuse_embedding_bags.h"
+#include "passes/mods/fuse_epilogue_quantize.h"
 #include "passes/mods/fuse_gemm_epilogue.h"
 #include "passes/mods/fuse_layernorm_quant.h"
 #include "passes/mods/fuse_residual_layernorm.h"
@@ -97,6 +102,7 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(fuse_attention_pass_info(), make_fuse_attention_pass);
   registry.add(fuse_residual_layernorm_pass_info(), make_fuse_residual_layernorm_pass);
   registry.add(share_activation_quantize_pass_info(), make_share_activation_quantize_pass);
+  registry.add(fuse_epilogue_quantize_pass_info(), make_fuse_epilogue_quantize_pass);
   registry.add(dispatch_pass_info(), make_dispatch_pass);
   registry.add(lower_qdq_pass_info(), make_lower_qdq_pass);
 }
@@ -104,7 +110,7 @@ void register_builtin_passes(PassRegistry& registry) {
 std::string default_pipeline() {
   return "canonicalize,infer-shapes,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
          "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,fuse-attention,"
-         "fuse-residual-layernorm,share-activation-quantize,infer-shapes,dispatch";
+         "fuse-residual-layernorm,share-activation-quantize,fuse-epilogue-quantize,infer-shapes,dispatch";
 }
 
 }  // namespace loka

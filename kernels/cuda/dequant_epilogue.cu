@@ -7,15 +7,18 @@
 // rows with no index division; the per-row x_scale is one load per row. When
 // cols % 4 == 0 and every [rows, cols] and per-column base is 16-byte aligned,
 // a thread moves 4 columns as float4. The arithmetic per element is the one
-// the CPU reference does, in the same order, whatever the path (dequant_value.cuh).
+// the CPU reference does, in the same order, whatever the path (dequant_value.cuh);
+// the codes divide y by the scale, as QuantizeLinear and LoKA's quantize kernel.
 // ============================================================================
 #include "kernels/cuda/dequant_epilogue.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "kernels/cuda/dequant_value.cuh"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/fp8_codec.cuh"
 
 namespace loka::cuda {
 namespace {
@@ -60,6 +63,12 @@ __global__ void dequant_epilogue_kernel(DequantEpilogueArgs args) {
 #pragma unroll
     for (int j = 0; j < kVec; ++j) out.v[j] = v[j];
     *reinterpret_cast<Pack<float, kVec>*>(args.y + i) = out;
+    if (args.codes) {
+      Pack<uint8_t, kVec> code;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) code.v[j] = e4m3_encode_divided(v[j], args.code_scale);
+      *reinterpret_cast<Pack<uint8_t, kVec>*>(args.codes + i) = code;
+    }
   }
 }
 
@@ -69,7 +78,7 @@ bool can_vectorize(const DequantEpilogueArgs& args) {
   for (const float* p : {args.acc, args.w_scale, args.bias, args.multiplier, args.residual,
                          static_cast<const float*>(args.y)})
     if (p && !is_aligned(p, 16)) return false;
-  return true;
+  return args.codes == nullptr || is_aligned(args.codes, 4);
 }
 
 template <int kVec>
@@ -92,6 +101,8 @@ Status launch_dequant_epilogue(const DequantEpilogueArgs& args, cudaStream_t str
   if (args.rows < 0 || args.cols < 0) return Status::error("dequant epilogue: negative shape");
   if (args.rows == 0 || args.cols == 0) return Status::ok();
   if (!args.acc || !args.x_scale || !args.w_scale || !args.y) return Status::error("dequant epilogue: null pointer");
+  if (args.codes && !(args.code_scale > 0.0f && std::isfinite(args.code_scale)))
+    return Status::error("dequant epilogue: the code scale must be finite and > 0");
   if (can_vectorize(args)) launch<4>(args, stream);
   else launch<1>(args, stream);
   return launch_status("dequant epilogue");

@@ -4,11 +4,15 @@
 //
 //   v[r, n] = act( acc[r, n] · x_scale[r or 0] · w_scale[n] + bias[n] )
 //   y[r, n] = v · multiplier[r, n] + residual[r, n]     (each optional)
+//   codes[r, n] = Q(y[r, n] / code_scale)                (optional)
 //
 // The two optional terms are the fused epilogues cuBLASLt lacks: a residual
 // add (Wukong, DHEN and attention blocks: x + Linear(x)) and the DCN cross
 // layer x₀ ⊙ (x W + b) + x (multiplier x₀, residual x), so the GEMM output
-// is not written and read again by separate elementwise kernels.
+// is not written and read again by separate elementwise kernels. The codes
+// are the next FP8 GEMM's input (ai.loka QuantizedGemm's Yq output, made by
+// fuse-epilogue-quantize): written here, y is not read again by a quantize
+// kernel (4 bytes an element read, 1 written, and a launch, per DCN layer).
 //
 // acc is the FP32 result of the FP8 GEMM run with unit scales. The registry's
 // FP8 kernel (gemm_candidate.h) lets cuBLASLt apply scales, bias and ReLU where
@@ -40,6 +44,8 @@ struct DequantEpilogueArgs {
   const float* multiplier = nullptr;  ///< [rows, cols] or null (DCN cross: x₀)
   const float* residual = nullptr;    ///< [rows, cols] or null, added last
   float* y = nullptr;              ///< [rows, cols]; may be acc
+  uint8_t* codes = nullptr;        ///< [rows, cols] E4M3FN codes of y / code_scale, or null
+  float code_scale = 1.0f;         ///< divides y before encoding (finite, > 0)
   int64_t rows = 0, cols = 0;
 };
 

@@ -123,7 +123,13 @@ Result<TypeList> quantized_gemm(InferenceContext& ctx) {
     return ctx.error(std::string("input 4 (X_scale) is required ") +
                      (x_is_fp8 ? "when X is f8e4m3fn" : "by act_recipe \"tensor\""));
   }
-  if (ctx.input_count() > 7) return ctx.error("takes at most 7 inputs, got " + std::to_string(ctx.input_count()));
+  if (ctx.input_count() > 8) return ctx.error("takes at most 8 inputs, got " + std::to_string(ctx.input_count()));
+  if (ctx.output_count() > 2) return ctx.error("has at most 2 outputs, got " + std::to_string(ctx.output_count()));
+  // Output 1, Yq = Q(Y / Y_scale), comes with its scale, input 7, and only with it.
+  const bool writes_codes = ctx.output_count() == 2;
+  if (writes_codes && !ctx.has_input(7)) return ctx.error("output 1 (Yq) needs input 7 (Y_scale)");
+  if (!writes_codes && ctx.has_input(7)) return ctx.error("input 7 (Y_scale) is given without output 1 (Yq)");
+  if (writes_codes) LOKA_RETURN_IF_ERROR(check_scalar_scale(ctx, 7, "Y_scale"));
   std::optional<Dims> shape;
   if (x.has_rank()) {
     shape.emplace(x.shape->begin(), x.shape->end() - 1);
@@ -131,7 +137,9 @@ Result<TypeList> quantized_gemm(InferenceContext& ctx) {
   }
   for (const auto& [index, name] : {std::pair<size_t, const char*>{5, "Multiplier"}, {6, "Residual"}})
     if (ctx.has_input(index)) LOKA_RETURN_IF_ERROR(check_same_shape(ctx, index, shape, name));
-  return TypeList{make_type(DType::kFloat32, std::move(shape))};
+  TypeList types{make_type(DType::kFloat32, shape)};
+  if (writes_codes) types.push_back(make_type(DType::kFloat8E4M3FN, std::move(shape)));
+  return types;
 }
 
 Result<TypeList> fused_gemm(InferenceContext& ctx) {

@@ -31,6 +31,13 @@ std::optional<float> tensor_recipe_x_scale(const ir::Use& use) {
   return value;
 }
 
+bool runs_on_fp8_tensor_cores(const ir::Node& gemm) {
+  const ir::Value* w = gemm.input(1);
+  if (w == nullptr || w->type().rank() != 2 || !w->type().is_static()) return false;
+  const Shape shape = w->type().static_shape();
+  return shape[0] % 16 == 0 && shape[1] % 16 == 0;
+}
+
 bool norm_affine_is_per_channel(const ir::Node& norm) {
   const ir::Value* x = norm.input(0);
   if (x == nullptr || !x->type().has_rank() || x->type().rank() < 1) return false;

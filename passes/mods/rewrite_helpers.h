@@ -1,7 +1,8 @@
 // ============================================================================
 // passes/mods/rewrite_helpers.h — small matching and constant-rewriting helpers
 // shared by the Mods passes (center-norm-weights, migrate-outliers,
-// fuse-layernorm-quant, share-activation-quantize, fuse-residual-layernorm).
+// fuse-layernorm-quant, share-activation-quantize, fuse-residual-layernorm,
+// fuse-epilogue-quantize).
 //
 // The Mods rewrite constant weights in place and match short producer ->
 // consumer chains; each needs the same three questions answered the same way
@@ -45,6 +46,11 @@ std::optional<WeightGemm> as_weight_gemm(const ir::Node& node, bool require_untr
 /// The static X_scale of the ai.loka QuantizedGemm reading a value at `use` as its X (input 0)
 /// with the "tensor" recipe: a constant, finite, positive scalar. Nothing for any other reader.
 std::optional<float> tensor_recipe_x_scale(const ir::Use& use);
+
+/// Whether the QuantizedGemm's W [N, K] fits the FP8 tensor cores (K and N multiples of 16, the
+/// rule of kernels/registry/gemm_kernel_key.cc's can_implement). Others run emulated or in BF16,
+/// which read a float X as cheaply as codes; an FP8 X would take the BF16 fallback away from them.
+bool runs_on_fp8_tensor_cores(const ir::Node& gemm);
 
 /// True when `node` is an ONNX LayerNormalization normalizing its input over the
 /// last axis only (axis -1, or rank-1 when the input rank is known), the form

@@ -19,16 +19,6 @@ namespace {
 constexpr int64_t kFp8QuantizeOpset = 19;
 constexpr int64_t kFp8TransposeOpset = 21;
 
-/// Whether the GEMM's W [N, K] fits the FP8 tensor cores (K and N multiples of 16, the rule of
-/// kernels/registry/gemm_kernel_key.cc's can_implement). Others run emulated or in BF16, which
-/// read a float X as cheaply as codes; an FP8 X would take the BF16 fallback away from them.
-bool runs_on_fp8_tensor_cores(const ir::Node& gemm) {
-  const ir::Value* w = gemm.input(1);
-  if (w == nullptr || w->type().rank() != 2 || !w->type().is_static()) return false;
-  const Shape shape = w->type().static_shape();
-  return shape[0] % 16 == 0 && shape[1] % 16 == 0;
-}
-
 /// Readers of one activation that quantize it with one scale: they will share its codes.
 struct Group {
   ir::Value* x = nullptr;
@@ -43,7 +33,7 @@ std::map<uint32_t, Group> quantizing_readers(ir::Value* x) {
   if (x->type().dtype != DType::kFloat32 || !x->type().has_rank()) return by_scale;
   for (const ir::Use& use : x->uses()) {
     const std::optional<float> scale = mods::tensor_recipe_x_scale(use);
-    if (!scale || !runs_on_fp8_tensor_cores(*use.node)) continue;
+    if (!scale || !mods::runs_on_fp8_tensor_cores(*use.node)) continue;
     Group& group = by_scale[std::bit_cast<uint32_t>(*scale)];
     group.x = x;
     group.scale = *scale;

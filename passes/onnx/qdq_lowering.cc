@@ -130,11 +130,14 @@ class Emitter {
 // ----------------------------------------------------------------------------
 // Checks, all before the first rewrite (so an error leaves the graph unchanged).
 
-Status require_inputs(const Node& node, std::initializer_list<std::pair<size_t, const char*>> required) {
+Status require_inputs(const Node& node, std::initializer_list<std::pair<size_t, const char*>> required,
+                      size_t max_outputs = 1) {
   for (const auto& [index, what] : required)
     if (node.input(index) == nullptr)
       return Status::error(node_label(node) + ": input " + std::to_string(index) + " (" + what + ") is missing");
-  if (node.outputs().size() != 1) return Status::error(node_label(node) + ": expected exactly 1 output");
+  if (node.outputs().empty() || node.outputs().size() > max_outputs)
+    return Status::error(node_label(node) + ": expected " +
+                         (max_outputs == 1 ? std::string("exactly 1 output") : "1 to " + std::to_string(max_outputs) + " outputs"));
   return Status::ok();
 }
 
@@ -148,7 +151,9 @@ Status check_string_attribute(const Node& node, const char* name, const char* fa
 
 Status check_loka_node(const Node& node) {
   if (node.op_type() == "QuantizedGemm") {
-    LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "X"}, {1, "W"}, {2, "W_scale"}}));
+    LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "X"}, {1, "W"}, {2, "W_scale"}}, 2));
+    if (node.outputs().size() == 2 && node.input(7) == nullptr)
+      return Status::error(node_label(node) + ": output 1 (Yq) needs input 7 (Y_scale)");
     LOKA_RETURN_IF_ERROR(check_string_attribute(node, "act_recipe", "tensor", {"tensor", "row"}));
     LOKA_RETURN_IF_ERROR(check_string_attribute(node, "activation", "none", {"none", "relu", "gelu"}));
     const DType x = node.input(0)->type().dtype;
@@ -473,15 +478,27 @@ void lower_attention(Emitter& emit, const Lowering& node) {
   emit.emit_into("Reshape", {merged, emit.int64_constant({0, 0, heads * head_dim})}, node.output, node.name);
 }
 
+/// Detaches `old` (an output of a node about to be erased) from its readers: they read the
+/// returned placeholder until the lowering's value replaces it.
+Value* detach_output(Graph& graph, Value* old) {
+  Value* placeholder = graph.add_value(old->name() + "/lowering");
+  graph.replace_all_uses_with(old, placeholder);
+  return placeholder;
+}
+
 /// Replaces `node` by its standard-op chain; the chain's last node writes a new value
-/// with the old output's name and type, and every reader moves to it.
+/// with the old output's name and type, and every reader moves to it. A QuantizedGemm's
+/// Yq (output 1) becomes the QuantizeLinear of that value with Y_scale, its definition.
 void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   Lowering lowering{node->name(), node->op_type(), node->inputs(), node->attributes(), nullptr};
   Value* old_output = node->output(0);
   const std::string output_name = old_output->name();
   const TensorType output_type = old_output->type();
-  Value* placeholder = graph.add_value(output_name + "/lowering");
-  graph.replace_all_uses_with(old_output, placeholder);
+  Value* placeholder = detach_output(graph, old_output);
+  Value* old_codes = node->outputs().size() > 1 ? node->output(1) : nullptr;
+  const std::string codes_name = old_codes ? old_codes->name() : std::string();
+  const TensorType codes_type = old_codes ? old_codes->type() : TensorType{};
+  Value* codes_placeholder = old_codes ? detach_output(graph, old_codes) : nullptr;
   graph.erase_node(node);
   lowering.output = graph.add_value(output_name, output_type);
   if (lowering.op_type == "QuantizedGemm") lower_quantized_gemm(emit, lowering, opset);
@@ -493,6 +510,13 @@ void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   else lower_quantized_gather(emit, lowering);
   graph.replace_all_uses_with(placeholder, lowering.output);
   graph.erase_value(placeholder);
+  if (codes_placeholder) {
+    Value* codes = graph.add_value(codes_name, codes_type);
+    emit.emit_into("QuantizeLinear", {lowering.output, emit.scalar(lowering.input(7), lowering.name), emit.fp8_zero_point()},
+                   codes, lowering.name + "/quantize_y");
+    graph.replace_all_uses_with(codes_placeholder, codes);
+    graph.erase_value(codes_placeholder);
+  }
   // Inputs the chain no longer reads (a [1] scale replaced by its scalar copy, a Relu moved after
   // the dequantize) go when nothing else reads them.
   std::set<uint32_t> input_ids;

@@ -82,19 +82,23 @@ Result<float> read_divisor_scale(const Tensor& tensor, const char* what) {
 
 bool has_input(std::span<const Tensor> in, size_t index) { return index < in.size() && in[index].defined(); }
 
-/// Error unless the node's input and output counts fit [min_inputs, max_inputs] and 1 output.
-Status check_arity(const KernelInit& init, size_t min_inputs, size_t max_inputs) {
+/// Error unless the node's input count fits [min_inputs, max_inputs] and its output count
+/// [1, max_outputs].
+Status check_arity(const KernelInit& init, size_t min_inputs, size_t max_inputs, size_t max_outputs = 1) {
   if (init.input_count < min_inputs || init.input_count > max_inputs)
     return Status::error(std::string(init.op_type) + " takes " + std::to_string(min_inputs) +
                          (min_inputs == max_inputs ? "" : " to " + std::to_string(max_inputs)) + " inputs, got " +
                          std::to_string(init.input_count));
-  if (init.output_count != 1)
-    return Status::error(std::string(init.op_type) + " has exactly 1 output, got " + std::to_string(init.output_count));
+  if (init.output_count < 1 || init.output_count > max_outputs)
+    return Status::error(std::string(init.op_type) + " has " +
+                         (max_outputs == 1 ? "exactly 1 output" : "1 to " + std::to_string(max_outputs) + " outputs") +
+                         ", got " + std::to_string(init.output_count));
   return Status::ok();
 }
 
 // ----------------------------------------------------------------------------
-// QuantizedGemm: Y = act(Xq · Wqᵀ + B) [· Multiplier] [+ Residual].
+// QuantizedGemm: Y = act(Xq · Wqᵀ + B) [· Multiplier] [+ Residual], and optionally
+// Yq = Q(Y / Y_scale), the next FP8 GEMM's input (fuse-epilogue-quantize).
 
 enum class ActRecipe { kTensor, kRow };
 enum class Activation { kNone, kRelu, kGelu };
@@ -188,7 +192,18 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   out_shape.push_back(n);
   for (const auto& [index, name] : {std::pair<size_t, const char*>{5, "Multiplier"}, {6, "Residual"}})
     if (has_input(in, index)) LOKA_RETURN_IF_ERROR(require_y_shaped(in[index], out_shape, name));
+  const bool writes_codes = out.size() > 1;
+  float y_scale = 1.0f;
+  if (writes_codes) {
+    if (!has_input(in, 7)) return Status::error("missing input 7 (Y_scale), required by output 1 (Yq)");
+    LOKA_ASSIGN_OR_RETURN(y_scale, read_divisor_scale(in[7], "Y_scale"));
+  } else if (has_input(in, 7)) {
+    return Status::error("input 7 (Y_scale) is given without output 1 (Yq)");
+  }
   LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
+  if (writes_codes) {
+    LOKA_ASSIGN_OR_RETURN(out[1], context.allocate(DType::kFloat8E4M3FN, out_shape));
+  }
   if (rows == 0 || n == 0) return Status::ok();
 
   // xq[r,k]: the activation as the FP8 GEMM sees it, dequantized.
@@ -215,11 +230,15 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   gemm_then_epilogue({rows, n, k}, xq.data(), wq.data(), /*trans_w=*/true, k, has_bias ? in[3].data<float>() : nullptr,
                      attrs.activation, has_input(in, 5) ? in[5].data<float>() : nullptr,
                      has_input(in, 6) ? in[6].data<float>() : nullptr, out[0].data<float>());
+  // Exactly the QuantizeLinear (and the float-X "tensor" recipe) a reader of Y would compute.
+  if (writes_codes)
+    cpu::quantize_e4m3fn(std::span<const float>(out[0].data<float>(), static_cast<size_t>(rows * n)), y_scale,
+                         out[1].data<uint8_t>());
   return Status::ok();
 }
 
 Result<std::unique_ptr<OpKernel>> make_quantized_gemm(const KernelInit& init) {
-  LOKA_RETURN_IF_ERROR(check_arity(init, 3, 7));
+  LOKA_RETURN_IF_ERROR(check_arity(init, 3, 8, 2));
   QuantizedGemmAttributes attrs;
   LOKA_ASSIGN_OR_RETURN(const std::string recipe, init.attributes.get_string("act_recipe", "tensor"));
   if (recipe == "tensor") attrs.recipe = ActRecipe::kTensor;

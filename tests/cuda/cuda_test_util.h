@@ -81,7 +81,10 @@ Status replay_in_cuda_graph(const std::function<Status(cudaStream_t)>& launch, i
 /// Runs a model given as bytes on the CPU and on the GPU for each batch size (the rows of every
 /// input's first dim, cut from `full_inputs`); expects float outputs within
 /// `tolerance` · (1 + max |CPU output|), FP8 codes at most one step apart on 0.2% of elements.
+/// With `codes_scale` > 0, FP8 outputs are instead the codes of the GPU's own output 0 divided by
+/// it, exactly (a QuantizedGemm's Yq: the CPU's Y differs in summation order, which moves the
+/// codes of small values by many steps).
 void expect_runtimes_agree(const std::string& model, const std::vector<Tensor>& full_inputs,
-                           const std::vector<int64_t>& batches, float tolerance);
+                           const std::vector<int64_t>& batches, float tolerance, float codes_scale = 0.0f);
 
 }  // namespace loka::testing

@@ -3,7 +3,8 @@
 //
 // Both launch paths (float4 columns when cols % 4 == 0 and every base is
 // 16-byte aligned; scalar otherwise) must give the host formula's values bit
-// for bit (GELU within 1e-6: erf differs between the libraries).
+// for bit (GELU within 1e-6: erf differs between the libraries), and the
+// codes of y (fuse-epilogue-quantize's Yq) those of the host's encode of y / scale.
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 
 #include "cuda_test_util.h"
 #include "kernels/cuda/dequant_epilogue.h"
+#include "loka/float8.h"
 
 namespace loka {
 namespace {
@@ -115,7 +117,11 @@ struct PathCase {
   int64_t rows, cols, offset;
   bool per_row, bias, terms;  ///< terms: multiplier and residual, in place (the DCN cross)
   cuda::GemmEpilogue act;
+  int64_t codes_offset = -1;  ///< >= 0: also write codes, this many bytes into their buffer
 };
+
+/// The code scale of the cases that write codes: y reaches a few units, so some codes saturate.
+constexpr float kCodeScale = 0.005f;
 
 void check_path_case(const PathCase& c, std::mt19937& rng) {
   SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " offset " + std::to_string(c.offset) +
@@ -144,9 +150,16 @@ void check_path_case(const PathCase& c, std::mt19937& rng) {
   args.y = d_acc.as<float>() + off;  // in place
   args.rows = c.rows;
   args.cols = c.cols;
+  const size_t codes_off = c.codes_offset >= 0 ? static_cast<size_t>(c.codes_offset) : 0;
+  testing::DeviceBytes d_codes(std::vector<uint8_t>(count + codes_off, 0xAB));
+  if (c.codes_offset >= 0) {
+    args.codes = d_codes.as<uint8_t>() + codes_off;
+    args.code_scale = kCodeScale;
+  }
   ASSERT_TRUE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
   const std::vector<float> y = d_acc.download_vector<float>(count + off);
-  size_t mismatches = 0;
+  const std::vector<uint8_t> codes = d_codes.download_vector<uint8_t>(count + codes_off);
+  size_t mismatches = 0, code_mismatches = 0, saturated = 0;
   for (size_t i = 0; i < count; ++i) {
     const size_t r = i / cols, n = i % cols;
     float v = acc[off + i] * xs[c.per_row ? r : 0] * ws[off + n];
@@ -161,10 +174,24 @@ void check_path_case(const PathCase& c, std::mt19937& rng) {
     // Exact but for GELU, whose erf differs between CUDA and the host library.
     const bool same = c.act == cuda::GemmEpilogue::kGelu ? std::fabs(v - got) <= 1e-6f * (1.0f + std::fabs(v)) : got == v;
     if (!same && mismatches++ < 5) ADD_FAILURE() << "element " << i << ": " << got << " vs " << v;
+    if (c.codes_offset < 0) continue;
+    // The codes encode the y written (the device's), as QuantizeLinear would read it.
+    const uint8_t expected = float_to_fp8e4m3fn(got / kCodeScale);
+    saturated += std::fabs(got / kCodeScale) > 448.0f;
+    if (codes[codes_off + i] != expected && code_mismatches++ < 5)
+      ADD_FAILURE() << "code " << i << ": " << int{codes[codes_off + i]} << " vs " << int{expected} << " for " << got;
   }
   EXPECT_EQ(mismatches, 0u);
+  EXPECT_EQ(code_mismatches, 0u);
+  if (c.codes_offset >= 0 && count > 100) {
+    EXPECT_GT(saturated, 0u) << "the case should saturate some codes";
+  }
   // The elements in front of the view are untouched.
   for (size_t i = 0; i < off; ++i) EXPECT_EQ(y[i], acc[i]) << "element " << i << " before the view";
+  for (size_t i = 0; i < codes_off; ++i) EXPECT_EQ(codes[i], 0xAB) << "code " << i << " before the view";
+  if (c.codes_offset < 0) {
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(codes[i], 0xAB) << "no codes asked for, code " << i << " written";
+  }
 }
 
 TEST_F(CudaDequantEpilogue, VectorizedAndScalarPathsMatchTheHostFormula) {
@@ -182,6 +209,12 @@ TEST_F(CudaDequantEpilogue, VectorizedAndScalarPathsMatchTheHostFormula) {
            PathCase{300, 216, 0, true, true, true, GemmEpilogue::kNone},     // DCN cross, float4
            PathCase{300, 216, 3, true, true, true, GemmEpilogue::kNone},     // DCN cross, misaligned
            PathCase{1000, 1028, 0, true, true, true, GemmEpilogue::kRelu},   // > 256 column threads per row
+           // With codes (fuse-epilogue-quantize's Yq):
+           PathCase{4096, 3456, 0, false, true, true, GemmEpilogue::kNone, 0},  // DLRM-DCNv2's cross, float4
+           PathCase{300, 216, 3, true, true, true, GemmEpilogue::kNone, 3},     // misaligned floats: scalar
+           PathCase{300, 216, 0, true, true, true, GemmEpilogue::kNone, 2},     // misaligned codes alone: scalar
+           PathCase{33, 37, 0, false, true, true, GemmEpilogue::kRelu, 0},      // cols % 4 != 0: scalar
+           PathCase{1, 16, 0, false, false, true, GemmEpilogue::kNone, 0},      // batch 1
        })
     check_path_case(c, rng);
 }
@@ -192,6 +225,18 @@ TEST_F(CudaDequantEpilogue, EmptyOutputsLaunchNothingAndNullPointersAreRefused) 
   args.rows = 2;
   args.cols = 2;
   EXPECT_FALSE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
+  // A code scale that would divide into NaN or infinity is refused.
+  testing::DeviceBytes d_values(std::vector<float>(4, 1.0f));
+  testing::DeviceBytes d_codes(std::vector<uint8_t>(4, 0));
+  args.acc = args.x_scale = args.w_scale = d_values.as<float>();
+  args.y = d_values.as<float>();
+  args.codes = d_codes.as<uint8_t>();
+  for (const float bad : {0.0f, -1.0f, INFINITY, NAN}) {
+    args.code_scale = bad;
+    EXPECT_FALSE(cuda::launch_dequant_epilogue(args, nullptr).is_ok()) << bad;
+  }
+  args.code_scale = 0.5f;
+  EXPECT_TRUE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
 }
 
 }  // namespace

@@ -66,11 +66,15 @@ struct QuantizedGemmCase {
   bool bias;
   bool epilogue_terms = false;  // Multiplier and Residual (the DCN cross layer)
   bool residual_only = false;   // a Residual alone (cuBLASLt's C, or an add after the activation)
+  bool codes = false;           // output 1, Yq (fuse-epilogue-quantize)
 };
+
+/// Y reaches a few units: a Yq scale of 1/64 saturates part of the codes.
+constexpr float kYScale = 1.0f / 64.0f;
 
 void check_quantized_gemm(const QuantizedGemmCase& c) {
   SCOPED_TRACE("K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) + " " + c.recipe + " " + c.activation +
-               (c.bias ? " bias" : "") + (c.epilogue_terms ? " multiplier+residual" : "") + (c.residual_only ? " residual" : ""));
+               (c.bias ? " bias" : "") + (c.epilogue_terms ? " multiplier+residual" : "") + (c.residual_only ? " residual" : "") + (c.codes ? " codes" : ""));
   std::mt19937 rng(static_cast<unsigned>(c.k * 1000 + c.n));
   const int64_t rows = 4096;
   testing::ModelBuilder builder(17);
@@ -100,11 +104,19 @@ void check_quantized_gemm(const QuantizedGemmCase& c) {
     feeds.push_back(testing::random_tensor(rng, {rows, c.n}, -2.0f, 2.0f));
     if (c.epilogue_terms) feeds.push_back(testing::random_tensor(rng, {rows, c.n}, -2.0f, 2.0f));
   }
-  builder.node("QuantizedGemm", inputs, {"y"}, attributes, "qgemm", "ai.loka");
+  std::vector<std::string> outputs = {"y"};
+  if (c.codes) {
+    builder.initializer("y_scale", scalar(kYScale));
+    inputs.resize(7);
+    inputs.push_back("y_scale");
+    outputs.push_back("yq");
+  }
+  builder.node("QuantizedGemm", inputs, outputs, attributes, "qgemm", "ai.loka");
   builder.output_unshaped("y", DType::kFloat32);
+  if (c.codes) builder.output_unshaped("yq", DType::kFloat8E4M3FN);
   // Exact FP8 products summed in another order, by tensor cores whose accumulator keeps about 14
   // significant bits between FP32 promotions (measured here: 3.5e-3 of the largest output at K=64).
-  testing::expect_runtimes_agree(builder.serialize(), feeds, {1, 7, rows}, 6e-3f);
+  testing::expect_runtimes_agree(builder.serialize(), feeds, {1, 7, rows}, 6e-3f, c.codes ? kYScale : 0.0f);
 }
 
 TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
@@ -124,6 +136,9 @@ TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
            {64, 32, "fp8", "relu", true, false, true},     // ... after ReLU: an add pass
            {128, 256, "row", "gelu", false, false, true},  // ... after GELU: the scale epilogue
            {6, 216, "tensor", "none", true, false, true},  // ... on the FP32 fallback
+           {64, 32, "tensor", "none", true, true, false, true},  // the cross layer writing Yq
+           {128, 256, "fp8", "relu", false, true, false, true},  // ... from FP8 codes, ReLU
+           {216, 6, "row", "none", true, true, false, true},     // ... on the FP32 fallback
        })
     check_quantized_gemm(c);
 }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "loka/engine.h"
+#include "loka/float8.h"
 #include "loka/session.h"
 #include "passes/canonicalize/canonicalize.h"
 #include "passes/ir/text_format.h"
@@ -97,6 +98,27 @@ Result<float> max_output_difference_on_data(const ir::Graph& a, const ir::Graph&
     for (size_t o = 0; o < out_a.size(); ++o) worst = std::max(worst, max_abs_difference(out_a[o], out_b[o]));
   }
   return worst;
+}
+
+std::string e4m3_codes_ir(int64_t count) {
+  static const char* kCodes[] = {"0x38", "0x40", "0xb8", "0x30", "0x28", "0xc0"};
+  std::string out = "[";
+  for (int64_t i = 0; i < count; ++i) out += std::string(i ? ", " : "") + kCodes[i % 6];
+  return out + "]";
+}
+
+std::string ones_ir(int64_t count) {
+  std::string out = "[";
+  for (int64_t i = 0; i < count; ++i) out += i ? ", 1" : "1";
+  return out + "]";
+}
+
+Tensor random_e4m3_weight(std::mt19937& rng, int64_t n, int64_t k) {
+  Tensor w = Tensor::zeros(DType::kFloat8E4M3FN, {n, k});
+  const Tensor values = random_tensor(rng, {n, k}, -3.0f, 3.0f);
+  for (int64_t i = 0; i < w.element_count(); ++i)
+    static_cast<uint8_t*>(w.raw())[i] = float_to_fp8e4m3fn(values.data<float>()[i]);
+  return w;
 }
 
 Fusion apply_fusion(const std::string& input, const std::string& pass) {

@@ -102,6 +102,14 @@ struct Fusion {
   std::unique_ptr<ir::Graph> before, after;
 };
 
+/// An IR text list of `count` E4M3 codes cycling through a few small values ("[0x38, 0x40, ...]"),
+/// for the FP8 weights of golden IR tests.
+std::string e4m3_codes_ir(int64_t count);
+/// An IR text list of `count` ones ("[1, 1, ...]").
+std::string ones_ir(int64_t count);
+/// FP8 E4M3FN weight codes [n, k] of values uniform in [-3, 3).
+Tensor random_e4m3_weight(std::mt19937& rng, int64_t n, int64_t k);
+
 /// Parses `input` and runs `pass` then infer-shapes (which checks the rewrite against the type
 /// rules); failures are test failures.
 Fusion apply_fusion(const std::string& input, const std::string& pass);

@@ -119,6 +119,15 @@ TEST(ShapeInferenceLoka, QuantizedGemmMismatchesNameTheNode) {
   expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) {activation = "tanh"} @"g")"), "g",
                "activation");
   expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w) @"g")"), "g", "input 2 is missing");
+  // Output 1, Yq: FP8 of Y's shape, with its scale (input 7) and only with it.
+  EXPECT_EQ(gemm("", R"(  %y, %yq = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs, _, _, %xs) @"g")"),
+            "y : f32[batch,seq,16]\nyq : f8e4m3fn[batch,seq,16]\n");
+  expect_error(gemm("", R"(  %y, %yq = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) @"g")"), "g",
+               "output 1 (Yq) needs input 7 (Y_scale)");
+  expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs, _, _, %xs) @"g")"), "g",
+               "input 7 (Y_scale) is given without output 1 (Yq)");
+  expect_error(gemm("  input %ys2 : f32[2]\n", R"(  %y, %yq = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs, _, _, %ys2) @"g")"),
+               "g", "Y_scale must be of shape [] or [1]");
   // A declared output type that contradicts the rule.
   expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) : f32[batch,seq,15] @"g")"), "g", "");
   expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) : bf16[batch,seq,16] @"g")"), "g", "");

@@ -10,26 +10,11 @@
 #include <string>
 
 #include "canonicalize_test_util.h"
-#include "loka/float8.h"
 #include "mods_test_util.h"
 #include "test_support.h"
 
 namespace loka {
 namespace {
-
-/// An IR list of `count` E4M3 codes cycling through a few small values.
-std::string codes(int64_t count) {
-  static const char* kCodes[] = {"0x38", "0x40", "0xb8", "0x30", "0x28", "0xc0"};
-  std::string out = "[";
-  for (int64_t i = 0; i < count; ++i) out += std::string(i ? ", " : "") + kCodes[i % 6];
-  return out + "]";
-}
-
-std::string ones(int64_t count) {
-  std::string out = "[";
-  for (int64_t i = 0; i < count; ++i) out += i ? ", 1" : "1";
-  return out + "]";
-}
 
 /// x [batch, k] read by QuantizedGemms q0 and q1 (N = 16) with X_scales `s0` and `s1`
 /// (q1 with `q1_attributes`), and by a Relu; `extra` adds lines before the outputs.
@@ -40,11 +25,11 @@ std::string shared_input(int64_t k = 16, const std::string& s0 = "0.5", const st
   opset "" 17
   opset "ai.loka" 1
   input %x : f32[batch,)" + kk + R"(]
-  init %w0 : f8e4m3fn[16,)" + kk + "] = " + codes(16 * k) + R"(
-  init %ws0 : f32[16] = )" + ones(16) + R"(
+  init %w0 : f8e4m3fn[16,)" + kk + "] = " + testing::e4m3_codes_ir(16 * k) + R"(
+  init %ws0 : f32[16] = )" + testing::ones_ir(16) + R"(
   init %xs0 : f32[] = [)" + s0 + R"(]
-  init %w1 : f8e4m3fn[16,)" + kk + "] = " + codes(16 * k) + R"(
-  init %ws1 : f32[16] = )" + ones(16) + R"(
+  init %w1 : f8e4m3fn[16,)" + kk + "] = " + testing::e4m3_codes_ir(16 * k) + R"(
+  init %ws1 : f32[16] = )" + testing::ones_ir(16) + R"(
   init %xs1 : f32[] = [)" + s1 + R"(]
   %a = ai.loka::QuantizedGemm(%x, %w0, %ws0, _, %xs0) : f32[batch,16] @"q0"
   %b = ai.loka::QuantizedGemm(%x, %w1, %ws1, _, %xs1))" + q1_attributes + R"( : f32[batch,16] @"q1"
@@ -91,8 +76,8 @@ CHECK-NEXT: %b = ai.loka::QuantizedGemm(%x_fp8, %w1, %ws1, _, %x_scale) : f32[ba
 }
 
 TEST(ShareActivationQuantize, OnlyReadersWithTheSameScaleShare) {
-  const std::string third = R"(  init %w2 : f8e4m3fn[16,16] = )" + codes(256) + R"(
-  init %ws2 : f32[16] = )" + ones(16) + R"(
+  const std::string third = R"(  init %w2 : f8e4m3fn[16,16] = )" + testing::e4m3_codes_ir(256) + R"(
+  init %ws2 : f32[16] = )" + testing::ones_ir(16) + R"(
   init %xs2 : f32[] = [0.25]
   %c = ai.loka::QuantizedGemm(%x, %w2, %ws2, _, %xs2) : f32[batch,16] @"q2"
   output %c
@@ -115,11 +100,11 @@ std::string transposed_input(const std::string& s0 = "0.5", const std::string& s
   opset "" 17
   opset "ai.loka" 1
   input %x : f32[batch,16,8]
-  init %w0 : f8e4m3fn[16,16] = )" + codes(256) + R"(
-  init %ws0 : f32[16] = )" + ones(16) + R"(
+  init %w0 : f8e4m3fn[16,16] = )" + testing::e4m3_codes_ir(256) + R"(
+  init %ws0 : f32[16] = )" + testing::ones_ir(16) + R"(
   init %xs0 : f32[] = [)" + s0 + R"(]
-  init %w1 : f8e4m3fn[16,16] = )" + codes(256) + R"(
-  init %ws1 : f32[16] = )" + ones(16) + R"(
+  init %w1 : f8e4m3fn[16,16] = )" + testing::e4m3_codes_ir(256) + R"(
+  init %ws1 : f32[16] = )" + testing::ones_ir(16) + R"(
   init %xs1 : f32[] = [)" + s1 + R"(]
   %t = Transpose(%x) {perm = ints[0, 2, 1]} : f32[batch,8,16] @"transpose"
   %a = ai.loka::QuantizedGemm(%t, %w0, %ws0, _, %xs0) : f32[batch,8,16] @"q0"
@@ -155,8 +140,8 @@ TEST(ShareActivationQuantize, TransposesAndDirectReadersOfOneValueShareOneQuanti
   opset "" 17
   opset "ai.loka" 1
   input %x : f32[batch,16,16]
-  init %w : f8e4m3fn[16,16] = )" + codes(256) + R"(
-  init %ws : f32[16] = )" + ones(16) + R"(
+  init %w : f8e4m3fn[16,16] = )" + testing::e4m3_codes_ir(256) + R"(
+  init %ws : f32[16] = )" + testing::ones_ir(16) + R"(
   init %xs0 : f32[] = [0.5]
   init %xs1 : f32[] = [0.5]
   init %xs2 : f32[] = [0.5]
@@ -226,9 +211,7 @@ TEST(ShareActivationQuantize, OutputsAreBitIdenticalOnTheCpuRuntime) {
     // A scale that clips part of the inputs: saturation must match too.
     ir::Value* scale = graph->add_initializer("xs", Tensor::scalar_float(2.0f / 448.0f));
     for (int g = 0; g < 3; ++g) {
-      Tensor w = Tensor::zeros(DType::kFloat8E4M3FN, {48, 32});
-      for (int64_t i = 0; i < w.element_count(); ++i)
-        static_cast<uint8_t*>(w.raw())[i] = float_to_fp8e4m3fn(testing::random_tensor(rng, {1}, -3.0f, 3.0f).data<float>()[0]);
+      const Tensor w = testing::random_e4m3_weight(rng, 48, 32);
       const std::string id = std::to_string(g);
       ir::Node* gemm = graph->add_node("QuantizedGemm",
                                        {x, graph->add_initializer("w" + id, w),
@@ -260,9 +243,7 @@ TEST(ShareActivationQuantize, TransposedCodesGiveBitIdenticalOutputsOnTheCpuRunt
   graph->add_input(x);
   ir::Node* transpose = graph->add_node("Transpose", {x}, 1, "transpose");
   transpose->mutable_attributes().set("perm", std::vector<int64_t>{0, 2, 1});
-  Tensor w = Tensor::zeros(DType::kFloat8E4M3FN, {16, 32});
-  for (int64_t i = 0; i < w.element_count(); ++i)
-    static_cast<uint8_t*>(w.raw())[i] = float_to_fp8e4m3fn(testing::random_tensor(rng, {1}, -3.0f, 3.0f).data<float>()[0]);
+  const Tensor w = testing::random_e4m3_weight(rng, 16, 32);
   ir::Node* gemm = graph->add_node("QuantizedGemm",
                                    {transpose->output(0), graph->add_initializer("w", w),
                                     graph->add_initializer("ws", testing::random_tensor(rng, {16}, 0.01f, 0.1f)),

@@ -78,8 +78,10 @@ struct NodeInput {
 };
 
 /// Builds a one-node ai.loka model and runs it once; load and run errors both come back.
+/// `codes_output`: a second output "yq", FLOAT8E4M3FN (QuantizedGemm's Yq).
 Result<std::vector<Tensor>> run_loka_op(const std::string& op, const std::vector<NodeInput>& inputs,
-                                        const Attrs& attributes = {}, const std::string& node_name = "op_node") {
+                                        const Attrs& attributes = {}, const std::string& node_name = "op_node",
+                                        bool codes_output = false) {
   ModelBuilder builder(17);
   builder.opset("ai.loka", 1);
   std::vector<std::string> names;
@@ -94,7 +96,10 @@ Result<std::vector<Tensor>> run_loka_op(const std::string& op, const std::vector
       builder.initializer(input.name, input.tensor);
     }
   }
-  builder.node(op, names, {"y"}, attributes, node_name, "ai.loka").output_unshaped("y", op == "LayerNormQuant" ? DType::kFloat8E4M3FN : DType::kFloat32);
+  std::vector<std::string> outputs{"y"};
+  if (codes_output) outputs.push_back("yq");
+  builder.node(op, names, outputs, attributes, node_name, "ai.loka").output_unshaped("y", op == "LayerNormQuant" ? DType::kFloat8E4M3FN : DType::kFloat32);
+  if (codes_output) builder.output_unshaped("yq", DType::kFloat8E4M3FN);
   auto engine = builder.build_engine();
   if (!engine) return engine.status();
   return testing::run_once(**engine, feeds);
@@ -275,7 +280,7 @@ TEST(QuantizedGemm, RejectsIllFormedInputsNamingThem) {
   expect_failure(gemm({{"x", w.codes, true}, {"w", w.codes}, {"ws", w.scale}}, {{"act_recipe", std::string("row")}}), "X_scale");  // FP8 X needs it
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}, {{"act_recipe", std::string("block")}}), "act_recipe");
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}, {{"activation", std::string("silu")}}), "activation");
-  expect_failure(gemm({{"x", x, true}, {"w", w.codes}}), "3 to 7 inputs");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}}), "3 to 8 inputs");
   // The epilogue terms must have Y's shape [2, 3] exactly: no broadcasting.
   const Tensor row = testing::random_tensor(rng, {1, 3});
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}, {"m", row}}),
@@ -301,6 +306,46 @@ TEST(QuantizedGemm, MultiplierAndResidualActAfterTheActivationAsMulThenAdd) {
     const float expected = (*plain)[0].data<float>()[i] * multiplier.data<float>()[i] + residual.data<float>()[i];
     EXPECT_EQ((*fused)[0].data<float>()[i], expected) << i;
   }
+}
+
+TEST(QuantizedGemm, YqIsQuantizeLinearOfYBitForBit) {
+  std::mt19937 rng(23);
+  const Tensor x = testing::random_tensor(rng, {6, 16}, -3.0f, 3.0f);
+  const QuantizedWeight w = random_weight(rng, 5, 16);
+  const Tensor multiplier = testing::random_tensor(rng, {6, 5}), residual = testing::random_tensor(rng, {6, 5});
+  for (const float y_scale : {0.5f, 1e-3f}) {  // 1e-3: most of Y saturates at ±448
+    SCOPED_TRACE("Y_scale " + std::to_string(y_scale));
+    auto result = run_loka_op("QuantizedGemm",
+                              {{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"b", testing::random_tensor(rng, {5})},
+                               {"xs", scalar_scale(0.01f, false)}, {"m", multiplier}, {"r", residual},
+                               {"ys", scalar_scale(y_scale, y_scale < 0.01f)}},
+                              {}, "op_node", /*codes_output=*/true);
+    ASSERT_TRUE(result) << result.status().message();
+    ASSERT_EQ(result->size(), 2u);
+    const Tensor& y = (*result)[0];
+    const Tensor& yq = (*result)[1];
+    ASSERT_EQ(yq.dtype(), DType::kFloat8E4M3FN);
+    ASSERT_EQ(yq.shape(), y.shape());
+    for (int64_t i = 0; i < y.element_count(); ++i)
+      EXPECT_EQ(yq.data<uint8_t>()[i], float_to_fp8e4m3fn(y.data<float>()[i] / y_scale)) << i;
+  }
+}
+
+TEST(QuantizedGemm, YqNeedsAWellFormedYScaleAndYScaleNeedsYq) {
+  std::mt19937 rng(29);
+  const Tensor x = testing::random_tensor(rng, {2, 8});
+  const QuantizedWeight w = random_weight(rng, 3, 8);
+  const Tensor s = scalar_scale(0.01f, false);
+  const auto gemm = [&](const Tensor& y_scale, bool codes) {
+    std::vector<NodeInput> inputs{{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}, {"", {}}, {"", {}}};
+    if (y_scale.defined()) inputs.push_back({"ys", y_scale});
+    return run_loka_op("QuantizedGemm", inputs, {}, "op_node", codes);
+  };
+  ASSERT_TRUE(gemm(s, true));  // the well-formed twin
+  expect_failure(gemm(Tensor(), true), "input 7 (Y_scale)");
+  expect_failure(gemm(scalar_scale(0.0f, false), true), "Y_scale must be finite and > 0");
+  expect_failure(gemm(testing::random_tensor(rng, {2}), true), "Y_scale must have shape [] or [1]");
+  expect_failure(gemm(s, false), "without output 1 (Yq)");
 }
 
 // ---------------------------------------------------------------- FusedGemm --

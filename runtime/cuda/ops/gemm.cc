@@ -11,12 +11,14 @@
 // registry's fp8_e4m3 kernel runs (gemm_candidate.h: cuBLASLt applies the
 // scales, bias, ReLU and a residual). With a Multiplier (the DCN cross) the
 // E4M3 GEMM runs with unit scales into the FP32 output and LoKA's scale
-// epilogue applies scales, bias, activation and both terms in one pass. Otherwise
+// epilogue applies scales, bias, activation and both terms in one pass, and writes
+// the FP8 codes of Y for the next GEMM when the node has output 1 (Yq). Otherwise
 // it runs the same arithmetic in FP32: weights decoded once when planned, the
 // activation fake-quantized on the device. Scratch buffers (codes, decoded
 // weights) are the op's own, allocated when the bucket is planned.
 // ============================================================================
 #include <array>
+#include <cmath>
 
 #include "kernels/cuda/dequant_epilogue.h"
 #include "kernels/cuda/elementwise.h"
@@ -235,6 +237,8 @@ class QuantizedGemmOp final : public DeviceOp {
     GemmEpilogue activation = GemmEpilogue::kNone;
     bool has_multiplier = false;  ///< input 5: Y ⊙ Multiplier (DCN cross)
     bool has_residual = false;    ///< input 6: + Residual
+    bool writes_codes = false;    ///< output 1: Yq = Q(Y / Y_scale)
+    float y_scale = 1.0f;         ///< writes_codes: the static Y_scale (host copy of input 7)
   };
   static Result<std::unique_ptr<QuantizedGemmOp>> create(const Config& config) {
     std::unique_ptr<QuantizedGemmOp> op(new QuantizedGemmOp(config));
@@ -290,6 +294,10 @@ class QuantizedGemmOp final : public DeviceOp {
     epilogue.multiplier = config_.has_multiplier ? static_cast<const float*>(in[5].data) : nullptr;
     epilogue.residual = config_.has_residual ? static_cast<const float*>(in[6].data) : nullptr;
     epilogue.y = static_cast<float*>(out[0].data);
+    if (config_.writes_codes) {
+      epilogue.codes = static_cast<uint8_t*>(out[1].data);
+      epilogue.code_scale = config_.y_scale;
+    }
     epilogue.rows = config_.rows;
     epilogue.cols = config_.n;
     return launch_dequant_epilogue(epilogue, context.stream);
@@ -383,6 +391,10 @@ class FakeQuantGemmOp final : public DeviceOp {
     if (config_.has_residual)
       LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kAdd, out[0].data, y_shape, in[6].data, y_shape, DType::kFloat32,
                                          out[0].data, context.stream));
+    if (config_.writes_codes)
+      LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(out[0].data),
+                                                     static_cast<uint8_t*>(out[1].data), config_.rows * config_.n,
+                                                     config_.y_scale, Fp8Kind::kE4M3FN, context.stream)));
     return Status::ok();
   }
 
@@ -425,21 +437,31 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
     if (!has_input(init, 4) || !init.inputs[4].host.defined()) return Status::error("FP8 X needs a constant X_scale");
     config.x_scale = init.inputs[4].host.to_floats().at(0);
   }
+  config.writes_codes = init.outputs.size() > 1 && init.outputs[1].present;
+  if (config.writes_codes) {
+    if (init.outputs[1].dtype != DType::kFloat8E4M3FN) return Status::error("output 1 (Yq) must be FLOAT8E4M3FN");
+    if (!has_input(init, 7) || !init.inputs[7].host.defined())
+      return Status::error("output 1 (Yq) needs a constant input 7 (Y_scale)");
+    config.y_scale = init.inputs[7].host.to_floats().at(0);
+    if (!(config.y_scale > 0.0f) || !std::isfinite(config.y_scale))
+      return Status::error("input 7 (Y_scale) must be finite and > 0");
+  }
   kernels::GemmKey key{"QuantizedGemm", x.dtype == DType::kFloat8E4M3FN ? DType::kFloat8E4M3FN : DType::kFloat32,
                        DType::kFloat8E4M3FN, DType::kFloat32,
                        config.x_form == XForm::kRow ? kernels::ScaleGranularity::kRow : kernels::ScaleGranularity::kTensor,
                        kernels::GemmLayout::kNT, w.host.defined(), config.has_bias, config.activation};
-  // Dispatch's candidates take a Residual but no Multiplier: a DCN cross node keeps the built-in
-  // op, whose scale epilogue applies both terms in the same pass.
+  // Dispatch's candidates take a Residual but no Multiplier, nor write Yq: a DCN cross node keeps
+  // the built-in op, whose scale epilogue applies both terms and writes the codes in the same pass.
+  const bool own_epilogue = config.has_multiplier || config.writes_codes;
   key.residual = config.has_residual;
   GemmInputSlots slots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1};
   slots.residual = config.has_residual ? 6 : -1;
-  if (!config.has_multiplier) {
+  if (!own_epilogue) {
     LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {config.rows, config.n, config.k, 1}, slots));
     if (dispatched) return std::move(*dispatched);
   }
   Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
-  if (Fp8Gemm::can_implement(problem).is_ok() && !config.has_multiplier) {
+  if (Fp8Gemm::can_implement(problem).is_ok() && !own_epilogue) {
     // The registry's FP8 kernel (cuBLASLt applies scales, bias and ReLU: gemm_candidate.h).
     kernels::GemmCandidate candidate;
     candidate.precision = kernels::GemmPrecision::kFp8E4M3;
@@ -501,7 +523,10 @@ int64_t fused_gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes
 }
 
 int64_t quantized_gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
-  return !input_present(step, 5) && !input_present(step, 6) && !exact_gelu(step) ? output_row_width(step, shapes) : 0;
+  const bool writes_codes = step.outputs.size() > 1 && step.outputs[1] != kNoValue;
+  return !input_present(step, 5) && !input_present(step, 6) && !writes_codes && !exact_gelu(step)
+             ? output_row_width(step, shapes)
+             : 0;
 }
 
 }  // namespace

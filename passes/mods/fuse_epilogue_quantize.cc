@@ -1,0 +1,150 @@
+// ============================================================================
+// passes/mods/fuse_epilogue_quantize.cc — `fuse-epilogue-quantize`.
+// ============================================================================
+#include "passes/mods/fuse_epilogue_quantize.h"
+
+#include <bit>
+#include <cmath>
+#include <optional>
+
+#include "passes/mods/rewrite_helpers.h"
+#include "passes/probe/annotations.h"
+
+namespace loka {
+namespace {
+
+constexpr const char* kLokaDomain = "ai.loka";
+constexpr size_t kMultiplierInput = 5;
+constexpr size_t kYScaleInput = 7;
+
+/// The scale of a standard QuantizeLinear that writes E4M3FN codes of its input exactly as
+/// Yq's definition does: a constant scalar scale, a constant E4M3FN zero point of 0 and
+/// saturation (the default). Nothing for another node or form.
+std::optional<float> e4m3_quantize_scale(const ir::Node& node) {
+  if (!node.is("QuantizeLinear") || node.outputs().size() != 1) return std::nullopt;
+  const ir::Value* zero_point = node.input(2);
+  if (zero_point == nullptr || !zero_point->is_initializer() || zero_point->is_graph_input()) return std::nullopt;
+  const Tensor& zero = *zero_point->initializer();
+  if (zero.dtype() != DType::kFloat8E4M3FN || zero.element_count() != 1 || zero.data<uint8_t>()[0] != 0)
+    return std::nullopt;
+  const Result<int64_t> saturate = node.attributes().get_int("saturate", 1);
+  if (!saturate || *saturate != 1 || node.attributes().has("block_size") || node.attributes().has("output_dtype"))
+    return std::nullopt;
+  const Tensor* scale = mods::float_constant(node.input(1));
+  if (scale == nullptr || scale->element_count() != 1 || scale->rank() > 1) return std::nullopt;
+  const float value = scale->data<float>()[0];
+  if (!(value > 0.0f) || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+/// A cross layer whose output's quantizing readers all use one scale.
+struct Match {
+  ir::Node* producer = nullptr;
+  float scale = 0.0f;
+  std::vector<ir::Node*> gemms;       ///< QuantizedGemm readers (input 0)
+  std::vector<ir::Node*> quantizes;   ///< QuantizeLinear readers
+};
+
+std::optional<Match> match(ir::Node* node) {
+  if (!node->is("QuantizedGemm", kLokaDomain) || node->input(kMultiplierInput) == nullptr) return std::nullopt;
+  if (node->outputs().size() != 1 || node->input(kYScaleInput) != nullptr) return std::nullopt;
+  ir::Value* y = node->output(0);
+  if (y->type().dtype != DType::kFloat32 || !y->type().has_rank()) return std::nullopt;
+  Match m{node};
+  std::optional<uint32_t> bits;
+  for (const ir::Use& use : y->uses()) {
+    std::optional<float> scale;
+    if ((scale = mods::tensor_recipe_x_scale(use)) && mods::runs_on_fp8_tensor_cores(*use.node)) {
+      m.gemms.push_back(use.node);
+    } else if (use.input_index == 0 && (scale = e4m3_quantize_scale(*use.node))) {
+      m.quantizes.push_back(use.node);
+    } else {
+      continue;  // an FP32 reader (the next layer's Residual, a Concat, ...): it keeps reading Y
+    }
+    if (bits && *bits != std::bit_cast<uint32_t>(*scale)) return std::nullopt;  // two scales: one would still read Y
+    bits = std::bit_cast<uint32_t>(*scale);
+    m.scale = *scale;
+  }
+  if (!bits) return std::nullopt;
+  return m;
+}
+
+/// Rebuilds the producer with output 1 and input 7 (the graph has no way to add an output to a
+/// node): Y keeps its name, readers and graph-output role through a placeholder. Returns Yq.
+ir::Value* add_codes_output(ir::Graph& graph, ir::Node* producer, float scale) {
+  ir::Value* y = producer->output(0);
+  const std::string y_name = y->name(), name = producer->name();
+  const ir::TensorType type = y->type();
+  std::vector<ir::Value*> inputs = producer->inputs();
+  inputs.resize(kYScaleInput + 1, nullptr);
+  inputs[kYScaleInput] = graph.add_initializer(graph.unique_value_name(y_name + "_scale"), Tensor::scalar_float(scale));
+  const Attributes attributes = producer->attributes();
+  ir::Value* placeholder = graph.add_value(y_name + "_fusing", type);
+  graph.replace_all_uses_with(y, placeholder);
+  graph.erase_node(producer);
+  ir::Value* new_y = graph.add_value(y_name, type);  // the name is free again: it keeps it
+  graph.replace_all_uses_with(placeholder, new_y);
+  graph.erase_value(placeholder);
+  ir::Value* codes = graph.add_value(graph.unique_value_name(y_name + "_fp8"), ir::TensorType{DType::kFloat8E4M3FN, type.shape});
+  ir::Node* rebuilt = graph.add_node_with_outputs("QuantizedGemm", inputs, {new_y, codes}, name, kLokaDomain);
+  rebuilt->mutable_attributes() = attributes;
+  return codes;
+}
+
+/// Moves the readers to the codes; returns the GEMMs they feed (a QuantizeLinear's readers).
+std::vector<ir::Node*> rewire(ir::Graph& graph, const Match& m, ir::Value* codes) {
+  std::vector<ir::Node*> feeds = m.gemms;
+  for (ir::Node* gemm : m.gemms) graph.set_input(gemm, 0, codes);
+  for (ir::Node* quantize : m.quantizes) {
+    ir::Value* old_codes = quantize->output(0);
+    for (const ir::Use& use : old_codes->uses())
+      if (use.node->is("QuantizedGemm", kLokaDomain)) feeds.push_back(use.node);
+    std::vector<ir::Value*> constants{quantize->input(1), quantize->input(2)};
+    graph.replace_all_uses_with(old_codes, codes);
+    graph.erase_node(quantize);
+    for (ir::Value* constant : constants)
+      if (constant && !constant->has_uses() && !constant->is_graph_input() && !constant->is_graph_output())
+        graph.erase_value(constant);
+  }
+  return feeds;
+}
+
+class FuseEpilogueQuantizePass final : public Pass {
+ public:
+  Result<bool> run(ir::Graph& graph, PassContext& context) override {
+    std::vector<Match> matches;
+    for (ir::Node* node : graph.nodes())
+      if (std::optional<Match> m = match(node)) matches.push_back(std::move(*m));
+    if (matches.empty()) return false;
+    LOKA_ASSIGN_OR_RETURN(nlohmann::json document, read_annotations(graph));
+    for (const Match& m : matches) {
+      const std::string name = m.producer->name();
+      ir::Value* codes = add_codes_output(graph, m.producer, m.scale);
+      const std::vector<ir::Node*> feeds = rewire(graph, m, codes);
+      nlohmann::json& entry = document["nodes"][name];
+      entry["name"] = name;
+      entry["y_scale"] = m.scale;
+      nlohmann::json names = nlohmann::json::array();
+      for (const ir::Node* gemm : feeds) names.push_back(gemm->name());
+      entry["feeds"] = std::move(names);
+      context.add_statistic("epilogues-quantizing");
+      context.add_statistic("quantizes-removed", static_cast<double>(m.gemms.size() + m.quantizes.size()));
+    }
+    write_annotations(graph, document);
+    return true;
+  }
+};
+
+}  // namespace
+
+PassInfo fuse_epilogue_quantize_pass_info() {
+  return PassInfo{"fuse-epilogue-quantize",
+                  "a DCN cross layer's QuantizedGemm also writes the E4M3 codes of its output (output Yq) for the "
+                  "per-tensor FP8 GEMMs that read it, so they skip their quantize pass",
+                  {},
+                  {"epilogues-quantizing", "quantizes-removed"}};
+}
+
+std::unique_ptr<Pass> make_fuse_epilogue_quantize_pass() { return std::make_unique<FuseEpilogueQuantizePass>(); }
+
+}  // namespace loka
