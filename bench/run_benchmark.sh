@@ -88,13 +88,15 @@ deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
 # (n_eval: the calibration rows too), reaches the budget, and with 3 x 1024 rows the noise was 94%
 # of DLRM-DCNv2's bound. With 8 x 1024 its FP8 share of GEMM FLOPs went 55% -> 77%, eval drift
 # +0.0186% under the 0.02% budget, loka-opt 23 s alone (H200, 2026-11-27); batch 512 0.204 ->
-# 0.181 ms. The price is memory: embedding gathers join the measured choice last (no GEMM FLOPs),
-# and 7 of the 25 tables FP8 before stay FP32 (peak 229 -> 367 MB at batch 512). DLRM's loka-opt is the
-# quickest of the four (42 s of 42-100 s on an H100 with all four at once); the others keep three
-# sets so the run stays within its 9 minutes (their Probe took 28-30 s of those on three sets).
+# 0.181 ms. With the tables joining largest first that drift read +0.0218% (H100), over the
+# budget: the noise term was 0.0177% of the 0.0184% bound. With 16 x 1024 it is 99% FP8, eval drift
+# +0.0046% ±0.0106, peak 230 MB at batch 512 (76% of BF16), batch 4096 0.596 ms against 0.848 for
+# BF16 graphs, loka-opt 36 s and the zoo 68 s alone (H200, 2026-11-27). DLRM's loka-opt is the
+# quickest of the four (42 s of 42-100 s on an H100 with all four at once, 8 sets); the others keep
+# three sets so the run stays within its 9 minutes (their Probe took 28-30 s of those on three sets).
 calib_sets_of() {  # calib_sets_of MODEL: calibration sets for MODEL's zoo
   case "$mode:$1" in
-    full:dlrm_dcnv2) echo 8 ;;
+    full:dlrm_dcnv2) echo 16 ;;
     *) echo "$calib_sets" ;;
   esac
 }
