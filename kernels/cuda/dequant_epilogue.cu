@@ -8,7 +8,8 @@
 // cols % 4 == 0 and every [rows, cols] and per-column base is 16-byte aligned,
 // a thread moves 4 columns as float4. The arithmetic per element is the one
 // the CPU reference does, in the same order, whatever the path (dequant_value.cuh);
-// the codes divide y by the scale, as QuantizeLinear and LoKA's quantize kernel.
+// the codes divide y by the scale, as QuantizeLinear does (and LoKA's quantize
+// kernel with ScaleDivision::kDivide).
 // ============================================================================
 #include "kernels/cuda/dequant_epilogue.h"
 

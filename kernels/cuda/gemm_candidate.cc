@@ -108,8 +108,29 @@ struct GemmKernel::Impl {
   std::unique_ptr<Gemm> gemm;        ///< fp32, bf16, fp8_emulated
   std::unique_ptr<Fp8Gemm> fp8;      ///< fp8_e4m3 through cuBLASLt
   std::unique_ptr<CudnnFp8Gemm> cudnn;  ///< fp8_e4m3 as a cuDNN graph
+  /// Kept across runs: converted constant weights (bf16, emulation); the unit scale, the M copies
+  /// of the static activation scale and the BF16 bias (fp8_e4m3).
   DeviceMemory scratch;
-  size_t weights_offset = 0, x_offset = 0, codes_offset = 0, scales_offset = 0, unit_offset = 0, bias_offset = 0;
+  size_t weights_offset = 0, unit_offset = 0, copies_offset = 0, bias_offset = 0;
+  /// Written and read within one run (GemmKernel::run_scratch_bytes): a computed W cast to BF16,
+  /// X's BF16 copy or dequantized values, its codes, its per-row scales. Offsets into the run's
+  /// scratch: lent by the caller, or `own_run_scratch`.
+  DeviceMemory own_run_scratch;
+  size_t run_bytes = 0;
+  size_t computed_w_offset = 0, x_offset = 0, codes_offset = 0, row_scales_offset = 0;
+  bool lent_run_scratch = false;
+  /// The run's scratch: the lent one, or the kernel's own.
+  Result<std::byte*> run_base(const GemmCandidateArgs& args) const {
+    if (!lent_run_scratch) return own_run_scratch.at(0);
+    if (args.run_scratch == nullptr && run_bytes > 0)
+      return Status::error("planned to borrow " + std::to_string(run_bytes) + " bytes of run scratch, but none was lent");
+    return static_cast<std::byte*>(args.run_scratch);
+  }
+  /// Allocates the run scratch unless runs lend it.
+  Status plan_run_scratch(size_t bytes) {
+    run_bytes = bytes;
+    return lent_run_scratch || bytes == 0 ? Status::ok() : own_run_scratch.allocate(bytes);
+  }
   int algorithms = 1;
   bool scales_in_gemm = false;  ///< fp8_e4m3: cuBLASLt applies the scales, bias and ReLU (no epilogue pass)
   bool bias_per_run = false;    ///< ... and the bias is no constant: cast to BF16 on every run
@@ -123,6 +144,7 @@ GemmKernel::~GemmKernel() = default;
 
 int GemmKernel::algorithm_count() const { return impl_->algorithms; }
 int64_t GemmKernel::output_row_pitch() const { return impl_->y_row_pitch; }
+size_t GemmKernel::run_scratch_bytes() const { return impl_->run_bytes; }
 
 Status GemmKernel::can_implement(const GemmCandidate& candidate, const GemmKey& key, const GemmShape& shape) {
   return kernels::can_implement(candidate, key, shape);
@@ -146,6 +168,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   impl->key = key;
   impl->shape = shape;
   impl->x_scale = inputs.x_scale;
+  impl->lent_run_scratch = inputs.lent_run_scratch;
   impl->residual_in_gemm = key.residual && key.epilogue == GemmEpilogue::kNone;
   GemmOptions options;
   options.max_algorithms = std::max(inputs.max_algorithms, c.algorithm + 1);
@@ -201,19 +224,22 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     }
     if (impl->fp8) impl->algorithms = impl->fp8->algorithm_count();
     if (c.algorithm >= impl->algorithms) return too_few(impl->algorithms);
+    const bool per_row = key.input != DType::kFloat8E4M3FN && c.granularity == ScaleGranularity::kRow;
+    const size_t m_floats = static_cast<size_t>(shape.m) * sizeof(float);
     impl->unit_offset = 0;
-    impl->codes_offset = 256;
-    impl->scales_offset = impl->codes_offset + aligned(key.input == DType::kFloat8E4M3FN ? 0 : mk);
-    impl->bias_offset = impl->scales_offset + aligned(static_cast<size_t>(shape.m) * sizeof(float));
+    impl->copies_offset = 256;
+    impl->bias_offset = impl->copies_offset + aligned(per_row ? 0 : m_floats);
     LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->bias_offset + static_cast<size_t>(shape.n) * sizeof(uint16_t)));
+    impl->codes_offset = 0;
+    impl->row_scales_offset = aligned(key.input == DType::kFloat8E4M3FN ? 0 : mk);
+    LOKA_RETURN_IF_ERROR(impl->plan_run_scratch(impl->row_scales_offset + (per_row ? m_floats : 0)));
     const float one = 1.0f;
     LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(0), &one, sizeof one, cudaMemcpyHostToDevice), "unit scale"));
-    const bool per_row = key.input != DType::kFloat8E4M3FN && c.granularity == ScaleGranularity::kRow;
     if (impl->scales_in_gemm && !per_row) {
       // cuBLASLt pairs the weights' scale vector with a per-row one: the static scale, M times
       // (the cuDNN graph reads the first as its per-tensor scale).
       const std::vector<float> copies(static_cast<size_t>(shape.m), inputs.x_scale);
-      LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(impl->scales_offset), copies.data(),
+      LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(impl->copies_offset), copies.data(),
                                             copies.size() * sizeof(float), cudaMemcpyHostToDevice),
                                  "activation scale vector"));
     }
@@ -262,11 +288,15 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     weight_count = weights.size();
   }
   const size_t weight_bytes = weight_count * (bf16 ? 2 : 4);
+  // Constant weights are converted once and kept; a computed W is cast on every run.
   impl->weights_offset = 0;
-  impl->x_offset = aligned(weight_bytes);
+  LOKA_RETURN_IF_ERROR(impl->scratch.allocate(key.constant_weight ? weight_bytes : 0));
+  impl->computed_w_offset = 0;
+  impl->x_offset = aligned(key.constant_weight ? 0 : weight_bytes);
   impl->codes_offset = impl->x_offset + aligned(mk * (bf16 ? 2 : 4));
-  impl->scales_offset = impl->codes_offset + aligned(bf16 ? 0 : mk);
-  LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->scales_offset + static_cast<size_t>(shape.m + 1) * sizeof(float)));
+  impl->row_scales_offset = impl->codes_offset + aligned(bf16 ? 0 : mk);
+  LOKA_RETURN_IF_ERROR(impl->plan_run_scratch(
+      impl->row_scales_offset + (bf16 ? 0 : static_cast<size_t>(shape.m + 1) * sizeof(float))));
   if (!key.constant_weight) return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
   if (bf16) {
     std::vector<uint16_t> codes(weights.size());
@@ -304,8 +334,9 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
       return p.gemm->run(gemm, workspace, stream);
     }
     case GemmPrecision::kBf16: {
-      void* x = p.scratch.at(p.x_offset);
-      void* w = p.scratch.at(p.weights_offset);
+      LOKA_ASSIGN_OR_RETURN(std::byte* const run, p.run_base(args));
+      void* x = run + p.x_offset;
+      void* w = p.key.constant_weight ? p.scratch.at(p.weights_offset) : run + p.computed_w_offset;
       LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.x, DType::kFloat32, x, DType::kBFloat16, count, stream));
       if (!p.key.constant_weight)
         LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.w, DType::kFloat32, w, DType::kBFloat16,
@@ -315,9 +346,11 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
       return p.gemm->run(gemm, workspace, stream);
     }
     case GemmPrecision::kFp8E4M3: {
+      LOKA_ASSIGN_OR_RETURN(std::byte* const run, p.run_base(args));
       const float* unit = reinterpret_cast<const float*>(p.scratch.at(p.unit_offset));
-      uint8_t* codes = reinterpret_cast<uint8_t*>(p.scratch.at(p.codes_offset));
-      float* row_scales = reinterpret_cast<float*>(p.scratch.at(p.scales_offset));
+      uint8_t* codes = reinterpret_cast<uint8_t*>(run + p.codes_offset);
+      float* row_scales = reinterpret_cast<float*>(run + p.row_scales_offset);
+      const float* copies = reinterpret_cast<const float*>(p.scratch.at(p.copies_offset));
       const uint8_t* x_codes = codes;
       const float* x_scale = args.x_scale;
       const bool per_row = p.key.input != DType::kFloat8E4M3FN && candidate_.granularity == ScaleGranularity::kRow;
@@ -334,7 +367,7 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
       if (p.cudnn) {
         const CudnnFp8GemmArgs graph{x_codes,
                                      static_cast<const uint8_t*>(args.w),
-                                     reinterpret_cast<const float*>(p.scratch.at(p.scales_offset)),
+                                     copies,
                                      args.w_scale,
                                      args.bias,
                                      args.residual,
@@ -345,7 +378,7 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
       gemm.x = x_codes;
       gemm.w = static_cast<const uint8_t*>(args.w);
       if (p.scales_in_gemm) {
-        gemm.x_scale = reinterpret_cast<const float*>(p.scratch.at(p.scales_offset));  // row scales, or M copies
+        gemm.x_scale = per_row ? row_scales : copies;
         gemm.w_scale = args.w_scale;
         gemm.y = args.y;
         if (p.key.bias) {
@@ -376,9 +409,10 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
       return launch_dequant_epilogue(epilogue, stream);
     }
     case GemmPrecision::kFp8Emulated: {
-      float* xq = reinterpret_cast<float*>(p.scratch.at(p.x_offset));
-      uint8_t* codes = reinterpret_cast<uint8_t*>(p.scratch.at(p.codes_offset));
-      float* row_scales = reinterpret_cast<float*>(p.scratch.at(p.scales_offset));
+      LOKA_ASSIGN_OR_RETURN(std::byte* const run, p.run_base(args));
+      float* xq = reinterpret_cast<float*>(run + p.x_offset);
+      uint8_t* codes = reinterpret_cast<uint8_t*>(run + p.codes_offset);
+      float* row_scales = reinterpret_cast<float*>(run + p.row_scales_offset);
       if (p.key.input == DType::kFloat8E4M3FN) {
         LOKA_RETURN_IF_ERROR(check(launch_dequantize_fp8(static_cast<const uint8_t*>(args.x), xq, count, p.x_scale,
                                                          Fp8Kind::kE4M3FN, stream),

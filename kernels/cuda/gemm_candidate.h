@@ -33,8 +33,15 @@
 // A residual (key.residual) rides in cuBLASLt's C (beta = 1) when there is no
 // activation (cuBLASLt adds C before it), in LoKA's scale epilogue on that
 // path, and otherwise in an elementwise add after the GEMM.
-// Scratch (codes, BF16 copies, decoded weights) is the kernel's own, allocated
-// when planned, so runs allocate nothing and CUDA graphs can capture them.
+// Memory is allocated when planned, so runs allocate nothing and CUDA graphs can
+// capture them. What lives across runs (converted weights, the unit and copied
+// activation scales, a BF16 bias) is the kernel's own. What one run writes and
+// reads only within itself (the codes or BF16 copy of X, per-row scales, a
+// computed W cast to BF16: run_scratch_bytes()) is the kernel's own too, unless
+// the planner lends it (GemmCandidatePlanInputs::lent_run_scratch): then every
+// run gets it in GemmCandidateArgs::run_scratch, and a runtime that runs its
+// nodes one after another can let all of them share the same bytes (the CUDA
+// runtime puts it in the bucket's arena for the node's step alone).
 // Host logic only; the kernels it launches live in the .cu files.
 // ============================================================================
 #pragma once
@@ -74,6 +81,9 @@ struct GemmCandidateArgs {
   const float* bias = nullptr;      ///< FP32 [N] or null (small_m reads it as it is)
   float* y = nullptr;               ///< FP32 [M,N] (or [batch,M,N])
   const float* residual = nullptr;  ///< FP32 [M,N] when key.residual: added after the activation
+  /// run_scratch_bytes() bytes, 256-byte aligned, that this run may overwrite: required when the
+  /// kernel was planned with lent_run_scratch (null: the kernel's own is used).
+  void* run_scratch = nullptr;
 };
 
 /// What planning needs besides the key and shape.
@@ -87,6 +97,9 @@ struct GemmCandidatePlanInputs {
   /// (a Concat's output, runtime/concat_placement.h). Only candidates whose last pass is one
   /// cuBLASLt GEMM writing Y take it (batch 1, no residual): create() refuses it for the others.
   int64_t y_row_pitch = 0;
+  /// Runs bring the memory they write and read within themselves (GemmCandidateArgs::run_scratch)
+  /// instead of the kernel keeping its own.
+  bool lent_run_scratch = false;
 };
 
 class GemmKernel {
@@ -106,6 +119,8 @@ class GemmKernel {
   const kernels::GemmCandidate& candidate() const { return candidate_; }
   /// The row pitch Y is written with (0: packed rows of N).
   int64_t output_row_pitch() const;
+  /// Bytes a run writes and reads within itself (GemmCandidateArgs::run_scratch); 0 for none.
+  size_t run_scratch_bytes() const;
 
  private:
   struct Impl;

@@ -6,7 +6,10 @@
 #include <bit>
 #include <cmath>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "passes/ir/graph_algorithms.h"
 #include "passes/mods/rewrite_helpers.h"
 #include "passes/probe/annotations.h"
 
@@ -22,6 +25,7 @@ constexpr size_t kYScaleInput = 7;
 /// saturation (the default). Nothing for another node or form.
 std::optional<float> e4m3_quantize_scale(const ir::Node& node) {
   if (!node.is("QuantizeLinear") || node.outputs().size() != 1) return std::nullopt;
+  if (node.output(0)->is_graph_output()) return std::nullopt;  // its name is the model's interface
   const ir::Value* zero_point = node.input(2);
   if (zero_point == nullptr || !zero_point->is_initializer() || zero_point->is_graph_input()) return std::nullopt;
   const Tensor& zero = *zero_point->initializer();
@@ -91,45 +95,65 @@ ir::Value* add_codes_output(ir::Graph& graph, ir::Node* producer, float scale) {
   return codes;
 }
 
-/// Moves the readers to the codes; returns the GEMMs they feed (a QuantizeLinear's readers).
-std::vector<ir::Node*> rewire(ir::Graph& graph, const Match& m, ir::Value* codes) {
-  std::vector<ir::Node*> feeds = m.gemms;
+/// The QuantizedGemms reading `codes`, directly or through a Transpose of them (the form
+/// share-activation-quantize gives a transposed activation).
+void gemms_reading(const ir::Value* codes, std::vector<std::string>& names) {
+  for (const ir::Use& use : codes->uses()) {
+    if (use.node->is("QuantizedGemm", kLokaDomain)) names.push_back(use.node->name());
+    else if (use.node->is("Transpose")) gemms_reading(use.node->output(0), names);
+  }
+}
+
+/// Moves the readers to the codes; a QuantizeLinear taken over leaves the graph and the
+/// annotation document.
+void rewire(ir::Graph& graph, const Match& m, ir::Value* codes, nlohmann::json& document) {
   for (ir::Node* gemm : m.gemms) graph.set_input(gemm, 0, codes);
   for (ir::Node* quantize : m.quantizes) {
     ir::Value* old_codes = quantize->output(0);
-    for (const ir::Use& use : old_codes->uses())
-      if (use.node->is("QuantizedGemm", kLokaDomain)) feeds.push_back(use.node);
     std::vector<ir::Value*> constants{quantize->input(1), quantize->input(2)};
+    if (document.contains("nodes") && document["nodes"].is_object()) document["nodes"].erase(quantize->name());
     graph.replace_all_uses_with(old_codes, codes);
     graph.erase_node(quantize);
     for (ir::Value* constant : constants)
       if (constant && !constant->has_uses() && !constant->is_graph_input() && !constant->is_graph_output())
         graph.erase_value(constant);
   }
-  return feeds;
+}
+
+/// The first match in topological order, or nothing.
+Result<std::optional<Match>> first_match(const ir::Graph& graph) {
+  LOKA_ASSIGN_OR_RETURN(const std::vector<ir::Node*> order, ir::topological_order(graph));
+  for (ir::Node* node : order)
+    if (std::optional<Match> m = match(node)) return m;
+  return std::optional<Match>();
 }
 
 class FuseEpilogueQuantizePass final : public Pass {
  public:
   Result<bool> run(ir::Graph& graph, PassContext& context) override {
-    std::vector<Match> matches;
-    for (ir::Node* node : graph.nodes())
-      if (std::optional<Match> m = match(node)) matches.push_back(std::move(*m));
-    if (matches.empty()) return false;
     LOKA_ASSIGN_OR_RETURN(nlohmann::json document, read_annotations(graph));
-    for (const Match& m : matches) {
+    // One rewrite at a time, matching afresh: a rewrite rebuilds its producer, which may be a
+    // reader in another match (cross layer l+1 reads layer l's output), so earlier matches go
+    // stale. A rebuilt producer has input 7 and does not match again.
+    bool changed = false;
+    for (size_t bound = graph.nodes().size(); bound > 0; --bound) {
+      LOKA_ASSIGN_OR_RETURN(const std::optional<Match> found, first_match(graph));
+      if (!found) break;
+      const Match& m = *found;
       const std::string name = m.producer->name();
       ir::Value* codes = add_codes_output(graph, m.producer, m.scale);
-      const std::vector<ir::Node*> feeds = rewire(graph, m, codes);
+      rewire(graph, m, codes, document);
       nlohmann::json& entry = document["nodes"][name];
       entry["name"] = name;
       entry["y_scale"] = m.scale;
-      nlohmann::json names = nlohmann::json::array();
-      for (const ir::Node* gemm : feeds) names.push_back(gemm->name());
-      entry["feeds"] = std::move(names);
+      std::vector<std::string> feeds;
+      gemms_reading(codes, feeds);
+      entry["feeds"] = feeds;
       context.add_statistic("epilogues-quantizing");
       context.add_statistic("quantizes-removed", static_cast<double>(m.gemms.size() + m.quantizes.size()));
+      changed = true;
     }
+    if (!changed) return false;
     write_annotations(graph, document);
     return true;
   }

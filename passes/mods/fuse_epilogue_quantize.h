@@ -27,13 +27,15 @@
 // output Y; Y's readers that quantize it: QuantizedGemms at input 0 with the
 // "tensor" recipe, a constant finite positive scalar X_scale and W on the FP8
 // tensor cores (share-activation-quantize's rule), and QuantizeLinears to E4M3FN
-// (scalar constant scale, zero point 0, saturating). All of them must use one
+// (scalar constant scale, zero point 0, saturating, its codes no graph output:
+// that name is the model's interface). All of them must use one
 // scale (bit for bit); with two scales nothing is fused (one would still read Y).
 // Guarantees: the producer keeps its name, attributes, inputs and output Y (its
 // FP32 readers and a graph output still read it); it gains input 7 (Y_scale, a
 // new initializer) and output 1 "<Y>_fp8"; GEMM readers read Yq with their own
-// X_scale, a QuantizeLinear's readers read Yq and the QuantizeLinear goes. The
-// producer's annotation entry gets "y_scale" and "feeds" (the GEMMs it feeds).
+// X_scale, a QuantizeLinear's readers read Yq and the QuantizeLinear goes, with
+// its annotation entry. The producer's entry gets "y_scale" and "feeds" (the
+// GEMMs reading the codes, directly or through a Transpose).
 // Does not: touch other QuantizedGemms (there cuBLASLt applies the epilogue in
 // the GEMM, and Y would need a pass of its own to be encoded), or per-row readers.
 // ============================================================================

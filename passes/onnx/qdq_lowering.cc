@@ -154,6 +154,13 @@ Status check_loka_node(const Node& node) {
     LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "X"}, {1, "W"}, {2, "W_scale"}}, 2));
     if (node.outputs().size() == 2 && node.input(7) == nullptr)
       return Status::error(node_label(node) + ": output 1 (Yq) needs input 7 (Y_scale)");
+    // Yq would be a QuantizeLinear of the lowering's final Relu, which onnxruntime's
+    // ReluQuantRewrite deletes for an FP8 zero point (see lower_quantized_gemm): refused rather
+    // than lowered into a model onnxruntime runs wrong. fuse-epilogue-quantize never makes it.
+    if (node.outputs().size() == 2 && *node.attributes().get_string("activation", "none") == "relu" &&
+        node.input(5) == nullptr && node.input(6) == nullptr)
+      return Status::error(node_label(node) + ": output 1 (Yq) of a final ReLU has no QDQ lowering onnxruntime "
+                                              "keeps exact (its ReluQuantRewrite drops a Relu before an FP8 QuantizeLinear)");
     LOKA_RETURN_IF_ERROR(check_string_attribute(node, "act_recipe", "tensor", {"tensor", "row"}));
     LOKA_RETURN_IF_ERROR(check_string_attribute(node, "activation", "none", {"none", "relu", "gelu"}));
     const DType x = node.input(0)->type().dtype;

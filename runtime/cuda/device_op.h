@@ -77,6 +77,9 @@ struct DeviceRunContext {
   void* workspace = nullptr;  ///< kWorkspaceBytes, 256-byte aligned
   size_t workspace_bytes = 0;
   int* error_flags = nullptr;  ///< device int per step; an op sets its own to report bad data (e.g. ids)
+  /// DevicePlan::run_scratch_bytes for this step, 256-byte aligned: bytes the op may write and read
+  /// within its enqueued work only (steps run one after another: the next step's may be the same).
+  void* run_scratch = nullptr;
 };
 
 class DeviceOp {
@@ -93,6 +96,10 @@ struct DevicePlan {
   std::unique_ptr<DeviceOp> op;
   int alias_input = -1;  ///< >= 0: output 0 is input `alias_input`'s bytes, reshaped
   bool output_pitched = false;  ///< output 0 is written with the row_pitch its DeviceValueInfo asked for
+  /// Bytes the op's work writes and reads within one step (a GEMM's activation codes or BF16 copy):
+  /// lent in DeviceRunContext::run_scratch from the bucket's arena, live for this step only, so
+  /// the steps share them instead of each op keeping its own.
+  size_t run_scratch_bytes = 0;
 };
 
 using DeviceOpFactory = std::function<Result<DevicePlan>(const DeviceOpInit&)>;

@@ -33,6 +33,7 @@ struct CudaDeviceSession::Bucket {
   int64_t batch = 0;
   std::vector<DevicePlan> ops;      ///< per plan step (empty for host-computed steps)
   std::vector<DeviceTensor> values;  ///< per value id: dtype, shape at this bucket, device pointer
+  std::vector<void*> run_scratch;    ///< per plan step: its DevicePlan::run_scratch_bytes in the arena, or null
   DeviceBuffer arena;
   DeviceBuffer uploads;      ///< host-computed values the ops read
   DeviceBuffer error_flags;  ///< one int per step
@@ -229,8 +230,22 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
     if (producer[v] >= 0) request.first_step = std::min(request.first_step, producer[v]);
     request.last_step = std::max({request.last_step, value.last_reader, value.is_graph_output ? INT_MAX : -1});
   }
+  // Each step's run scratch: alive during that step alone, so steps share the bytes, and share
+  // them with values that are dead by then (an op's own scratch would stay allocated for good).
+  std::vector<int> scratch_request(steps.size(), -1);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const size_t bytes = bucket->ops[s].op ? bucket->ops[s].run_scratch_bytes : 0;
+    if (bytes == 0) continue;
+    scratch_request[s] = static_cast<int>(requests.size());
+    requests.push_back(ArenaRequest{bytes, static_cast<int>(s), static_cast<int>(s)});
+  }
   const ArenaPlan arena = plan_arena(requests);
   LOKA_ASSIGN_OR_RETURN(bucket->arena, DeviceBuffer::allocate(arena.total_bytes));
+  bucket->run_scratch.assign(steps.size(), nullptr);
+  for (size_t s = 0; s < steps.size(); ++s)
+    if (scratch_request[s] >= 0)
+      bucket->run_scratch[s] = static_cast<std::byte*>(bucket->arena.data()) +
+                               arena.offsets[static_cast<size_t>(scratch_request[s])];
   for (size_t v = 0; v < value_count; ++v) {
     const size_t r = static_cast<size_t>(root[v]);
     if (request_of[r] >= 0)
@@ -285,6 +300,7 @@ Status CudaDeviceSession::enqueue_steps(const Bucket& bucket) const {
     for (int id : steps[s].inputs) inputs.push_back(id == kNoValue ? DeviceTensor{} : bucket.values[static_cast<size_t>(id)]);
     for (int id : steps[s].outputs)
       outputs.push_back(id == kNoValue ? DeviceTensor{} : bucket.values[static_cast<size_t>(id)]);
+    context.run_scratch = bucket.run_scratch[s];
     if (Status status = planned.op->enqueue(inputs, outputs, context, static_cast<int>(s)); !status)
       return status.with_context("node '" + steps[s].name + "' (" + steps[s].op_type + "): ");
   }

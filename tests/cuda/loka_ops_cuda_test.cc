@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "kernels/cuda/device_memory.h"
 #include "loka/engine.h"
 #include "loka/float8.h"
 #include "loka/session.h"
@@ -69,8 +70,9 @@ struct QuantizedGemmCase {
   bool codes = false;           // output 1, Yq (fuse-epilogue-quantize)
 };
 
-/// Y reaches a few units: a Yq scale of 1/64 saturates part of the codes.
-constexpr float kYScale = 1.0f / 64.0f;
+/// Y reaches a few units: this Yq scale saturates part of the codes. Not a power of two, so
+/// Y / s and Y · (1 / s) differ where they round: the codes must divide, as the op says.
+constexpr float kYScale = 0.0123f;
 
 void check_quantized_gemm(const QuantizedGemmCase& c) {
   SCOPED_TRACE("K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) + " " + c.recipe + " " + c.activation +
@@ -141,6 +143,50 @@ TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
            {216, 6, "row", "none", true, true, false, true},     // ... on the FP32 fallback
        })
     check_quantized_gemm(c);
+}
+
+TEST_F(CudaLokaOps, GemmChainsBorrowTheirRunScratchFromTheArena) {
+  // 16 FP8 GEMMs in a chain, each quantizing its X [4096, 1024] per tensor: the codes (4 MiB a
+  // step) are borrowed from the bucket's arena for that step alone, so planning the bucket
+  // allocates about one codes buffer beside the values. Kept by each GEMM, they took 64 MiB.
+  constexpr int kLayers = 16;
+  constexpr int64_t kRows = 4096, kWidth = 1024;
+  std::mt19937 rng(5);
+  testing::ModelBuilder builder(17);
+  builder.opset("ai.loka", 1);
+  builder.input("x0", DType::kFloat32, {-1, kWidth});
+  Tensor scales = Tensor::zeros(DType::kFloat32, {kWidth});
+  for (int64_t j = 0; j < kWidth; ++j) scales.data<float>()[j] = 1.0f / 1024.0f;
+  builder.initializer("ws", scales).initializer("xs", scalar(4.0f / 448.0f));
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string w = "w" + std::to_string(l);
+    builder.initializer(w, random_codes(rng, {kWidth, kWidth}));
+    builder.node("QuantizedGemm", {"x" + std::to_string(l), w, "ws", "", "xs"}, {"x" + std::to_string(l + 1)}, {},
+                 "gemm" + std::to_string(l), "ai.loka");
+  }
+  builder.output_unshaped("x" + std::to_string(kLayers), DType::kFloat32);
+  const std::string model = builder.serialize();
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = kRows;
+  auto engine = Engine::load_bytes(std::as_bytes(std::span(model.data(), model.size())), options);
+  ASSERT_TRUE(engine) << engine.status().message();
+  auto session = (*engine)->new_session();
+  const std::vector<Tensor> x = {testing::random_tensor(rng, {kRows, kWidth}, -3.0f, 3.0f)};
+  const size_t before = cuda::device_memory_use().live_bytes;
+  auto outputs = session->run(x);  // plans the bucket: arena, kernels
+  ASSERT_TRUE(outputs) << outputs.status().message();
+  const size_t grown = cuda::device_memory_use().live_bytes - before;
+  const size_t values = kRows * kWidth * sizeof(float), codes = kRows * kWidth;
+  // The input, one step's output and the graph output, plus one step's codes and the kernels'
+  // scale vectors: well under the 16 codes buffers alone.
+  EXPECT_LT(grown, 3 * values + 2 * codes) << grown / (1 << 20) << " MiB";
+  const Tensor& y = (*outputs)[0];
+  for (int64_t i = 0; i < y.element_count(); ++i) ASSERT_TRUE(std::isfinite(y.data<float>()[i])) << i;
+  // A second run gives the same outputs: no step reads what another left in the shared bytes.
+  auto again = session->run(x);
+  ASSERT_TRUE(again) << again.status().message();
+  EXPECT_EQ(testing::max_abs_difference((*outputs)[0], (*again)[0]), 0.0f);
 }
 
 TEST_F(CudaLokaOps, FusedGemmMatchesTheCpuRuntime) {

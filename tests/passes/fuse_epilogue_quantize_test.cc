@@ -11,7 +11,9 @@
 
 #include "canonicalize_test_util.h"
 #include "mods_test_util.h"
+#include "passes/ir/text_format.h"
 #include "passes/onnx/qdq_lowering.h"
+#include "passes/probe/annotations.h"
 #include "test_support.h"
 
 namespace loka {
@@ -64,9 +66,19 @@ CHECK: %y2 = ai.loka::QuantizedGemm(%y1_fp8, %w2, %ws2, _, %xs2, %x0, %y1) : f32
   EXPECT_EQ(entry["feeds"], nlohmann::json::array({"cross2"}));
 }
 
-/// What share-activation-quantize leaves when two GEMMs read a cross layer's output y1 at one
-/// scale: a QuantizeLinear (with `attributes`) whose codes both read.
-std::string quantized_cross_output(const std::string& attributes = "") {
+/// A cross layer's output y1 read by two GEMMs, top0 and top1, at scale 0.125. `quantized`: as
+/// share-activation-quantize leaves it, through one QuantizeLinear (with `attributes`) whose codes
+/// both read; otherwise directly. `extra` adds lines last.
+std::string cross_output_read_by_two_gemms(bool quantized = true, const std::string& attributes = "",
+                                           const std::string& extra = "") {
+  const std::string readers =
+      quantized ? R"(  %q = QuantizeLinear(%y1, %s, %zp))" + attributes + R"( : f8e4m3fn[batch,16] @"y1_quantize"
+  %a = ai.loka::QuantizedGemm(%q, %w, %ws, _, %s) : f32[batch,16] @"top0"
+  %b = ai.loka::QuantizedGemm(%q, %w, %ws, _, %s) : f32[batch,16] @"top1"
+)"
+                : R"(  %a = ai.loka::QuantizedGemm(%y1, %w, %ws, _, %s) : f32[batch,16] @"top0"
+  %b = ai.loka::QuantizedGemm(%y1, %w, %ws, _, %s1) : f32[batch,16] @"top1"
+)";
   return R"(graph "t" {
   opset "" 19
   opset "ai.loka" 1
@@ -75,19 +87,17 @@ std::string quantized_cross_output(const std::string& attributes = "") {
   init %ws : f32[16] = )" + testing::ones_ir(16) + R"(
   init %xs : f32[] = [0.5]
   init %s : f32[] = [0.125]
+  init %s1 : f32[] = [0.125]
   init %zp : f8e4m3fn[] = [0x00]
   %y1 = ai.loka::QuantizedGemm(%x0, %w, %ws, _, %xs, %x0, %x0) : f32[batch,16] @"cross1"
-  %q = QuantizeLinear(%y1, %s, %zp))" + attributes + R"( : f8e4m3fn[batch,16] @"y1_quantize"
-  %a = ai.loka::QuantizedGemm(%q, %w, %ws, _, %s) : f32[batch,16] @"top0"
-  %b = ai.loka::QuantizedGemm(%q, %w, %ws, _, %s) : f32[batch,16] @"top1"
-  output %a
+)" + readers + R"(  output %a
   output %b
   output %y1
-})";
+)" + extra + "}";
 }
 
 TEST(FuseEpilogueQuantize, TakesOverTheQuantizeLinearOfAnOutputSeveralGemmsShare) {
-  const std::string input = quantized_cross_output();
+  const std::string input = cross_output_read_by_two_gemms();
   const Fusion result = fuse(input);
   EXPECT_EQ(result.statistics.at("quantizes-removed"), 1.0);
   EXPECT_EQ(result.printed.find("QuantizeLinear"), std::string::npos) << result.printed;
@@ -149,7 +159,31 @@ TEST(FuseEpilogueQuantize, NoCodesWhenTwoReadersUseDifferentScales) {
 }
 
 TEST(FuseEpilogueQuantize, NoCodesForAQuantizeLinearThatDoesNotSaturate) {
-  expect_unchanged(quantized_cross_output(" {saturate = 0}"));
+  expect_unchanged(cross_output_read_by_two_gemms(true, " {saturate = 0}"));
+}
+
+TEST(FuseEpilogueQuantize, NoCodesForAQuantizeLinearWhoseCodesAreAGraphOutput) {
+  // Taking it over would rename the model's output to the producer's codes.
+  expect_unchanged(cross_output_read_by_two_gemms(true, "", "  output %q\n"));
+}
+
+TEST(FuseEpilogueQuantize, AfterShareActivationQuantizeTheQuantizeLinearAndItsEntryGo) {
+  // The default pipeline's order: share-activation-quantize gives y1's two GEMM readers one
+  // QuantizeLinear (with an annotation entry); this pass then makes the codes in cross1.
+  const std::string input = cross_output_read_by_two_gemms(/*quantized=*/false);
+  const Fusion shared = testing::apply_fusion(input, "share-activation-quantize");
+  ASSERT_TRUE(shared.after != nullptr);
+  ASSERT_TRUE(shared.annotations["nodes"].contains("y1_quantize")) << shared.annotations.dump();
+  auto graph = shared.after->clone();
+  auto records = testing::run_pipeline(*graph, "fuse-epilogue-quantize,infer-shapes");
+  ASSERT_TRUE(records) << records.status().message();
+  EXPECT_EQ(records->at(0).statistics.at("quantizes-removed"), 1.0);
+  const std::string printed = ir::print_graph(*graph);
+  EXPECT_EQ(printed.find("QuantizeLinear"), std::string::npos) << printed;
+  auto document = read_annotations(*graph);
+  ASSERT_TRUE(document) << document.status().message();
+  EXPECT_FALSE((*document)["nodes"].contains("y1_quantize")) << document->dump();
+  EXPECT_EQ((*document)["nodes"]["cross1"]["feeds"], nlohmann::json::array({"top0", "top1"}));
 }
 
 // --------------------------------------------------------------- numerics --

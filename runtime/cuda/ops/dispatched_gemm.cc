@@ -28,6 +28,7 @@ class DispatchedGemmOp final : public DeviceOp {
     args.bias = static_cast<const float*>(input(slots_.bias));
     args.y = static_cast<float*>(out[0].data);
     args.residual = static_cast<const float*>(input(slots_.residual));
+    args.run_scratch = context.run_scratch;
     LOKA_RETURN_IF_ERROR(kernel_->run(args, context.workspace, context.stream));
     if (slots_.addend < 0) return Status::ok();
     return launch_binary(BinaryOp::kAdd, out[0].data, y_shape_, input(slots_.addend), addend_shape_, DType::kFloat32,
@@ -107,6 +108,7 @@ Result<std::unique_ptr<GemmKernel>> create_gemm_kernel(const kernels::GemmCandid
   // algorithm (algoN, N > 0) indexes cuBLASLt's list for the packed layout it was timed with; a
   // pitched layout may list others: such a choice keeps packed rows.
   const bool may_pitch = slots.addend < 0 && candidate.algorithm == 0 && !init.outputs.empty();
+  inputs.lent_run_scratch = true;  // gemm_kernel_plan asks the bucket's arena for it
   return plan_pitched_or_packed(may_pitch ? init.outputs[0].row_pitch : 0, [&](int64_t pitch) {
     inputs.y_row_pitch = pitch;
     return GemmKernel::create(candidate, key, shape, inputs);
@@ -117,8 +119,9 @@ DevicePlan gemm_kernel_plan(std::unique_ptr<GemmKernel> kernel, const GemmInputS
   Shape addend_shape;
   if (slots.addend >= 0) addend_shape = init.inputs[static_cast<size_t>(slots.addend)].shape;
   const bool pitched = kernel->output_row_pitch() != 0;
+  const size_t run_scratch = kernel->run_scratch_bytes();
   return DevicePlan{std::make_unique<DispatchedGemmOp>(std::move(kernel), slots, init.outputs[0].shape, addend_shape), -1,
-                    pitched};
+                    pitched, run_scratch};
 }
 
 }  // namespace loka::cuda

@@ -45,7 +45,8 @@ auto plan_pitched_or_packed(int64_t pitch, const Plan& plan) -> decltype(plan(in
 }
 
 /// GemmKernel::create with the requested row pitch where the candidate takes one (Y written
-/// straight into its slice of a Concat's output), else with packed rows.
+/// straight into its slice of a Concat's output), else with packed rows. Its runs borrow their
+/// scratch: give it to gemm_kernel_plan, whose plan asks the bucket's arena for it.
 Result<std::unique_ptr<GemmKernel>> create_gemm_kernel(const kernels::GemmCandidate& candidate,
                                                        const kernels::GemmKey& key, const kernels::GemmShape& shape,
                                                        GemmCandidatePlanInputs inputs, const DeviceOpInit& init,

@@ -14,8 +14,11 @@
 // epilogue applies scales, bias, activation and both terms in one pass, and writes
 // the FP8 codes of Y for the next GEMM when the node has output 1 (Yq). Otherwise
 // it runs the same arithmetic in FP32: weights decoded once when planned, the
-// activation fake-quantized on the device. Scratch buffers (codes, decoded
-// weights) are the op's own, allocated when the bucket is planned.
+// activation fake-quantized on the device. What lives across runs (decoded
+// weights, the unit scale) is the op's own, allocated when the bucket is planned;
+// what one run writes and reads within itself (the activation's codes, row scales,
+// dequantized values) is borrowed from the bucket's arena for the step alone
+// (DevicePlan::run_scratch_bytes), as the dispatched kernels' is.
 // ============================================================================
 #include <array>
 #include <cmath>
@@ -34,6 +37,8 @@
 
 namespace loka::cuda {
 namespace {
+
+size_t aligned_256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 /// An FP32 GEMM Y = X·op(W) (+ bias [N]) with an optional full-size addend C [M,N].
 class Fp32GemmOp final : public DeviceOp {
@@ -245,19 +250,21 @@ class QuantizedGemmOp final : public DeviceOp {
     const Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false,
                                  GemmEpilogue::kNone};
     LOKA_ASSIGN_OR_RETURN(op->gemm_, Fp8Gemm::create(problem));
-    const size_t codes = config.x_form == XForm::kFp8 ? 0 : static_cast<size_t>(config.rows * config.k);
-    const size_t row_scales = config.x_form == XForm::kRow ? static_cast<size_t>(config.rows) : 0;
-    LOKA_ASSIGN_OR_RETURN(op->scratch_, DeviceBuffer::allocate(256 + codes + 256 + row_scales * sizeof(float)));
+    LOKA_ASSIGN_OR_RETURN(op->unit_, DeviceBuffer::allocate(sizeof(float)));
     const float one = 1.0f;
-    cudaMemcpy(op->scratch_.data(), &one, sizeof one, cudaMemcpyHostToDevice);
+    if (cudaMemcpy(op->unit_.data(), &one, sizeof one, cudaMemcpyHostToDevice) != cudaSuccess)
+      return Status::error("uploading the unit scale failed");
     return op;
   }
+  /// [activation codes | row scales], each 256-byte aligned: the run scratch it borrows.
+  size_t run_scratch_bytes() const { return row_scales_offset() + (config_.x_form == XForm::kRow ? rows_bytes() : 0); }
   Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
                  int) const override {
-    std::byte* scratch = static_cast<std::byte*>(scratch_.data());
-    const float* unit = reinterpret_cast<const float*>(scratch);
-    uint8_t* codes = reinterpret_cast<uint8_t*>(scratch + 256);
-    float* row_scales = reinterpret_cast<float*>(scratch + 256 + ((config_.rows * config_.k + 255) / 256) * 256);
+    std::byte* scratch = static_cast<std::byte*>(context.run_scratch);
+    if (scratch == nullptr && run_scratch_bytes() > 0) return Status::error("no run scratch was lent");
+    const float* unit = static_cast<const float*>(unit_.data());
+    uint8_t* codes = reinterpret_cast<uint8_t*>(scratch);
+    float* row_scales = reinterpret_cast<float*>(scratch + row_scales_offset());
     const uint8_t* x_codes = codes;
     const float* x_scale = nullptr;
     switch (config_.x_form) {
@@ -308,9 +315,13 @@ class QuantizedGemmOp final : public DeviceOp {
   static Status cuda_status_of(cudaError_t error) {
     return error == cudaSuccess ? Status::ok() : Status::error(std::string("FP8 quantize: ") + cudaGetErrorString(error));
   }
+  size_t row_scales_offset() const {
+    return config_.x_form == XForm::kFp8 ? 0 : aligned_256(static_cast<size_t>(config_.rows * config_.k));
+  }
+  size_t rows_bytes() const { return static_cast<size_t>(config_.rows) * sizeof(float); }
   Config config_;
   std::unique_ptr<Fp8Gemm> gemm_;
-  DeviceBuffer scratch_;  ///< [unit scale | activation codes | row scales], each 256-byte aligned
+  DeviceBuffer unit_;  ///< 1.0f: the GEMM runs with unit scales, the epilogue applies them
 };
 
 /// QuantizedGemm where cuBLASLt has no FP8 kernel (K not a multiple of 16):
@@ -338,20 +349,23 @@ class FakeQuantGemmOp final : public DeviceOp {
       for (int64_t p = 0; p < config.k; ++p)
         decoded[static_cast<size_t>(j * config.k + p)] = fp8e4m3fn_to_float(codes[j * config.k + p]) * scales[static_cast<size_t>(j)];
     const size_t weight_bytes = decoded.size() * sizeof(float);
-    const size_t x_bytes = static_cast<size_t>(config.rows * config.k) * sizeof(float);
-    op->x_offset_ = (weight_bytes + 255) / 256 * 256;
-    op->codes_offset_ = op->x_offset_ + (x_bytes + 255) / 256 * 256;
-    op->scales_offset_ = op->codes_offset_ + (static_cast<size_t>(config.rows * config.k) + 255) / 256 * 256;
-    LOKA_ASSIGN_OR_RETURN(op->scratch_, DeviceBuffer::allocate(op->scales_offset_ + static_cast<size_t>(config.rows + 1) * sizeof(float)));
+    const size_t count = static_cast<size_t>(config.rows * config.k);
+    LOKA_ASSIGN_OR_RETURN(op->weights_, DeviceBuffer::allocate(weight_bytes));
+    op->codes_offset_ = aligned_256(count * sizeof(float));
+    op->scales_offset_ = op->codes_offset_ + aligned_256(count);
+    op->run_scratch_bytes_ = op->scales_offset_ + static_cast<size_t>(config.rows + 1) * sizeof(float);
     if (weight_bytes > 0 &&
-        cudaMemcpy(op->scratch_.data(), decoded.data(), weight_bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+        cudaMemcpy(op->weights_.data(), decoded.data(), weight_bytes, cudaMemcpyHostToDevice) != cudaSuccess)
       return Status::error("uploading the decoded FP8 weights failed");
     return op;
   }
+  /// [dequantized activation | codes | row scales]: the run scratch it borrows.
+  size_t run_scratch_bytes() const { return run_scratch_bytes_; }
   Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
                  int) const override {
-    std::byte* scratch = static_cast<std::byte*>(scratch_.data());
-    float* xq = reinterpret_cast<float*>(scratch + x_offset_);
+    std::byte* scratch = static_cast<std::byte*>(context.run_scratch);
+    if (scratch == nullptr) return Status::error("no run scratch was lent");
+    float* xq = reinterpret_cast<float*>(scratch);
     uint8_t* codes = reinterpret_cast<uint8_t*>(scratch + codes_offset_);
     float* row_scales = reinterpret_cast<float*>(scratch + scales_offset_);
     const int64_t count = config_.rows * config_.k;
@@ -379,7 +393,7 @@ class FakeQuantGemmOp final : public DeviceOp {
     }
     GemmArgs args;
     args.x = xq;
-    args.w = scratch;
+    args.w = weights_.data();
     args.bias = config_.has_bias ? in[3].data : nullptr;
     args.y = out[0].data;
     LOKA_RETURN_IF_ERROR(gemm_->run(args, context.workspace, context.stream));
@@ -394,7 +408,8 @@ class FakeQuantGemmOp final : public DeviceOp {
     if (config_.writes_codes)
       LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(out[0].data),
                                                      static_cast<uint8_t*>(out[1].data), config_.rows * config_.n,
-                                                     config_.y_scale, Fp8Kind::kE4M3FN, context.stream)));
+                                                     config_.y_scale, Fp8Kind::kE4M3FN, context.stream,
+                                                     ScaleDivision::kDivide)));  // Q(Y / Y_scale), the op's definition
     return Status::ok();
   }
 
@@ -402,8 +417,8 @@ class FakeQuantGemmOp final : public DeviceOp {
   explicit FakeQuantGemmOp(QuantizedGemmOp::Config config) : config_(config) {}
   QuantizedGemmOp::Config config_;
   std::unique_ptr<Gemm> gemm_;
-  DeviceBuffer scratch_;  ///< [decoded weights | dequantized activation | codes | row scales]
-  size_t x_offset_ = 0, codes_offset_ = 0, scales_offset_ = 0;
+  DeviceBuffer weights_;  ///< decoded once, when planned
+  size_t codes_offset_ = 0, scales_offset_ = 0, run_scratch_bytes_ = 0;
 };
 
 Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
@@ -474,12 +489,16 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   }
   if (Fp8Gemm::can_implement(problem).is_ok()) {
     auto op = QuantizedGemmOp::create(config);
-    if (op) return DevicePlan{std::move(op).value(), -1};
+    if (op) {
+      const size_t run_scratch = (*op)->run_scratch_bytes();
+      return DevicePlan{std::move(op).value(), -1, false, run_scratch};
+    }
   }
   // No FP8 kernel for this shape: the same arithmetic in FP32 (bit-identical quantization).
   if (!w.host.defined() || !init.inputs[2].host.defined()) return Status::error("W and W_scale must be constants");
   LOKA_ASSIGN_OR_RETURN(auto op, FakeQuantGemmOp::create(config, w.host, init.inputs[2].host));
-  return DevicePlan{std::move(op), -1};
+  const size_t run_scratch = op->run_scratch_bytes();
+  return DevicePlan{std::move(op), -1, false, run_scratch};
 }
 
 // --- which of these write pitched rows (DeviceOpRegistry's PitchedRowRule) ---
