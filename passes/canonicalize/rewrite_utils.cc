@@ -138,7 +138,10 @@ Result<ir::Node*> replace_with_node(ir::Graph& graph, ir::Value* root, const std
   ir::Value* temporary = detach(graph, root);
   LOKA_RETURN_IF_ERROR(erase_nodes(graph, absorbed));
   ir::Value* output = graph.add_value(name, type);
-  ir::Node* node = graph.add_node_with_outputs(spec.op_type, spec.inputs, {output}, spec.name, spec.domain);
+  std::vector<ir::Value*> outputs{output};
+  for (auto& [extra_name, extra_type] : spec.extra_outputs)
+    outputs.push_back(graph.add_value(graph.unique_value_name(extra_name), std::move(extra_type)));
+  ir::Node* node = graph.add_node_with_outputs(spec.op_type, spec.inputs, outputs, spec.name, spec.domain);
   node->mutable_attributes() = std::move(spec.attributes);
   attach(graph, temporary, output);
   return node;

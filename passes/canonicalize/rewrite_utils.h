@@ -64,6 +64,8 @@ struct NodeSpec {
   Attributes attributes;
   std::string name;  ///< may be the name of one of the absorbed nodes (they are erased first)
   std::string domain;
+  /// Outputs after the first, fresh values: (name to make unique, type).
+  std::vector<std::pair<std::string, ir::TensorType>> extra_outputs = {};
 };
 
 /// Replaces `root` (the matched subgraph's single escaping value) by the output of a new node

@@ -4,11 +4,11 @@
 #include "passes/mods/fuse_epilogue_quantize.h"
 
 #include <bit>
-#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "passes/canonicalize/rewrite_utils.h"
 #include "passes/ir/graph_algorithms.h"
 #include "passes/mods/rewrite_helpers.h"
 #include "passes/probe/annotations.h"
@@ -34,11 +34,7 @@ std::optional<float> e4m3_quantize_scale(const ir::Node& node) {
   const Result<int64_t> saturate = node.attributes().get_int("saturate", 1);
   if (!saturate || *saturate != 1 || node.attributes().has("block_size") || node.attributes().has("output_dtype"))
     return std::nullopt;
-  const Tensor* scale = mods::float_constant(node.input(1));
-  if (scale == nullptr || scale->element_count() != 1 || scale->rank() > 1) return std::nullopt;
-  const float value = scale->data<float>()[0];
-  if (!(value > 0.0f) || !std::isfinite(value)) return std::nullopt;
-  return value;
+  return mods::positive_scalar_scale(node.input(1));
 }
 
 /// A cross layer whose output's quantizing readers all use one scale.
@@ -74,25 +70,16 @@ std::optional<Match> match(ir::Node* node) {
 }
 
 /// Rebuilds the producer with output 1 and input 7 (the graph has no way to add an output to a
-/// node): Y keeps its name, readers and graph-output role through a placeholder. Returns Yq.
-ir::Value* add_codes_output(ir::Graph& graph, ir::Node* producer, float scale) {
+/// node): Y keeps its name, readers and graph-output role. Returns Yq.
+Result<ir::Value*> add_codes_output(ir::Graph& graph, ir::Node* producer, float scale) {
   ir::Value* y = producer->output(0);
-  const std::string y_name = y->name(), name = producer->name();
-  const ir::TensorType type = y->type();
   std::vector<ir::Value*> inputs = producer->inputs();
   inputs.resize(kYScaleInput + 1, nullptr);
-  inputs[kYScaleInput] = graph.add_initializer(graph.unique_value_name(y_name + "_scale"), Tensor::scalar_float(scale));
-  const Attributes attributes = producer->attributes();
-  ir::Value* placeholder = graph.add_value(y_name + "_fusing", type);
-  graph.replace_all_uses_with(y, placeholder);
-  graph.erase_node(producer);
-  ir::Value* new_y = graph.add_value(y_name, type);  // the name is free again: it keeps it
-  graph.replace_all_uses_with(placeholder, new_y);
-  graph.erase_value(placeholder);
-  ir::Value* codes = graph.add_value(graph.unique_value_name(y_name + "_fp8"), ir::TensorType{DType::kFloat8E4M3FN, type.shape});
-  ir::Node* rebuilt = graph.add_node_with_outputs("QuantizedGemm", inputs, {new_y, codes}, name, kLokaDomain);
-  rebuilt->mutable_attributes() = attributes;
-  return codes;
+  inputs[kYScaleInput] = graph.add_initializer(graph.unique_value_name(y->name() + "_scale"), Tensor::scalar_float(scale));
+  canonicalize::NodeSpec spec{"QuantizedGemm", std::move(inputs), producer->attributes(), producer->name(), kLokaDomain};
+  spec.extra_outputs.emplace_back(y->name() + "_fp8", ir::TensorType{DType::kFloat8E4M3FN, y->type().shape});
+  LOKA_ASSIGN_OR_RETURN(ir::Node* rebuilt, canonicalize::replace_with_node(graph, y, {producer}, std::move(spec)));
+  return rebuilt->output(1);
 }
 
 /// The QuantizedGemms reading `codes`, directly or through a Transpose of them (the form
@@ -141,7 +128,7 @@ class FuseEpilogueQuantizePass final : public Pass {
       if (!found) break;
       const Match& m = *found;
       const std::string name = m.producer->name();
-      ir::Value* codes = add_codes_output(graph, m.producer, m.scale);
+      LOKA_ASSIGN_OR_RETURN(ir::Value* codes, add_codes_output(graph, m.producer, m.scale));
       rewire(graph, m, codes, document);
       nlohmann::json& entry = document["nodes"][name];
       entry["name"] = name;

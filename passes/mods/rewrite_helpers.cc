@@ -24,11 +24,15 @@ std::optional<float> tensor_recipe_x_scale(const ir::Use& use) {
   if (!reader.is("QuantizedGemm", "ai.loka") || use.input_index != 0) return std::nullopt;
   auto recipe = reader.attributes().get_string("act_recipe", "tensor");
   if (!recipe || *recipe != "tensor") return std::nullopt;
-  const Tensor* scale = float_constant(reader.input(4));
+  return positive_scalar_scale(reader.input(4));
+}
+
+std::optional<float> positive_scalar_scale(const ir::Value* value) {
+  const Tensor* scale = float_constant(value);
   if (scale == nullptr || scale->element_count() != 1 || scale->rank() > 1) return std::nullopt;
-  const float value = scale->data<float>()[0];
-  if (!(value > 0.0f) || !std::isfinite(value)) return std::nullopt;
-  return value;
+  const float v = scale->data<float>()[0];
+  if (!(v > 0.0f) || !std::isfinite(v)) return std::nullopt;
+  return v;
 }
 
 bool runs_on_fp8_tensor_cores(const ir::Node& gemm) {

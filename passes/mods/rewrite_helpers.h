@@ -43,6 +43,10 @@ struct WeightGemm {
 /// Gemm with transA set.
 std::optional<WeightGemm> as_weight_gemm(const ir::Node& node, bool require_untransposed_activation = false);
 
+/// The value of `value` when it is a constant float32 scalar ([] or [1]) that is finite and
+/// positive: a static scale quantization may divide by. Nothing otherwise.
+std::optional<float> positive_scalar_scale(const ir::Value* value);
+
 /// The static X_scale of the ai.loka QuantizedGemm reading a value at `use` as its X (input 0)
 /// with the "tensor" recipe: a constant, finite, positive scalar. Nothing for any other reader.
 std::optional<float> tensor_recipe_x_scale(const ir::Use& use);
