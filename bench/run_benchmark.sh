@@ -92,11 +92,15 @@ deadline=${LOKA_BENCH_DEADLINE_S:-$deadline}
 # budget: the noise term was 0.0177% of the 0.0184% bound. With 16 x 1024 it is 99% FP8, eval drift
 # +0.0046% ±0.0106, peak 230 MB at batch 512 (76% of BF16), batch 4096 0.596 ms against 0.848 for
 # BF16 graphs, loka-opt 36 s and the zoo 68 s alone (H200, 2026-11-27). DLRM's loka-opt is the
-# quickest of the four (42 s of 42-100 s on an H100 with all four at once, 8 sets); the others keep
-# three sets so the run stays within its 9 minutes (their Probe took 28-30 s of those on three sets).
+# quickest of the four (42 s of 42-100 s on an H100 with all four at once, 8 sets). DHEN and the
+# attention ranker, at three sets, were 73% and 67% FP8, the noise term 0.015% and 0.018% of their
+# 0.0196% bounds; with 8 sets they are 86% (eval drift +0.0166% ±0.0091) and 71% (+0.0091%
+# ±0.0050), loka-opt 105 and 111 s side by side (was 80 and 82; H200, 2026-11-27). Wukong keeps
+# three sets (98% FP8 on them) so the run stays within its 9 minutes.
 calib_sets_of() {  # calib_sets_of MODEL: calibration sets for MODEL's zoo
   case "$mode:$1" in
     full:dlrm_dcnv2) echo 16 ;;
+    full:dhen | full:attention_ranker) echo 8 ;;
     *) echo "$calib_sets" ;;
   esac
 }
