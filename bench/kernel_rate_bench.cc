@@ -39,6 +39,9 @@
 //                 sample in its multi-hot bags) in one launch, tables capped at 100 000
 //                 rows (as bench/run_benchmark.sh) and at 4 000 000, batch 4096 and 16384,
 //                 vs a copy of the ids, rows and scales read and the sums written.
+//   transpose     the token transposes of DHEN ([B, 34, 128]) and Wukong ([B, 64, 128]) at
+//                 batch 4096 and 16384, FP32, whole matrices through shared memory; and one
+//                 past the whole-matrix cap, in 32×32 tiles; vs a copy of the bytes.
 //
 // `kernel_rate_bench [SECTION...]` runs the sections named (every one when none
 // is). Prints one table: LoKA median µs, reference median µs, and LoKA's rate as a
@@ -57,6 +60,7 @@
 #include <vector>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/copy.h"
 #include "kernels/cuda/cudnn_layer_norm.h"
 #include "kernels/cuda/dequant_epilogue.h"
 #include "kernels/cuda/device.h"
@@ -535,11 +539,22 @@ void bench_embedding_bags(int64_t b, int64_t row_cap) {
   for (void* p : tables) cudaFree(p);
 }
 
+/// FP32 [b, rows, cols] -> [b, cols, rows] as the runtime's Transpose launches it.
+void bench_transpose(int64_t b, int64_t rows, int64_t cols) {
+  const size_t bytes = static_cast<size_t>(b * rows * cols) * 4;
+  Rotation x(bytes), y(bytes);
+  bench_memory_bound("transpose", std::to_string(b) + "x" + std::to_string(rows) + "x" + std::to_string(cols), bytes,
+                     bytes, [&](int it) {
+                       check_status(cuda::launch_transpose(x.at(it), {b, rows, cols}, {0, 2, 1}, 4, y.at(it), nullptr),
+                                    "transpose");
+                     });
+}
+
 /// The sections, as the banner names them (a row's first column).
-constexpr std::array<const char*, 15> kSections{
+constexpr std::array<const char*, 16> kSections{
     "fp8-gemm", "fp8-gemm-row", "bf16-gemm", "tf32-vs-bf16", "small-m", "layernorm-fp8", "quantize-rows",
     "layernorm-cudnn", "binary", "unary-relu", "dequant-epi", "quantize-fp8", "softmax", "attention",
-    "embedding-bags"};
+    "embedding-bags", "transpose"};
 
 /// The sections the command line names: every one when it names none.
 struct Selection {
@@ -582,6 +597,11 @@ void bench_memory_bound_kernels(const Selection& wanted) {
   if (wanted("embedding-bags"))
     for (int64_t batch : {b, 4 * b})
       for (int64_t row_cap : {100000, 4000000}) bench_embedding_bags(batch, row_cap);
+  if (wanted("transpose")) {
+    for (int64_t batch : {b, 4 * b})
+      for (int64_t tokens : {34, 64}) bench_transpose(batch, tokens, 128);
+    bench_transpose(b / 8, 300, 170);  // 204 000 bytes a matrix: the tiles
+  }
 }
 
 }  // namespace

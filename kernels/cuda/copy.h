@@ -9,8 +9,11 @@
 // Expand gives broadcast dims stride 0, and Tile splits each dim into
 // [repeats, dim] with strides [0, stride]. The plan is coalesced and moved in
 // the widest unit (up to 16 bytes) the layout and alignment allow
-// (shape_plan.h). A transpose whose two innermost (coalesced) dims swap runs a
-// 32×32 shared-memory tiled kernel so both its reads and writes coalesce.
+// (shape_plan.h). A transpose whose two innermost (coalesced) dims swap goes
+// through shared memory so both its reads and writes coalesce, in 32×32 tiles;
+// packed matrices of up to 48 KiB that leave the tiles under 85% full (DHEN's
+// and Wukong's first [B, 34, 128] token transpose: half of every second tile
+// empty) are staged whole instead, one per block.
 // Concat copies each input into its slice of the output: one launch per input.
 //
 // Slice takes normalised arguments (per dim: first index read, step ≠ 0, and
@@ -34,6 +37,15 @@
 #include "loka/status.h"
 
 namespace loka::cuda {
+
+/// The kernels a simplified plan can run on (copy_kernel_for says which; tests check the choice).
+enum class CopyKernel {
+  kStrided,               ///< one thread per element, coordinates by division
+  kTiledTranspose,        ///< the two innermost dims swap: 32×32 tiles through shared memory
+  kWholeMatrixTranspose,  ///< packed matrices of ≤ 48 KiB the tiles fill < 85%: one whole matrix per block
+};
+/// The kernel launch_strided_copy runs for `plan` once simplified (simplify_copy).
+CopyKernel copy_kernel_for(const CopyPlan& plan);
 
 /// The core: runs `plan` (element strides in units of plan.unit_bytes, which must be
 /// 1, 2, 4, 8 or 16) after simplifying it. src and dst must not overlap.

@@ -82,6 +82,8 @@ TEST_F(CudaCopy, RandomTransposesUpToRank6MatchTheCpuRuntime) {
 TEST_F(CudaCopy, TiledTransposeShapesMatchTheCpuRuntime) {
   std::mt19937 rng(602);
   for (DType dtype : kByteTypes) {
+    // Matrices past the whole-matrix kernel's 48 KiB at every element size, ragged tile edges.
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {2, 300, 170}), {0, 2, 1});
     check_transpose(testing::random_bytes_tensor(rng, dtype, {65536, 13}), {1, 0});
     check_transpose(testing::random_bytes_tensor(rng, dtype, {13, 65536}), {1, 0});
     check_transpose(testing::random_bytes_tensor(rng, dtype, {1, 7}), {1, 0});
@@ -90,8 +92,27 @@ TEST_F(CudaCopy, TiledTransposeShapesMatchTheCpuRuntime) {
     check_transpose(testing::random_bytes_tensor(rng, dtype, {5, 16, 3, 7}), {2, 0, 3, 1});
     check_transpose(testing::random_bytes_tensor(rng, dtype, {4, 5, 6, 8}), {0, 2, 1, 3});  // inner contiguous: wide units
     check_transpose(testing::random_bytes_tensor(rng, dtype, {4, 5, 6, 8}), {0, 2, 1, 3}, 1);
-    // More batches than a grid's z dimension holds (65535): the tiled kernel loops over them.
-    check_transpose(testing::random_bytes_tensor(rng, dtype, {65537, 2, 3}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {65537, 2, 3}), {0, 2, 1});  // whole matrices
+  }
+  // More batches than a grid's z dimension holds (65535), of matrices that fill their tiles: the
+  // tiled kernel loops over them (one byte an element: 64 MiB).
+  check_transpose(testing::random_bytes_tensor(rng, DType::kUInt8, {65537, 32, 32}), {0, 2, 1});
+}
+
+// Packed matrices staged whole, one per block (kWholeMatrixTranspose): DHEN's and Wukong's
+// first token transpose at batch 4096, batch 1, 65536 tiny odd matrices, and the 48 KiB edge,
+// which the 8-byte type passes over to the tiles.
+TEST_F(CudaCopy, WholeMatrixTransposeShapesMatchTheCpuRuntime) {
+  std::mt19937 rng(607);
+  for (DType dtype : kByteTypes) {
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {4096, 34, 128}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {3, 372, 33}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {1, 34, 128}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {2, 128, 34}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {65536, 3, 5}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {5, 95, 40}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {7, 13}), {1, 0});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {2, 3, 34, 17}), {0, 1, 3, 2});  // batch dims merge
   }
 }
 
@@ -342,6 +363,7 @@ TEST(CudaCopyPlan, CoalescingMergesContiguousDimsAndWideningPicksTheLargestUnit)
   cuda::simplify_copy(transpose, buffer, buffer);
   ASSERT_EQ(transpose.dims.rank, 2);
   EXPECT_EQ(transpose.unit_bytes, 2);
+  EXPECT_EQ(cuda::copy_kernel_for(transpose), cuda::CopyKernel::kWholeMatrixTranspose);
   cuda::CopyPlan rows;
   rows.unit_bytes = 4;
   rows.dims.push(10, {0, 8});  // broadcast rows of 8 floats
@@ -352,6 +374,40 @@ TEST(CudaCopyPlan, CoalescingMergesContiguousDimsAndWideningPicksTheLargestUnit)
   EXPECT_EQ(rows.unit_bytes, 16);
   EXPECT_EQ(rows.dims.extent[1], 2);
   EXPECT_EQ(rows.dims.stride[1][0], 2);
+}
+
+/// The simplified plan of transposing a packed [batch, rows, cols] tensor of `unit` bytes to [batch, cols, rows].
+cuda::CopyPlan batched_transpose_plan(int64_t batch, int64_t rows, int64_t cols, int unit, int64_t src_row_pitch = 0) {
+  if (src_row_pitch == 0) src_row_pitch = cols;
+  cuda::CopyPlan plan;
+  plan.unit_bytes = unit;
+  plan.dims.push(batch, {rows * src_row_pitch, rows * cols});
+  plan.dims.push(cols, {1, rows});
+  plan.dims.push(rows, {src_row_pitch, 1});
+  alignas(16) static char buffer[16];
+  cuda::simplify_copy(plan, buffer, buffer);
+  return plan;
+}
+
+TEST(CudaCopyPlan, PackedMatricesTheTilesFillBadlyTransposeWholeUpTo48KiB) {
+  using cuda::CopyKernel;
+  // 34 rows fill 53% of two tile rows: whole (34 x 129 floats, 17 544 bytes), also as 8-byte units.
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(4096, 34, 128, 4)), CopyKernel::kWholeMatrixTranspose);
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(4096, 34, 128, 8)), CopyKernel::kWholeMatrixTranspose);
+  // 64 rows fill their tiles: tiles, faster there. 95 x 127 fills 98% of them.
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(4096, 64, 128, 4)), CopyKernel::kTiledTranspose);
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(2, 95, 127, 4)), CopyKernel::kTiledTranspose);
+  // The 48 KiB edge: 372 rows of 33 floats (an odd pitch already) take 49 104 bytes, 373 rows 49 236.
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(2, 372, 33, 4)), CopyKernel::kWholeMatrixTranspose);
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(2, 373, 33, 4)), CopyKernel::kTiledTranspose);
+  // Source rows apart by more than their length: not one packed run, so tiles.
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(16, 34, 128, 4, 136)), CopyKernel::kTiledTranspose);
+  // A plain copy is neither.
+  cuda::CopyPlan copy;
+  copy.unit_bytes = 4;
+  copy.dims.push(34, {128, 128});
+  copy.dims.push(100, {1, 1});
+  EXPECT_EQ(cuda::copy_kernel_for(copy), CopyKernel::kStrided);
 }
 
 TEST(CudaCopyArgs, MalformedArgumentsAreRefusedWithAReason) {
