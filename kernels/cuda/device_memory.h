@@ -16,6 +16,14 @@
 
 namespace loka::cuda {
 
+/// The alignment of every buffer carved out of one allocation (workspaces, scratch, arenas):
+/// what cuBLASLt and vectorized kernels want.
+inline constexpr size_t kDeviceAlignment = 256;
+/// `bytes` rounded up to kDeviceAlignment: the offset of the buffer that follows.
+constexpr size_t device_aligned(size_t bytes) {
+  return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+}
+
 /// cudaMalloc, counted while it lives.
 cudaError_t device_malloc(void** data, size_t bytes);
 /// cudaFree of a device_malloc'd pointer (null: nothing).

@@ -32,8 +32,6 @@ Status check(cudaError_t error, const char* what) {
   return error == cudaSuccess ? Status::ok() : Status::error(std::string(what) + ": " + cudaGetErrorString(error));
 }
 
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 /// Device memory owned by a planned kernel.
 class DeviceMemory {
  public:
@@ -228,10 +226,10 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     const size_t m_floats = static_cast<size_t>(shape.m) * sizeof(float);
     impl->unit_offset = 0;
     impl->copies_offset = 256;
-    impl->bias_offset = impl->copies_offset + aligned(per_row ? 0 : m_floats);
+    impl->bias_offset = impl->copies_offset + device_aligned(per_row ? 0 : m_floats);
     LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->bias_offset + static_cast<size_t>(shape.n) * sizeof(uint16_t)));
     impl->codes_offset = 0;
-    impl->row_scales_offset = aligned(key.input == DType::kFloat8E4M3FN ? 0 : mk);
+    impl->row_scales_offset = device_aligned(key.input == DType::kFloat8E4M3FN ? 0 : mk);
     LOKA_RETURN_IF_ERROR(impl->plan_run_scratch(impl->row_scales_offset + (per_row ? m_floats : 0)));
     const float one = 1.0f;
     LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(0), &one, sizeof one, cudaMemcpyHostToDevice), "unit scale"));
@@ -292,9 +290,9 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   impl->weights_offset = 0;
   LOKA_RETURN_IF_ERROR(impl->scratch.allocate(key.constant_weight ? weight_bytes : 0));
   impl->computed_w_offset = 0;
-  impl->x_offset = aligned(key.constant_weight ? 0 : weight_bytes);
-  impl->codes_offset = impl->x_offset + aligned(mk * (bf16 ? 2 : 4));
-  impl->row_scales_offset = impl->codes_offset + aligned(bf16 ? 0 : mk);
+  impl->x_offset = device_aligned(key.constant_weight ? 0 : weight_bytes);
+  impl->codes_offset = impl->x_offset + device_aligned(mk * (bf16 ? 2 : 4));
+  impl->row_scales_offset = impl->codes_offset + device_aligned(bf16 ? 0 : mk);
   LOKA_RETURN_IF_ERROR(impl->plan_run_scratch(
       impl->row_scales_offset + (bf16 ? 0 : static_cast<size_t>(shape.m + 1) * sizeof(float))));
   if (!key.constant_weight) return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));

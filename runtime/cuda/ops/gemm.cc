@@ -24,6 +24,7 @@
 #include <cmath>
 
 #include "kernels/cuda/dequant_epilogue.h"
+#include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/fp8_convert.h"
 #include "kernels/cuda/fp8_gemm.h"
@@ -37,8 +38,6 @@
 
 namespace loka::cuda {
 namespace {
-
-size_t aligned_256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 /// An FP32 GEMM Y = X·op(W) (+ bias [N]) with an optional full-size addend C [M,N].
 class Fp32GemmOp final : public DeviceOp {
@@ -316,7 +315,7 @@ class QuantizedGemmOp final : public DeviceOp {
     return error == cudaSuccess ? Status::ok() : Status::error(std::string("FP8 quantize: ") + cudaGetErrorString(error));
   }
   size_t row_scales_offset() const {
-    return config_.x_form == XForm::kFp8 ? 0 : aligned_256(static_cast<size_t>(config_.rows * config_.k));
+    return config_.x_form == XForm::kFp8 ? 0 : device_aligned(static_cast<size_t>(config_.rows * config_.k));
   }
   size_t rows_bytes() const { return static_cast<size_t>(config_.rows) * sizeof(float); }
   Config config_;
@@ -351,8 +350,8 @@ class FakeQuantGemmOp final : public DeviceOp {
     const size_t weight_bytes = decoded.size() * sizeof(float);
     const size_t count = static_cast<size_t>(config.rows * config.k);
     LOKA_ASSIGN_OR_RETURN(op->weights_, DeviceBuffer::allocate(weight_bytes));
-    op->codes_offset_ = aligned_256(count * sizeof(float));
-    op->scales_offset_ = op->codes_offset_ + aligned_256(count);
+    op->codes_offset_ = device_aligned(count * sizeof(float));
+    op->scales_offset_ = op->codes_offset_ + device_aligned(count);
     op->run_scratch_bytes_ = op->scales_offset_ + static_cast<size_t>(config.rows + 1) * sizeof(float);
     if (weight_bytes > 0 &&
         cudaMemcpy(op->weights_.data(), decoded.data(), weight_bytes, cudaMemcpyHostToDevice) != cudaSuccess)
