@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/canonicalize/rewrite_utils.h"
 #include "passes/mods/rewrite_helpers.h"
 #include "passes/probe/annotations.h"
 
@@ -145,33 +146,26 @@ ir::Value* bias_input(ir::Graph& graph, ir::Value* old_bias, const Tensor& row) 
 /// Replaces `gemm` and `chain` by one ai.loka `op` node reading `inputs` and writing the chain's
 /// last value, under the GEMM's name and to the same readers; `old_bias` leaves the model when
 /// nothing reads it any more (it lives on as the fused node's bias).
-void replace_with_fused(ir::Graph& graph, ir::Node* gemm, const std::vector<ir::Node*>& chain,
-                        const std::vector<ir::Value*>& inputs, ir::Value* old_bias, const char* op,
-                        Attributes attributes) {
-  ir::Value* result = chain.back()->output(0);
-  const std::string result_name = result->name(), gemm_name = gemm->name();
-  const ir::TensorType type = result->type();
-  // Park the readers (and any graph-output role) on a placeholder while the old nodes go.
-  ir::Value* placeholder = graph.add_value(result_name + "_fusing", type);
-  graph.replace_all_uses_with(result, placeholder);
-  for (auto node = chain.rbegin(); node != chain.rend(); ++node) graph.erase_node(*node);
-  graph.erase_node(gemm);
+Status replace_with_fused(ir::Graph& graph, ir::Node* gemm, const std::vector<ir::Node*>& chain,
+                          const std::vector<ir::Value*>& inputs, ir::Value* old_bias, const char* op,
+                          Attributes attributes) {
+  std::vector<ir::Node*> absorbed = chain;
+  absorbed.push_back(gemm);
+  LOKA_RETURN_IF_ERROR(canonicalize::replace_with_node(graph, chain.back()->output(0), absorbed,
+                                                       {op, inputs, std::move(attributes), gemm->name(), kLokaDomain})
+                           .status());
   if (old_bias && std::find(inputs.begin(), inputs.end(), old_bias) == inputs.end() && !old_bias->has_uses() &&
       !old_bias->is_graph_output())
     graph.erase_value(old_bias);
-  ir::Value* output = graph.add_value(result_name, type);  // the name is free again: it keeps it
-  graph.replace_all_uses_with(placeholder, output);
-  graph.erase_value(placeholder);
-  ir::Node* fused = graph.add_node_with_outputs(op, inputs, {output}, gemm_name, kLokaDomain);
-  fused->mutable_attributes() = std::move(attributes);
   // A model with no FP8 site reaches here with no ai.loka node yet (insert-scales imports the
   // domain only when it lowers one): its first FusedGemm brings the import.
   graph.opsets.try_emplace(kLokaDomain, 1);
+  return Status::ok();
 }
 
 /// Replaces the GEMM and the chain by one QuantizedGemm writing the chain's result value (see the
 /// diagram in the header).
-void fuse(ir::Graph& graph, const Match& m) {
+Status fuse(ir::Graph& graph, const Match& m) {
   std::vector<ir::Value*> inputs = m.gemm->inputs();
   inputs.resize(kResidualInput + 1, nullptr);
   ir::Value* old_bias = nullptr;
@@ -184,7 +178,7 @@ void fuse(ir::Graph& graph, const Match& m) {
   while (!inputs.empty() && inputs.back() == nullptr) inputs.pop_back();  // no trailing omitted inputs
   Attributes attributes = m.gemm->attributes();
   if (m.act) attributes.set("activation", m.activation);
-  replace_with_fused(graph, m.gemm, m.chain(), inputs, old_bias, "QuantizedGemm", std::move(attributes));
+  return replace_with_fused(graph, m.gemm, m.chain(), inputs, old_bias, "QuantizedGemm", std::move(attributes));
 }
 
 // ------------------------------------------------------------------ FP32 --
@@ -267,7 +261,7 @@ std::optional<FloatMatch> match_float(ir::Node* gemm) {
 }
 
 /// Replaces the GEMM and its chain by one ai.loka::FusedGemm writing the chain's result value.
-void fuse_float(ir::Graph& graph, const FloatMatch& m) {
+Status fuse_float(ir::Graph& graph, const FloatMatch& m) {
   std::vector<ir::Value*> inputs = {m.gemm->input(0), m.gemm->input(1), nullptr, m.residual};
   ir::Value* old_bias = m.bias_add ? m.bias_add->input(m.bias_add->input(0) == m.gemm->output(0) ? 1 : 0) : m.gemm_bias;
   if (m.bias) inputs[2] = bias_input(graph, old_bias, *m.bias);
@@ -275,7 +269,7 @@ void fuse_float(ir::Graph& graph, const FloatMatch& m) {
   Attributes attributes;
   if (m.trans_b) attributes.set("transB", int64_t{1});
   if (m.act) attributes.set("activation", m.activation);
-  replace_with_fused(graph, m.gemm, m.chain(), inputs, old_bias, "FusedGemm", std::move(attributes));
+  return replace_with_fused(graph, m.gemm, m.chain(), inputs, old_bias, "FusedGemm", std::move(attributes));
 }
 
 /// Records the fused nodes' names under the GEMM's annotation entry ("from").
@@ -306,7 +300,7 @@ class FuseGemmEpiloguePass final : public Pass {
         if (m.bias_add) context.add_statistic("biases-fused");
         if (m.act) context.add_statistic(m.activation == "relu" ? "relus-fused" : "gelus-fused");
         if (m.add) context.add_statistic("residuals-fused");
-        fuse_float(graph, m);
+        LOKA_RETURN_IF_ERROR(fuse_float(graph, m));
         changed = true;
         continue;
       }
@@ -317,7 +311,7 @@ class FuseGemmEpiloguePass final : public Pass {
       if (m.act) context.add_statistic(m.activation == "relu" ? "relus-fused" : "gelus-fused");
       if (m.mul || m.add)
         context.add_statistic(m.mul && m.add ? "cross-layers-fused" : (m.mul ? "multiplies-fused" : "residuals-fused"));
-      fuse(graph, m);
+      LOKA_RETURN_IF_ERROR(fuse(graph, m));
       changed = true;
     }
     if (!changed) return false;
