@@ -7,7 +7,7 @@
 #   lib/cmake/loka/lokaConfig.cmake         finds the dependencies, then the targets
 #   lib/cmake/loka/lokaConfigVersion.cmake  0.y releases are compatible within y
 #   lib/cmake/loka/lokaTargets.cmake        the exported targets
-# The compiler libraries (loka_passes, loka_cli) are deliberately not exported:
+# The compiler libraries (loka_ir, loka_passes, loka_cli) are deliberately not exported:
 # a serving program links loka::runtime alone. The libraries are static, so
 # their private dependencies (onnx_proto, protobuf, zlib, CUDA) reach the
 # consumer's link line; lokaConfig.cmake finds them with find_dependency.
