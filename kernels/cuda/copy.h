@@ -11,9 +11,9 @@
 // the widest unit (up to 16 bytes) the layout and alignment allow
 // (shape_plan.h). A transpose whose two innermost (coalesced) dims swap goes
 // through shared memory so both its reads and writes coalesce, in 32×32 tiles;
-// packed matrices of up to 48 KiB that leave the tiles under 85% full (DHEN's
-// and Wukong's first [B, 34, 128] token transpose: half of every second tile
-// empty) are staged whole instead, one per block.
+// batches (32 or more) of packed matrices of up to 48 KiB that leave the tiles
+// under 85% full (DHEN's and Wukong's first [B, 34, 128] token transpose: half
+// of every second tile empty) are staged whole instead, one per block.
 // Concat copies each input into its slice of the output: one launch per input.
 //
 // Slice takes normalised arguments (per dim: first index read, step ≠ 0, and
@@ -42,7 +42,7 @@ namespace loka::cuda {
 enum class CopyKernel {
   kStrided,               ///< one thread per element, coordinates by division
   kTiledTranspose,        ///< the two innermost dims swap: 32×32 tiles through shared memory
-  kWholeMatrixTranspose,  ///< packed matrices of ≤ 48 KiB the tiles fill < 85%: one whole matrix per block
+  kWholeMatrixTranspose,  ///< ≥ 32 packed matrices of ≤ 48 KiB the tiles fill < 85%: one whole matrix per block
 };
 /// The kernel launch_strided_copy runs for `plan` once simplified (simplify_copy).
 CopyKernel copy_kernel_for(const CopyPlan& plan);

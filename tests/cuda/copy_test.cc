@@ -99,20 +99,22 @@ TEST_F(CudaCopy, TiledTransposeShapesMatchTheCpuRuntime) {
   check_transpose(testing::random_bytes_tensor(rng, DType::kUInt8, {65537, 32, 32}), {0, 2, 1});
 }
 
-// Packed matrices staged whole, one per block (kWholeMatrixTranspose): DHEN's and Wukong's
-// first token transpose at batch 4096, batch 1, 65536 tiny odd matrices, and the 48 KiB edge,
-// which the 8-byte type passes over to the tiles.
+// Batches of packed matrices staged whole, one per block (kWholeMatrixTranspose): DHEN's and
+// Wukong's first token transpose at batch 4096, the fewest matrices it takes (32; 31 and a single
+// one go to the tiles), 65536 tiny odd matrices, and the 48 KiB edge, which the 8-byte type
+// passes over to the tiles.
 TEST_F(CudaCopy, WholeMatrixTransposeShapesMatchTheCpuRuntime) {
   std::mt19937 rng(607);
   for (DType dtype : kByteTypes) {
     check_transpose(testing::random_bytes_tensor(rng, dtype, {4096, 34, 128}), {0, 2, 1});
-    check_transpose(testing::random_bytes_tensor(rng, dtype, {3, 372, 33}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {32, 372, 33}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {32, 34, 128}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {31, 34, 128}), {0, 2, 1});
     check_transpose(testing::random_bytes_tensor(rng, dtype, {1, 34, 128}), {0, 2, 1});
-    check_transpose(testing::random_bytes_tensor(rng, dtype, {2, 128, 34}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {64, 128, 34}), {0, 2, 1});
     check_transpose(testing::random_bytes_tensor(rng, dtype, {65536, 3, 5}), {0, 2, 1});
-    check_transpose(testing::random_bytes_tensor(rng, dtype, {5, 95, 40}), {0, 2, 1});
-    check_transpose(testing::random_bytes_tensor(rng, dtype, {7, 13}), {1, 0});
-    check_transpose(testing::random_bytes_tensor(rng, dtype, {2, 3, 34, 17}), {0, 1, 3, 2});  // batch dims merge
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {50, 95, 40}), {0, 2, 1});
+    check_transpose(testing::random_bytes_tensor(rng, dtype, {8, 4, 34, 17}), {0, 1, 3, 2});  // batch dims merge
   }
 }
 
@@ -363,7 +365,7 @@ TEST(CudaCopyPlan, CoalescingMergesContiguousDimsAndWideningPicksTheLargestUnit)
   cuda::simplify_copy(transpose, buffer, buffer);
   ASSERT_EQ(transpose.dims.rank, 2);
   EXPECT_EQ(transpose.unit_bytes, 2);
-  EXPECT_EQ(cuda::copy_kernel_for(transpose), cuda::CopyKernel::kWholeMatrixTranspose);
+  EXPECT_EQ(cuda::copy_kernel_for(transpose), cuda::CopyKernel::kTiledTranspose);  // one matrix: the tiles
   cuda::CopyPlan rows;
   rows.unit_bytes = 4;
   rows.dims.push(10, {0, 8});  // broadcast rows of 8 floats
@@ -391,17 +393,21 @@ cuda::CopyPlan batched_transpose_plan(int64_t batch, int64_t rows, int64_t cols,
 
 TEST(CudaCopyPlan, PackedMatricesTheTilesFillBadlyTransposeWholeUpTo48KiB) {
   using cuda::CopyKernel;
-  // 34 rows fill 53% of two tile rows: whole (34 x 129 floats, 17 544 bytes), also as 8-byte units.
+  // 34 rows fill 53% of two tile rows: whole (34 x 129 floats, 17 544 bytes), also as 8-byte units;
+  // from 32 matrices on (a single one is no batch dim at all once simplified).
   EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(4096, 34, 128, 4)), CopyKernel::kWholeMatrixTranspose);
   EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(4096, 34, 128, 8)), CopyKernel::kWholeMatrixTranspose);
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(32, 34, 128, 4)), CopyKernel::kWholeMatrixTranspose);
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(31, 34, 128, 4)), CopyKernel::kTiledTranspose);
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(1, 34, 128, 4)), CopyKernel::kTiledTranspose);
   // 64 rows fill their tiles: tiles, faster there. 95 x 127 fills 98% of them.
   EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(4096, 64, 128, 4)), CopyKernel::kTiledTranspose);
   EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(2, 95, 127, 4)), CopyKernel::kTiledTranspose);
   // The 48 KiB edge: 372 rows of 33 floats (an odd pitch already) take 49 104 bytes, 373 rows 49 236.
-  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(2, 372, 33, 4)), CopyKernel::kWholeMatrixTranspose);
-  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(2, 373, 33, 4)), CopyKernel::kTiledTranspose);
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(32, 372, 33, 4)), CopyKernel::kWholeMatrixTranspose);
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(32, 373, 33, 4)), CopyKernel::kTiledTranspose);
   // Source rows apart by more than their length: not one packed run, so tiles.
-  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(16, 34, 128, 4, 136)), CopyKernel::kTiledTranspose);
+  EXPECT_EQ(cuda::copy_kernel_for(batched_transpose_plan(64, 34, 128, 4, 136)), CopyKernel::kTiledTranspose);
   // A plain copy is neither.
   cuda::CopyPlan copy;
   copy.unit_bytes = 4;
