@@ -11,7 +11,11 @@
 #
 # On 2 cores from a fresh clone (CI; 2026-11-27 at 7489c2d, nothing else running), the steps in
 # order: build (Release, CUDA on) 6.1 min, ctest 2.6, fuzz 6.9, sanitize 12.6 (ASan+UBSan build 5.2
-# and tests 3.8, TSan build 3.0 and runs 0.6): 28.1 min, 55 CPU-min, for all of .ci/run. On
+# and tests 3.8, TSan build 3.0 and runs 0.6): 28.1 min, 55 CPU-min, for all of .ci/run. The same
+# machine ran 1.6-1.75x slower later that day (the build alone 631-642 s), and CI took 2753 s at
+# 8f9b676; on such a day, at fecbc51 (the fuzzers linking loka_ir alone, three more tests out of
+# ASan), it took 39.9 min, 78 CPU-min: build 10.7, ctest 4.3, fuzz 5.5 (was 9.0), sanitize 19.3
+# (ASan+UBSan build 8.1 and tests 5.5, TSan build 4.7 and runs 1.1). On
 # 2026-11-26 (310cc6b, other builds beside it) it took 26.8 min and 52 CPU-min, and before that
 # 9.5, 3.8, 7.0 and 17.5 min, 38.0 min and 75 CPU-min before whole-binary shards,
 # the precompiled header, -O1/-O0 test sources and the ASan exclusions of scripts/sanitize.sh
