@@ -39,9 +39,10 @@
 //                 sample in its multi-hot bags) in one launch, tables capped at 100 000
 //                 rows (as bench/run_benchmark.sh) and at 4 000 000, batch 4096 and 16384,
 //                 vs a copy of the ids, rows and scales read and the sums written.
-//   transpose     the token transposes of DHEN ([B, 34, 128]) and Wukong ([B, 64, 128]) at
-//                 batch 4096 and 16384, FP32, whole matrices through shared memory; and one
-//                 past the whole-matrix cap, in 32×32 tiles; vs a copy of the bytes.
+//   transpose     the token transposes of DHEN and Wukong's first layer ([B, 34, 128], whole
+//                 matrices through shared memory) and of Wukong's later layers ([B, 64, 128],
+//                 32×32 tiles, which it fills) at batch 4096 and 16384, FP32; and one past the
+//                 whole-matrix cap, in tiles; vs a copy of the bytes.
 //
 // `kernel_rate_bench [SECTION...]` runs the sections named (every one when none
 // is). Prints one table: LoKA median µs, reference median µs, and LoKA's rate as a
