@@ -95,7 +95,19 @@ std::string reason(const ir::Graph& graph, const nlohmann::json& node) {
   }
   if (node.contains("stats") && node["stats"].contains("activation")) {
     const auto& activation = node["stats"]["activation"];
-    if (activation.value("dynamic_range_log2", 0.0) > 24) reasons.push_back("wide dynamic range (2^" + std::to_string(static_cast<int>(activation.value("dynamic_range_log2", 0.0))) + ")");
+    // Over 1% of the values below E4M3's normal range at the site's scale. Annotations written
+    // before the Probe recorded that share keep the old test, the span down to the smallest
+    // value seen, which grows with the calibration data.
+    if (activation.contains("subnormal_fraction_e4m3")) {
+      const double share = activation.value("subnormal_fraction_e4m3", 0.0);
+      if (share > 0.01) {
+        char text[64];
+        std::snprintf(text, sizeof text, "wide dynamic range (%.1f%% subnormal in E4M3)", 100 * share);
+        reasons.push_back(text);
+      }
+    } else if (activation.value("dynamic_range_log2", 0.0) > 24) {
+      reasons.push_back("wide dynamic range (2^" + std::to_string(static_cast<int>(activation.value("dynamic_range_log2", 0.0))) + ")");
+    }
     if (activation.value("kurtosis", 0.0) > 20) reasons.push_back("outliers (kurtosis " + std::to_string(static_cast<int>(activation.value("kurtosis", 0.0))) + ")");
     if (activation.value("underflow_fraction_e4m3", 0.0) > 0.01) reasons.push_back("underflow");
   }

@@ -739,6 +739,7 @@ class ProbePass final : public Pass {
             {"dynamic_range_log2", stats.dynamic_range_log2()},
             {"zero_fraction", stats.count() ? static_cast<double>(stats.zeros()) / static_cast<double>(stats.count()) : 0.0},
             {"underflow_fraction_e4m3", stats.underflow_fraction(scale, Fp8Format::kE4M3FN)},
+            {"subnormal_fraction_e4m3", stats.subnormal_fraction(scale, Fp8Format::kE4M3FN)},
             {"saturation_fraction_e4m3", stats.saturation_fraction(scale, Fp8Format::kE4M3FN)},
             {"underflow_fraction_e5m2", stats.underflow_fraction(cpu::fp8_scale_for_amax(stats.amax(), Fp8Format::kE5M2), Fp8Format::kE5M2)},
             {"amax_drift_cv", stats.batch_amax_drift()},

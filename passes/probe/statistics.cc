@@ -122,6 +122,10 @@ double ValueStatistics::underflow_fraction(float scale, cpu::Fp8Format format) c
   return fraction_below(flush);
 }
 
+double ValueStatistics::subnormal_fraction(float scale, cpu::Fp8Format format) const {
+  return fraction_below(std::ldexp(1.0, format == cpu::Fp8Format::kE4M3FN ? -6 : -14) * scale);
+}
+
 double ValueStatistics::saturation_fraction(float scale, cpu::Fp8Format format) const {
   const uint64_t nonzero = count_ - zeros_;
   if (nonzero == 0) return 0.0;

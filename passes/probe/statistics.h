@@ -65,6 +65,12 @@ class ValueStatistics {
   /// Fractions of values that `scale` would flush to zero / clamp at the format's max.
   double underflow_fraction(float scale, cpu::Fp8Format format) const;
   double saturation_fraction(float scale, cpu::Fp8Format format) const;
+  /// Fraction of non-zero values that `scale` puts below the format's smallest normal (2^-6 in
+  /// E4M3FN, 2^-14 in E5M2), flushed ones included: they keep fewer mantissa bits than the rest.
+  /// The dynamic range that costs FP8 precision. dynamic_range_log2 follows the smallest value
+  /// seen, so it grows with the calibration data: 2^24-2^27 on well-conditioned full-size
+  /// LayerNorm outputs (tens of millions of values); this one does not.
+  double subnormal_fraction(float scale, cpu::Fp8Format format) const;
   /// Per-batch amax, for drift across batches (coefficient of variation).
   double batch_amax_drift() const;
   /// The histogram at one bin per octave, non-empty bins only, ascending:

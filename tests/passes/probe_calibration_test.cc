@@ -100,6 +100,8 @@ std::vector<std::string> mismatches(const nlohmann::json& stats, const OperandRe
   same("dynamic_range_log2", s.dynamic_range_log2());
   same("amax_drift_cv", s.batch_amax_drift());
   same("scale_e4m3", cpu::fp8_scale_for_amax(reference.amax, cpu::Fp8Format::kE4M3FN));
+  same("subnormal_fraction_e4m3",
+       s.subnormal_fraction(cpu::fp8_scale_for_amax(reference.amax, cpu::Fp8Format::kE4M3FN), cpu::Fp8Format::kE4M3FN));
   nlohmann::json histogram = nlohmann::json::array();
   for (const auto& [exponent, count] : s.octave_histogram()) histogram.push_back({exponent, count});
   same("log2_histogram", histogram);

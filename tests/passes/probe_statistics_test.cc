@@ -52,6 +52,28 @@ TEST(ValueStatistics, OctaveHistogramCountsEveryNonZeroValueInItsOctave) {
   for (size_t i = 1; i < octaves.size(); ++i) EXPECT_LT(octaves[i - 1].first, octaves[i].first);
 }
 
+// The share below E4M3's normal range follows where the values sit, not the smallest one seen:
+// one stray tiny value moves dynamic_range_log2 by 33 octaves and the share by 0.1%.
+TEST(ValueStatistics, SubnormalShareCountsValuesBelowTheSmallestNormalAtTheScale) {
+  const float scale = 1.0f / 448.0f;  // amax 1 maps to E4M3's largest finite value
+  ValueStatistics stats;
+  std::vector<float> values(990, 1.0f);
+  values.insert(values.end(), 10, 1e-5f);  // 1e-5 / scale = 2^-7.8: a subnormal code (2^-9..2^-6)
+  stats.add(values);
+  EXPECT_NEAR(stats.subnormal_fraction(scale, cpu::Fp8Format::kE4M3FN), 0.01, 1e-9);
+  EXPECT_EQ(stats.underflow_fraction(scale, cpu::Fp8Format::kE4M3FN), 0.0);  // none flushed
+  // E5M2's normals reach 2^-14: 1e-5 / scale sits there, so nothing is subnormal.
+  EXPECT_EQ(stats.subnormal_fraction(scale, cpu::Fp8Format::kE5M2), 0.0);
+  const double range_before = stats.dynamic_range_log2();
+  stats.add(std::vector<float>{1e-15f});  // 2^-49.8 (below 2^-64 would count as zero)
+  EXPECT_GT(stats.dynamic_range_log2(), range_before + 30);
+  EXPECT_NEAR(stats.subnormal_fraction(scale, cpu::Fp8Format::kE4M3FN), 11.0 / 1001.0, 1e-9);
+  // Negative twin: values well inside the normal range leave it at zero.
+  ValueStatistics normal;
+  normal.add(std::vector<float>{0.5f, -0.25f, 1.0f, 0.01f});
+  EXPECT_EQ(normal.subnormal_fraction(scale, cpu::Fp8Format::kE4M3FN), 0.0);
+}
+
 TEST(ValueStatistics, OctaveHistogramOfNothingIsEmpty) {
   ValueStatistics stats;
   EXPECT_TRUE(stats.octave_histogram().empty());
