@@ -21,6 +21,15 @@ inline float round_trip(float value, Fp8Format format) {
 
 float fp8_max(Fp8Format format) { return format == Fp8Format::kE4M3FN ? 448.0f : 57344.0f; }
 
+float fp8_smallest_normal(Fp8Format format) {
+  return std::ldexp(1.0f, format == Fp8Format::kE4M3FN ? E4M3FN::min_exponent : E5M2::min_exponent);
+}
+
+float fp8_smallest_subnormal(Fp8Format format) {
+  return std::ldexp(fp8_smallest_normal(format),
+                    -(format == Fp8Format::kE4M3FN ? E4M3FN::mantissa_bits : E5M2::mantissa_bits));
+}
+
 float fp8_scale_for_amax(float amax, Fp8Format format) {
   if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
   return amax / fp8_max(format);

@@ -18,6 +18,10 @@ enum class Fp8Format { kE4M3FN, kE5M2 };
 
 /// Largest finite magnitude of the format (448 or 57344).
 float fp8_max(Fp8Format format);
+/// Smallest normal magnitude of the format (2^-6 or 2^-14): below it codes keep fewer mantissa bits.
+float fp8_smallest_normal(Fp8Format format);
+/// Smallest subnormal magnitude of the format (2^-9 or 2^-16): half of it and less round to zero.
+float fp8_smallest_subnormal(Fp8Format format);
 /// The scale that maps `amax` onto the format's largest finite value (1 when amax is 0 or not finite).
 float fp8_scale_for_amax(float amax, Fp8Format format);
 

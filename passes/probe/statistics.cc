@@ -118,12 +118,11 @@ double ValueStatistics::dynamic_range_log2() const {
 
 double ValueStatistics::underflow_fraction(float scale, cpu::Fp8Format format) const {
   // Values below half the smallest subnormal round to zero: 2^-10 (E4M3FN) or 2^-17 (E5M2), times the scale.
-  const double flush = std::ldexp(1.0, format == cpu::Fp8Format::kE4M3FN ? -10 : -17) * scale;
-  return fraction_below(flush);
+  return fraction_below(0.5 * cpu::fp8_smallest_subnormal(format) * scale);
 }
 
 double ValueStatistics::subnormal_fraction(float scale, cpu::Fp8Format format) const {
-  return fraction_below(std::ldexp(1.0, format == cpu::Fp8Format::kE4M3FN ? -6 : -14) * scale);
+  return fraction_below(static_cast<double>(cpu::fp8_smallest_normal(format)) * scale);
 }
 
 double ValueStatistics::saturation_fraction(float scale, cpu::Fp8Format format) const {

@@ -18,6 +18,7 @@
 #include <iterator>
 #include <vector>
 
+#include "kernels/cpu/fp8_quantize.h"
 #include "loka/bfloat16.h"
 #include "loka/float8.h"
 #include "test_support.h"
@@ -214,6 +215,20 @@ TEST(Float8, EveryFiniteCodeRoundTripsAndSpecialsFollowOnnxTable) {
   EXPECT_EQ(float_to_fp8e5m2(-0.0f), 0x80);
   EXPECT_EQ(float_to_fp8e4m3fn(std::ldexp(1.0f, -10)), 0x00);  // half the smallest subnormal: tie to 0
   EXPECT_EQ(float_to_fp8e4m3fn(std::ldexp(3.0f, -10)), 0x02);  // 1.5 quanta: tie to the even code 2
+}
+
+// The format magnitudes the Probe's statistics divide the range by are the codes' own values.
+TEST(Float8, FormatMagnitudesAreThoseOfTheirCodes) {
+  using cpu::Fp8Format;
+  EXPECT_EQ(cpu::fp8_max(Fp8Format::kE4M3FN), fp8e4m3fn_to_float(E4M3FN::max_code));
+  EXPECT_EQ(cpu::fp8_max(Fp8Format::kE5M2), fp8e5m2_to_float(E5M2::max_code));
+  EXPECT_EQ(cpu::fp8_smallest_normal(Fp8Format::kE4M3FN), fp8e4m3fn_to_float(0x08));  // exponent field 1
+  EXPECT_EQ(cpu::fp8_smallest_normal(Fp8Format::kE5M2), fp8e5m2_to_float(0x04));
+  EXPECT_EQ(cpu::fp8_smallest_subnormal(Fp8Format::kE4M3FN), fp8e4m3fn_to_float(0x01));
+  EXPECT_EQ(cpu::fp8_smallest_subnormal(Fp8Format::kE5M2), fp8e5m2_to_float(0x01));
+  // Half the smallest subnormal rounds to zero (ties to even), just above it to the subnormal.
+  EXPECT_EQ(float_to_fp8e4m3fn(0.5f * cpu::fp8_smallest_subnormal(Fp8Format::kE4M3FN)), 0x00);
+  EXPECT_EQ(float_to_fp8e4m3fn(0.51f * cpu::fp8_smallest_subnormal(Fp8Format::kE4M3FN)), 0x01);
 }
 
 TEST(BFloat16, MatchesNearestEvenModelAndDecodesEveryCode) {
