@@ -74,7 +74,13 @@ __global__ void strided_copy_kernel(const Unit* src, Unit* dst, const __grid_con
 }
 
 constexpr int kTile = 32;
+/// The most blocks a grid's y or z dimension takes.
+constexpr int64_t kGridYZLimit = 65535;
+
 constexpr int kTileRows = 8;
+
+/// 32×32 tiles across `extent` elements, the last one ragged.
+int64_t tiles_across(int64_t extent) { return (extent + kTile - 1) / kTile; }
 
 /// dst[b, p, q] = src[b, q, p] through a shared tile: p is contiguous in src, q in dst.
 /// Batches beyond gridDim.z (65535 at most) are looped over.
@@ -140,10 +146,15 @@ __global__ void transpose_whole_kernel(const Unit* src, Unit* dst, FastDivmod by
 /// The row pitch of a whole-matrix tile: p_extent, made odd.
 int64_t whole_matrix_pitch(int64_t p_extent) { return p_extent | 1; }
 
+/// Shared memory staging one [q_extent, p_extent] matrix of `unit_bytes` elements at that pitch.
+int64_t whole_matrix_shared_bytes(int64_t p_extent, int64_t q_extent, int64_t unit_bytes) {
+  return q_extent * whole_matrix_pitch(p_extent) * unit_bytes;
+}
+
 /// The share of the 32×32 tiles' slots a [q_extent, p_extent] matrix fills.
 double tile_fill(int64_t p_extent, int64_t q_extent) {
-  const auto padded = [](int64_t extent) { return (extent + kTile - 1) / kTile * kTile; };
-  return static_cast<double>(p_extent * q_extent) / static_cast<double>(padded(p_extent) * padded(q_extent));
+  return static_cast<double>(p_extent * q_extent) /
+         static_cast<double>(tiles_across(p_extent) * kTile * tiles_across(q_extent) * kTile);
 }
 
 /// Whether a simplified plan transposes a batch of packed matrices that the tiles would fill
@@ -160,7 +171,7 @@ bool is_whole_matrix_transpose(const CopyPlan& plan) {
   const bool packed = dims.stride[0][1] == 1 && dims.stride[0][2] == p_extent && dims.stride[1][2] == 1 &&
                       dims.stride[1][1] == q_extent && dims.stride[0][0] == count && dims.stride[1][0] == count;
   return packed && p_extent > 1 && q_extent > 1 && tile_fill(p_extent, q_extent) < 0.85 &&
-         q_extent * whole_matrix_pitch(p_extent) * plan.unit_bytes <= kWholeMatrixBytes;
+         whole_matrix_shared_bytes(p_extent, q_extent, plan.unit_bytes) <= kWholeMatrixBytes;
 }
 
 /// Whether a simplified plan is "swap the two innermost dims" (with at most one batch
@@ -170,7 +181,7 @@ bool is_tiled_transpose(const CopyPlan& plan) {
   if (dims.rank < 2 || dims.rank > 3) return false;
   const size_t q = static_cast<size_t>(dims.rank - 1), p = q - 1;
   return dims.stride[1][q] == 1 && dims.stride[0][p] == 1 && dims.stride[0][q] != 1 &&
-         (dims.extent[q] + kTile - 1) / kTile <= 65535;
+         tiles_across(dims.extent[q]) <= kGridYZLimit;
 }
 
 /// Whether every element index and every partial offset of `plan` stays below 2^31.
@@ -211,23 +222,21 @@ void launch_copy_kernel(const void* src, void* dst, const CopyPlan& plan, cudaSt
   const CopyKernel kernel = copy_kernel_for(plan);
   if (kernel == CopyKernel::kWholeMatrixTranspose) {  // dims: [batches, p, q], p contiguous in src
     const int64_t batches = dims.extent[0];
-    const int64_t pitch = whole_matrix_pitch(dims.extent[1]);
-    const size_t shared = static_cast<size_t>(dims.extent[2] * pitch) * sizeof(Unit);
-    // At most 65535 blocks, as the tiled kernel's z: each walks its share of the matrices (so the
-    // batch-65536 tests run the loop and its barrier too).
-    transpose_whole_kernel<Unit><<<static_cast<unsigned>(std::min<int64_t>(batches, 65535)), kThreadsPerBlock,
-                                   shared, stream>>>(
+    const auto shared = static_cast<size_t>(whole_matrix_shared_bytes(dims.extent[1], dims.extent[2], sizeof(Unit)));
+    // At most kGridYZLimit blocks, as the tiled kernel's z: each walks its share of the matrices
+    // (so the batch-65536 tests run the loop and its barrier too).
+    transpose_whole_kernel<Unit><<<static_cast<unsigned>(std::min(batches, kGridYZLimit)), kThreadsPerBlock, shared,
+                                   stream>>>(
         from, to, FastDivmod(static_cast<uint32_t>(dims.extent[1])), FastDivmod(static_cast<uint32_t>(dims.extent[2])),
-        static_cast<int>(pitch), batches);
+        static_cast<int>(whole_matrix_pitch(dims.extent[1])), batches);
     return;
   }
   if (kernel == CopyKernel::kTiledTranspose) {
     const size_t q = static_cast<size_t>(dims.rank - 1), p = q - 1;
     const bool batched = dims.rank == 3;
     const int64_t batches = batched ? dims.extent[0] : 1;
-    const dim3 grid(static_cast<unsigned>((dims.extent[p] + kTile - 1) / kTile),
-                    static_cast<unsigned>((dims.extent[q] + kTile - 1) / kTile),
-                    static_cast<unsigned>(std::min<int64_t>(batches, 65535)));
+    const dim3 grid(static_cast<unsigned>(tiles_across(dims.extent[p])), static_cast<unsigned>(tiles_across(dims.extent[q])),
+                    static_cast<unsigned>(std::min(batches, kGridYZLimit)));
     transpose_tiled_kernel<Unit><<<grid, dim3(kTile, kTileRows), 0, stream>>>(
         from, to, dims.extent[p], dims.extent[q], dims.stride[0][q], dims.stride[1][p], batched ? dims.stride[0][0] : 0,
         batched ? dims.stride[1][0] : 0, batches);
