@@ -43,6 +43,9 @@
 //                 matrices through shared memory) and of Wukong's later layers ([B, 64, 128],
 //                 32×32 tiles, which it fills) at batch 4096 and 16384, FP32; and one past the
 //                 whole-matrix cap, in tiles; vs a copy of the bytes.
+//   shared-left   Y[b] = A · X[b] with A staged in shared memory: Wukong's linear
+//                 compression [32, 64], its first residual projection [64, 34] and DHEN's
+//                 linear module [34, 34], N = 128, batch 4096 and 16384; vs a copy of X and Y.
 //
 // `kernel_rate_bench [SECTION...]` runs the sections named (every one when none
 // is). Prints one table: LoKA median µs, reference median µs, and LoKA's rate as a
@@ -73,6 +76,7 @@
 #include "kernels/cuda/gemm_candidate.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/quantize_rows.h"
+#include "kernels/cuda/shared_left_matmul.h"
 #include "kernels/cuda/shape_plan.h"
 #include "kernels/cuda/softmax.h"
 #include "kernels/registry/gemm_kernel_key.h"
@@ -551,11 +555,30 @@ void bench_transpose(int64_t b, int64_t rows, int64_t cols) {
                      });
 }
 
+/// Y[b] = A · X[b] with A [m, k] shared (Wukong's and DHEN's token mixing) as the MatMul op launches it.
+void bench_shared_left(int64_t b, int64_t m, int64_t k, int64_t n) {
+  const size_t read = static_cast<size_t>(b * k * n) * 4, written = static_cast<size_t>(b * m * n) * 4;
+  Rotation x(read), y(written);
+  void* a = device_alloc(static_cast<size_t>(m * k) * 4);
+  check_cuda(cudaMemset(a, 0, static_cast<size_t>(m * k) * 4), "A");
+  bench_memory_bound("shared-left", std::to_string(b) + "x[" + std::to_string(m) + "x" + std::to_string(k) + "]x" +
+                                        std::to_string(n),
+                     read, written, [&](int it) {
+                       cuda::SharedLeftMatMulArgs args;
+                       args.a = static_cast<const float*>(a);
+                       args.x = static_cast<const float*>(x.at(it));
+                       args.y = static_cast<float*>(y.at(it));
+                       args.batch = b, args.m = m, args.k = k, args.n = n;
+                       check_status(cuda::launch_shared_left_matmul(args, nullptr), "shared-left MatMul");
+                     });
+  cudaFree(a);
+}
+
 /// The sections, as the banner names them (a row's first column).
-constexpr std::array<const char*, 16> kSections{
+constexpr std::array<const char*, 17> kSections{
     "fp8-gemm", "fp8-gemm-row", "bf16-gemm", "tf32-vs-bf16", "small-m", "layernorm-fp8", "quantize-rows",
     "layernorm-cudnn", "binary", "unary-relu", "dequant-epi", "quantize-fp8", "softmax", "attention",
-    "embedding-bags", "transpose"};
+    "embedding-bags", "transpose", "shared-left"};
 
 /// The sections the command line names: every one when it names none.
 struct Selection {
@@ -603,6 +626,12 @@ void bench_memory_bound_kernels(const Selection& wanted) {
       for (int64_t tokens : {34, 64}) bench_transpose(batch, tokens, 128);
     bench_transpose(b / 8, 300, 170);  // 204 000 bytes a matrix: the tiles
   }
+  if (wanted("shared-left"))
+    for (int64_t batch : {b, 4 * b}) {
+      bench_shared_left(batch, 32, 64, 128);  // Wukong's linear compression
+      bench_shared_left(batch, 64, 34, 128);  // Wukong's first residual projection
+      bench_shared_left(batch, 34, 34, 128);  // DHEN's linear module
+    }
 }
 
 }  // namespace

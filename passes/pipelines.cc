@@ -9,6 +9,9 @@
 //                         canonical forms.
 //   infer-shapes          after any rewrite, before passes that read types
 //                         (sites, FLOPs, layouts).
+//   reassociate-matmuls   before the Probe, which then measures the sites that will run
+//                         (X·Xᵀ and a GEMM by P, not Xᵀ·P); after infer-shapes (it
+//                         weighs the two forms' multiply-adds by their dims).
 //   center-norm-weights   before the Probe: it changes the weights the Probe
 //                         measures (exact in FP32, removes the common mode).
 //   migrate-outliers      before the Probe for the same reason; after
@@ -37,6 +40,9 @@
 //                         DCN layer's output it takes over, and after fuse-gemm-epilogue,
 //                         which makes the cross layers (a Multiplier); before dispatch,
 //                         which keys the readers' GEMMs on their now FP8 input.
+//   fold-transposes       after fuse-attention, which matches MatMul(Q, Transpose(K)) itself
+//                         (it would find a FusedGemm there); before dispatch, which times
+//                         the FusedGemm's batched_nt key instead of a MatMul and a Transpose.
 //   dispatch              after every rewrite that changes a GEMM's key (precision,
 //                         FP8 input from LayerNormQuant) and after infer-shapes.
 //   lower-qdq             last, and only for --format qdq: replaces ai.loka ops.
@@ -58,6 +64,7 @@
 #include "passes/dispatch/dispatch_pass.h"
 #include "passes/infer_shapes_pass.h"
 #include "passes/mods/center_norm_weights.h"
+#include "passes/mods/fold_transposes.h"
 #include "passes/mods/fuse_attention.h"
 #include "passes/mods/fuse_embedding_bags.h"
 #include "passes/mods/fuse_epilogue_quantize.h"
@@ -67,6 +74,7 @@
 #include "passes/mods/insert_scales.h"
 #include "passes/mods/migrate_outliers.h"
 #include "passes/mods/pin_precision.h"
+#include "passes/mods/reassociate_matmuls.h"
 #include "passes/mods/share_activation_quantize.h"
 #include "passes/onnx/qdq_lowering.h"
 #include "passes/pass_registry.h"
@@ -89,6 +97,8 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(eliminate_dead_code_pass_info(), make_eliminate_dead_code_pass);
   registry.add(upgrade_opset_pass_info(), make_upgrade_opset_pass);
   registry.add(infer_shapes_pass_info(), make_infer_shapes_pass);
+  // A cheaper association of a product chain (exact in real arithmetic, not in FP32 rounding).
+  registry.add(reassociate_matmuls_pass_info(), make_reassociate_matmuls_pass);
   // FP8-expanding rewrites (exact in FP32).
   registry.add(center_norm_weights_pass_info(), make_center_norm_weights_pass);
   registry.add(migrate_outliers_pass_info(), make_migrate_outliers_pass);
@@ -103,14 +113,15 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(fuse_residual_layernorm_pass_info(), make_fuse_residual_layernorm_pass);
   registry.add(share_activation_quantize_pass_info(), make_share_activation_quantize_pass);
   registry.add(fuse_epilogue_quantize_pass_info(), make_fuse_epilogue_quantize_pass);
+  registry.add(fold_transposes_pass_info(), make_fold_transposes_pass);
   registry.add(dispatch_pass_info(), make_dispatch_pass);
   registry.add(lower_qdq_pass_info(), make_lower_qdq_pass);
 }
 
 std::string default_pipeline() {
-  return "canonicalize,infer-shapes,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
+  return "canonicalize,infer-shapes,reassociate-matmuls,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
          "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,fuse-attention,"
-         "fuse-residual-layernorm,share-activation-quantize,fuse-epilogue-quantize,infer-shapes,dispatch";
+         "fuse-residual-layernorm,share-activation-quantize,fuse-epilogue-quantize,fold-transposes,infer-shapes,dispatch";
 }
 
 }  // namespace loka

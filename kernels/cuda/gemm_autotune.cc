@@ -59,7 +59,7 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   const int64_t m = shape.m, n = shape.n, k = shape.k, batch = shape.batch;
   const bool fp8_w = key.weight == DType::kFloat8E4M3FN, fp8_x = key.input == DType::kFloat8E4M3FN;
   const size_t x_count = static_cast<size_t>(batch * m * k);
-  const size_t w_count = static_cast<size_t>((key.layout == GemmLayout::kBatched ? batch : 1) * n * k);
+  const size_t w_count = static_cast<size_t>((is_batched(key.layout) ? batch : 1) * n * k);
   const size_t y_count = static_cast<size_t>(batch * m * n);
 
   // Synthetic operands: unit-normal activations, weights ~ N(0, 1/K), bias ~ N(0, 0.1). Drawn for
@@ -142,7 +142,7 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
     problem.n = n;
     problem.k = k;
     problem.batch = batch;
-    problem.transpose_w = key.layout == GemmLayout::kNT;
+    problem.transpose_w = stores_w_transposed(key.layout);
     problem.has_bias = key.bias;
     problem.epilogue = key.epilogue;
     LOKA_ASSIGN_OR_RETURN(auto gemm, Gemm::create(problem));

@@ -262,7 +262,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   problem.batch = shape.batch;
   problem.input = c.precision == GemmPrecision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
   problem.output = DType::kFloat32;
-  problem.transpose_w = key.layout == GemmLayout::kNT;
+  problem.transpose_w = stores_w_transposed(key.layout);
   problem.has_bias = key.bias;
   problem.epilogue = key.epilogue;
   problem.has_addend = impl->residual_in_gemm;
@@ -278,7 +278,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   // (activation x activation, BF16 only) has no host copy: it is cast on the device per run.
   const bool bf16 = c.precision == GemmPrecision::kBf16;
   std::vector<float> weights;
-  size_t weight_count = static_cast<size_t>(shape.n * shape.k * (key.layout == GemmLayout::kBatched ? shape.batch : 1));
+  size_t weight_count = static_cast<size_t>(shape.n * shape.k * (is_batched(key.layout) ? shape.batch : 1));
   if (key.constant_weight) {
     Result<std::vector<float>> host_values = host_weight_values(key, shape, inputs);
     if (!host_values.is_ok()) return host_values.status().with_context(c.name() + ": ");
@@ -338,7 +338,7 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
       LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.x, DType::kFloat32, x, DType::kBFloat16, count, stream));
       if (!p.key.constant_weight)
         LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.w, DType::kFloat32, w, DType::kBFloat16,
-                                          p.shape.n * p.shape.k * (p.key.layout == GemmLayout::kBatched ? p.shape.batch : 1),
+                                          p.shape.n * p.shape.k * (is_batched(p.key.layout) ? p.shape.batch : 1),
                                           stream));
       GemmArgs gemm{x, w, args.bias, args.y, addend};
       return p.gemm->run(gemm, workspace, stream);

@@ -53,7 +53,7 @@ double small_m_kernel_us(const GemmKey& key, const GemmShape& s, const HopperFig
 ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const GemmShape& s, const HopperFigures& f) {
   const double m = static_cast<double>(s.m) * static_cast<double>(s.batch);  // rows over the whole batch
   const double n = static_cast<double>(s.n), k = static_cast<double>(s.k);
-  const double w_batch = key.layout == GemmLayout::kBatched ? static_cast<double>(s.batch) : 1.0;
+  const double w_batch = is_batched(key.layout) ? static_cast<double>(s.batch) : 1.0;
   const double in_bytes = key.input == DType::kFloat8E4M3FN ? 1.0 : 4.0;
   ModelledTime t;
   if (c.library == GemmLibrary::kLoka) {  // the small-M kernel: one launch, the residual included

@@ -15,6 +15,7 @@ const char* layout_name(GemmLayout layout) {
     case GemmLayout::kNT: return "nt";
     case GemmLayout::kNN: return "nn";
     case GemmLayout::kBatched: return "batched";
+    case GemmLayout::kBatchedNT: return "batched_nt";
   }
   return "?";
 }

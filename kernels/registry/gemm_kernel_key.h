@@ -52,8 +52,16 @@ enum class GemmLibrary { kCublasLt, kCudnn, kLoka };
 enum class ScaleGranularity { kNone, kTensor, kRow };
 
 /// Operand layout: W stored [N,K] ("nt", QuantizedGemm and Gemm transB=1), [K,N] ("nn"),
-/// or a strided batch of [M,K]x[K,N] ("batched").
-enum class GemmLayout { kNT, kNN, kBatched };
+/// or a strided batch of [M,K]x[K,N] ("batched", MatMul of two activations) or of [M,K]x[N,K]ᵀ
+/// ("batched_nt", a batched FusedGemm with transB=1: fold-transposes' X·Yᵀ).
+enum class GemmLayout { kNT, kNN, kBatched, kBatchedNT };
+
+/// W holds one matrix per batch (a strided batch of activation × activation products).
+constexpr bool is_batched(GemmLayout layout) { return layout == GemmLayout::kBatched || layout == GemmLayout::kBatchedNT; }
+/// W's matrices are stored [N,K], read transposed.
+constexpr bool stores_w_transposed(GemmLayout layout) {
+  return layout == GemmLayout::kNT || layout == GemmLayout::kBatchedNT;
+}
 
 /// What one GEMM node computes (the registry's functional key).
 struct GemmKey {

@@ -80,12 +80,12 @@ Result<FamilyErrors> gemm_family_errors(const std::string& node, const Tensor& x
                          shape_to_string(w.shape()));
   const int64_t k = x.dim(x.rank() - 1);
   const int64_t m = x.dim(x.rank() - 2);
-  const bool stored_nk = layout == GemmLayout::kNT;
+  const bool stored_nk = stores_w_transposed(layout);
   const int64_t w_k = stored_nk ? w.dim(w.rank() - 1) : w.dim(w.rank() - 2);
   const int64_t n = stored_nk ? w.dim(w.rank() - 2) : w.dim(w.rank() - 1);
-  const int64_t batches = layout == GemmLayout::kBatched && m > 0 ? x.element_count() / (m * k) : 1;
+  const int64_t batches = is_batched(layout) && m > 0 ? x.element_count() / (m * k) : 1;
   const int64_t w_batches = w.element_count() / std::max<int64_t>(1, w_k * n);
-  if (w_k != k || (layout == GemmLayout::kBatched ? w_batches != batches : w_batches != 1))
+  if (w_k != k || (is_batched(layout) ? w_batches != batches : w_batches != 1))
     return Status::error(where + "operands " + shape_to_string(x.shape()) + " and " + shape_to_string(w.shape()) +
                          " do not multiply as its GEMM");
 
@@ -103,7 +103,7 @@ Result<FamilyErrors> gemm_family_errors(const std::string& node, const Tensor& x
     w8 = probe::quantize_tensor(w, recipe.scale_b, cpu::Fp8Format::kE5M2);
   } else if (recipe.kind == Kind::kE4M3Row) {
     x8 = probe::quantize_rows(x);
-    w8 = probe::quantize_weight_channels(w, false);
+    w8 = probe::quantize_weight_channels(w, stored_nk);
   } else {
     x8 = probe::quantize_tensor(x, recipe.scale_a);
     w8 = probe::quantize_tensor(w, recipe.scale_b);
@@ -111,7 +111,7 @@ Result<FamilyErrors> gemm_family_errors(const std::string& node, const Tensor& x
 
   // The sample: leading rows of X; whole batches of a batched MatMul.
   const int64_t all_rows = x.element_count() / std::max<int64_t>(1, k);  // rows over every leading dim
-  const bool batched = layout == GemmLayout::kBatched;
+  const bool batched = is_batched(layout);
   const int64_t wanted = std::max<int64_t>(1, max_rows);
   const int64_t used_batches =
       batched ? std::clamp<int64_t>((wanted + m - 1) / std::max<int64_t>(1, m), 1, batches) : 1;

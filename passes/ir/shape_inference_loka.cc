@@ -154,12 +154,20 @@ Result<TypeList> fused_gemm(InferenceContext& ctx) {
   LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kFloat32}, "X"));
   LOKA_RETURN_IF_ERROR(check_rank(ctx, 0, 2, INT32_MAX, "X", "of rank >= 2"));
   LOKA_RETURN_IF_ERROR(check_dtype(ctx, 1, {DType::kFloat32}, "W"));
-  LOKA_RETURN_IF_ERROR(check_rank(ctx, 1, 2, 2, "W", *trans_b ? "2-D [N,K]" : "2-D [K,N]"));
+  LOKA_RETURN_IF_ERROR(check_rank(ctx, 1, 2, INT32_MAX, "W", *trans_b ? "[..., N, K]" : "[..., K, N]"));
   const TensorType& x = ctx.input_type(0);
   const TensorType& w = ctx.input_type(1);
-  const Dim n = dim_of(w, *trans_b ? 0 : 1);
-  LOKA_RETURN_IF_ERROR(check_dim(ctx, dim_of(x, -1), dim_of(w, *trans_b ? 1 : 0),
+  const Dim n = dim_of(w, *trans_b ? -2 : -1);
+  LOKA_RETURN_IF_ERROR(check_dim(ctx, dim_of(x, -1), dim_of(w, *trans_b ? -1 : -2),
                                  "K differs: X " + describe(x) + " vs W " + describe(w) + (*trans_b ? " ([N,K])" : " ([K,N])")));
+  if (w.rank() > 2) {  // a batched W: X's rank and leading dims, no B or Residual
+    if (x.has_rank() && x.rank() != w.rank())
+      return ctx.error("a batched W must have X's rank: X " + describe(x) + " vs W " + describe(w));
+    for (int axis = 0; axis + 2 < w.rank() && x.has_rank(); ++axis)
+      LOKA_RETURN_IF_ERROR(check_dim(ctx, dim_of(x, axis), dim_of(w, axis),
+                                     "batch dim " + std::to_string(axis) + " differs: X " + describe(x) + " vs W " + describe(w)));
+    if (ctx.has_input(2) || ctx.has_input(3)) return ctx.error("a batched W takes no B or Residual");
+  }
   if (ctx.has_input(2)) LOKA_RETURN_IF_ERROR(check_float_vector(ctx, 2, n, "B", "N"));
   std::optional<Dims> shape;
   if (x.has_rank()) {

@@ -4,6 +4,7 @@
 #include "passes/mods/rewrite_helpers.h"
 
 #include <cmath>
+#include <numeric>
 
 #include "passes/canonicalize/rewrite_utils.h"
 
@@ -83,6 +84,16 @@ bool normalizes_last_axis_only(const ir::Node& node) {
   if (*axis == -1) return true;
   const ir::Value* x = node.input(0);
   return *axis >= 0 && x != nullptr && x->type().has_rank() && *axis == x->type().rank() - 1;
+}
+
+bool swaps_last_two_dims(const ir::Node& node, int rank) {
+  if (!node.is("Transpose") || rank < 2) return false;
+  const Result<std::vector<int64_t>> perm = node.attributes().get_ints("perm");
+  if (!perm.is_ok() || perm->size() != static_cast<size_t>(rank)) return false;
+  std::vector<int64_t> wanted(static_cast<size_t>(rank));
+  std::iota(wanted.begin(), wanted.end(), int64_t{0});
+  std::swap(wanted[wanted.size() - 2], wanted.back());
+  return *perm == wanted;
 }
 
 void replace_constant(ir::Graph& graph, ir::Node* node, size_t slot, Tensor tensor, const std::string& suffix) {

@@ -2,7 +2,7 @@
 // passes/mods/rewrite_helpers.h — small matching and constant-rewriting helpers
 // shared by the Mods passes (center-norm-weights, migrate-outliers,
 // fuse-layernorm-quant, share-activation-quantize, fuse-residual-layernorm,
-// fuse-epilogue-quantize).
+// fuse-epilogue-quantize, fold-transposes, reassociate-matmuls).
 //
 // The Mods rewrite constant weights in place and match short producer ->
 // consumer chains; each needs the same three questions answered the same way
@@ -65,6 +65,11 @@ bool normalizes_last_axis_only(const ir::Node& node);
 /// float32 vectors of exactly the normalized dim's known size: what LoKA's fused norms take
 /// (LayerNormalization itself also broadcasts, e.g. a Scale of shape [1]).
 bool norm_affine_is_per_channel(const ir::Node& norm);
+
+/// True when `node` is a default-domain Transpose swapping exactly the last two of `rank` dims
+/// (perm 0, 1, ..., rank-3, rank-1, rank-2): each matrix of a batch transposed, what a GEMM can
+/// read in place.
+bool swaps_last_two_dims(const ir::Node& node, int rank);
 
 /// Makes input `slot` of `node` (an initializer) hold `tensor`. Initializer
 /// storage is shared and immutable, so the data is always replaced, never

@@ -23,11 +23,13 @@
 // ============================================================================
 #include "passes/onnx/qdq_lowering.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -282,11 +284,15 @@ void emit_float_gemm(Emitter& emit, const Lowering& node, Value* x, Value* w, bo
     y = gemm_step("Gemm", inputs, "gemm", gemm_attributes);
   } else {
     Value* w_kn = w;
-    if (trans_b) {
+    if (trans_b) {  // the last two dims swap: a 2-D weight, or each matrix of a batched FusedGemm's W
+      const int64_t rank = std::max(2, w->type().rank());
+      std::vector<int64_t> order(static_cast<size_t>(rank));
+      std::iota(order.begin(), order.end(), int64_t{0});
+      std::swap(order[order.size() - 2], order.back());
       Attributes perm;
-      perm.set("perm", std::vector<int64_t>{1, 0});
+      perm.set("perm", std::move(order));
       TensorType wt = float_type_of(w);
-      if (wt.shape && wt.shape->size() == 2) std::swap((*wt.shape)[0], (*wt.shape)[1]);
+      if (wt.shape && wt.shape->size() >= 2) std::swap((*wt.shape)[wt.shape->size() - 2], wt.shape->back());
       w_kn = emit.emit("Transpose", {w}, wt, base, "transpose_w", perm);
     }
     if (bias) {

@@ -253,6 +253,34 @@ Result<std::unique_ptr<OpKernel>> make_quantized_gemm(const KernelInit& init) {
 // ----------------------------------------------------------------------------
 // FusedGemm: Y = act(X · op(W) + B), FP32.
 
+/// A batched FusedGemm (W of rank >= 3): Y[b] = act(X[b] · op(W[b])) for every leading index b
+/// of the equal leading dims; no B or Residual.
+Status run_batched_fused_gemm(bool trans_b, Activation activation, std::span<const Tensor> in, std::span<Tensor> out,
+                              KernelContext& context) {
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  const Shape lead(x.shape().begin(), x.shape().end() - 2);
+  if (x.rank() != w.rank() || !std::equal(lead.begin(), lead.end(), w.shape().begin()))
+    return Status::error("a batched W must have X's rank and leading dims: X " + shape_to_string(x.shape()) + ", W " +
+                         shape_to_string(w.shape()));
+  if (has_input(in, 2) || has_input(in, 3)) return Status::error("a batched W takes no B or Residual");
+  const int64_t m = x.dim(x.rank() - 2), k = x.dim(x.rank() - 1);
+  const int64_t w_rows = w.dim(w.rank() - 2), w_cols = w.dim(w.rank() - 1);
+  const int64_t n = trans_b ? w_rows : w_cols;
+  if ((trans_b ? w_cols : w_rows) != k)
+    return Status::error("inner dims differ: X " + shape_to_string(x.shape()) + " and W " + shape_to_string(w.shape()) +
+                         (trans_b ? " (transB)" : ""));
+  Shape out_shape = lead;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
+  const int64_t batches = element_count(lead);
+  for (int64_t b = 0; b < batches && m * n > 0; ++b)
+    gemm_then_epilogue({m, n, k}, x.data<float>() + b * m * k, w.data<float>() + b * k * n, trans_b, w_cols, nullptr,
+                       activation, nullptr, nullptr, out[0].data<float>() + b * m * n);
+  return Status::ok();
+}
+
 Status run_fused_gemm(bool trans_b, Activation activation, std::span<const Tensor> in, std::span<Tensor> out,
                       KernelContext& context) {
   LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "X"));
@@ -262,8 +290,10 @@ Status run_fused_gemm(bool trans_b, Activation activation, std::span<const Tenso
   LOKA_RETURN_IF_ERROR(ops::require_float32(x, "X"));
   LOKA_RETURN_IF_ERROR(ops::require_float32(w, "W"));
   if (x.rank() < 2) return Status::error("X must have rank >= 2, got " + shape_to_string(x.shape()));
+  if (w.rank() > 2) return run_batched_fused_gemm(trans_b, activation, in, out, context);
   if (w.rank() != 2)
-    return Status::error(std::string("W must be 2-D ") + (trans_b ? "[N,K]" : "[K,N]") + ", got " + shape_to_string(w.shape()));
+    return Status::error(std::string("W must be 2-D ") + (trans_b ? "[N,K]" : "[K,N]") + " or batched, got " +
+                         shape_to_string(w.shape()));
   const int64_t k = x.dim(x.rank() - 1);
   const int64_t n = trans_b ? w.dim(0) : w.dim(1);
   if ((trans_b ? w.dim(1) : w.dim(0)) != k)

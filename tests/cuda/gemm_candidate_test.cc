@@ -53,7 +53,7 @@ Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key
                               double per_product) {
   std::mt19937 rng(static_cast<unsigned>(shape.m * 131 + shape.n * 7 + shape.k * 3 + shape.batch));
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int64_t w_batches = key.layout == GemmLayout::kBatched ? shape.batch : 1;
+  const int64_t w_batches = is_batched(key.layout) ? shape.batch : 1;
   std::vector<float> x(static_cast<size_t>(shape.batch * shape.m * shape.k));
   std::vector<float> w(static_cast<size_t>(w_batches * shape.k * shape.n));
   std::vector<float> bias(static_cast<size_t>(shape.n));
@@ -85,9 +85,9 @@ Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key
       for (int64_t j = 0; j < shape.n; ++j) {
         double sum = key.bias ? bias[static_cast<size_t>(j)] : 0.0, magnitude = 0;
         for (int64_t p = 0; p < shape.k; ++p) {
-          const int64_t wb = key.layout == GemmLayout::kBatched ? b : 0;
+          const int64_t wb = is_batched(key.layout) ? b : 0;
           const size_t w_at = static_cast<size_t>(wb * shape.k * shape.n +
-                                                  (key.layout == GemmLayout::kNT ? j * shape.k + p : p * shape.n + j));
+                                                  (stores_w_transposed(key.layout) ? j * shape.k + p : p * shape.n + j));
           const double term = double(x[static_cast<size_t>((b * shape.m + i) * shape.k + p)]) * w[w_at];
           sum += term;
           magnitude += std::fabs(term);
@@ -153,6 +153,13 @@ TEST_F(GemmCandidateTest, ActivationMatMulRunsTf32AndBf16) {
   GemmKey nn = activation_matmul_key();  // [M,K] x [K,N], both computed
   nn.layout = GemmLayout::kNN;
   EXPECT_EQ(run_against_reference(kBf16, nn, {5, 24, 37, 1}, kBf16PerProduct).bad, 0u);
+  // fold-transposes' X·Yᵀ: W [batch, N, K] read transposed in place; batch 1, an odd K, DHEN's shape.
+  const GemmKey nt = activation_matmul_key(GemmLayout::kBatchedNT);
+  for (const GemmShape shape : {GemmShape{34, 34, 128, 1}, GemmShape{7, 5, 13, 9}, GemmShape{34, 34, 128, 4096}}) {
+    SCOPED_TRACE("batched_nt " + shape.to_string());
+    EXPECT_EQ(run_against_reference(kTf32, nt, shape, kTf32PerProduct).bad, 0u);
+    EXPECT_EQ(run_against_reference(kBf16, nt, shape, kBf16PerProduct).bad, 0u);
+  }
 }
 
 TEST_F(GemmCandidateTest, NegativeTwinExactFp32IsWithinAccumulationErrorOnly) {

@@ -231,6 +231,27 @@ TEST_F(CudaLokaOps, FusedGemmMatchesTheCpuRuntime) {
   }
 }
 
+TEST_F(CudaLokaOps, BatchedFusedGemmMatchesTheCpuRuntime) {
+  // fold-transposes' X·Yᵀ: one strided-batched cuBLASLt GEMM reading W [B, N, K] transposed in place.
+  for (const bool trans_b : {true, false}) {
+    for (const int64_t k : {128, 13}) {
+      SCOPED_TRACE(std::string(trans_b ? "transB" : "W [K, N]") + " K=" + std::to_string(k));
+      std::mt19937 rng(static_cast<unsigned>(k + (trans_b ? 1 : 0)));
+      const int64_t m = 34, n = trans_b ? 34 : 24;
+      testing::ModelBuilder builder(17);
+      builder.opset("ai.loka", 1);
+      builder.input("x", DType::kFloat32, Shape{-1, m, k});
+      builder.input("w", DType::kFloat32, trans_b ? Shape{-1, n, k} : Shape{-1, k, n});
+      builder.node("FusedGemm", {"x", "w"}, {"y"}, {{"transB", int64_t{trans_b ? 1 : 0}}}, "fused", "ai.loka");
+      builder.output_unshaped("y", DType::kFloat32);
+      const int64_t rows = 4096;
+      const std::vector<Tensor> feeds = {testing::random_tensor(rng, {rows, m, k}, -2.0f, 2.0f),
+                                         testing::random_tensor(rng, trans_b ? Shape{rows, n, k} : Shape{rows, k, n}, -2.0f, 2.0f)};
+      testing::expect_runtimes_agree(builder.serialize(), feeds, {1, 7, rows}, 1e-4f);
+    }
+  }
+}
+
 TEST_F(CudaLokaOps, QuantizedGatherMatchesTheCpuRuntime) {
   for (bool per_row : {true, false}) {
     SCOPED_TRACE(per_row ? "per-row scales" : "one scale");

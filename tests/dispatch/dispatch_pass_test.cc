@@ -376,6 +376,27 @@ TEST(DispatchPass, ActivationMatMulGetsTf32AndBf16Candidates) {
   EXPECT_EQ(names, (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.tf32.algo0", "cublaslt.bf16.algo0"}));
 }
 
+TEST(DispatchPass, AFoldedTransposeIsABatchedNtProblemWithTheSameCandidates) {
+  // fold-transposes' X·Yᵀ: a FusedGemm with a batched W read transposed in place.
+  auto graph = make_graph(R"(graph "t" {
+  opset "" 17
+  opset "ai.loka" 1
+  input %q : f32[batch,64,512]
+  input %k : f32[batch,48,512]
+  %s = ai.loka::FusedGemm(%q, %k) {transB = 1} @"qk"
+  output %s
+})",
+                          {});
+  annotate_sites(*graph, 0.002, {{"qk", 0.004}});
+  const json document = dispatch_with_cost_model(*graph);
+  const json& qk = document["nodes"]["qk"];
+  ASSERT_TRUE(qk.contains("kernels")) << qk.dump();
+  for (const auto& [bucket, entry] : qk["kernels"].items()) EXPECT_EQ(entry["candidates"], 3) << bucket;
+  EXPECT_EQ(qk["kernels"]["4096"]["shape"], "m=64,n=48,k=512,batch=4096");
+  kernels::GemmKey key = testing::activation_matmul_key(kernels::GemmLayout::kBatchedNT);
+  EXPECT_EQ(key.to_string().find(":batched_nt~act:") != std::string::npos, true) << key.to_string();
+}
+
 TEST(DispatchPass, ABatchedMatMulsPlanTellsItsBucketsApartByRowsOverAllBatches) {
   // qk's M is 64 at every bucket; its batch count is the bucket. The plan keys each choice by
   // M x batch, so the runtime finds the 4096 choice at 4096 (keyed by M, every bucket got the

@@ -156,6 +156,25 @@ TEST(ShapeInferenceLoka, FusedGemmInfersRowsAndMismatchesNameTheNode) {
                "Residual");
 }
 
+TEST(ShapeInferenceLoka, BatchedFusedGemmInfersTheProductOfEachMatrix) {
+  const std::string inputs = R"(
+  input %x : f32[batch,5,8]
+  input %u_nk : f32[batch,6,8]
+  input %u_kn : f32[batch,8,6]
+  input %b : f32[6]
+)";
+  const auto gemm = [&](const std::string& extra, const std::string& line) { return infer_node(inputs, extra, line); };
+  EXPECT_EQ(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %u_nk) {transB = 1} @"g")"), "y : f32[batch,5,6]\n");
+  EXPECT_EQ(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %u_kn) @"g")"), "y : f32[batch,5,6]\n");
+  EXPECT_EQ(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %x) {transB = 1} @"g")"), "y : f32[batch,5,5]\n");
+  expect_error(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %u_kn) {transB = 1} @"g")"), "g", "K differs");
+  expect_error(gemm("  input %w3 : f32[2,batch,6,8]\n", R"(  %y = ai.loka::FusedGemm(%x, %w3) {transB = 1} @"g")"), "g",
+               "X's rank");
+  expect_error(gemm("  input %x3 : f32[3,5,8]\n  input %w4 : f32[4,6,8]\n", R"(  %y = ai.loka::FusedGemm(%x3, %w4) {transB = 1} @"g")"),
+               "g", "batch dim 0 differs");
+  expect_error(gemm("", R"(  %y = ai.loka::FusedGemm(%x, %u_nk, %b) {transB = 1} @"g")"), "g", "no B or Residual");
+}
+
 TEST(ShapeInferenceLoka, LayerNormQuantMismatchesNameTheNode) {
   const std::string inputs = R"(
   input %x : f32[batch,12]

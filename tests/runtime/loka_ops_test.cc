@@ -390,6 +390,36 @@ TEST(FusedGemm, ComputesTheActivationOfTheProductPlusBias) {
   for (int64_t i = 0; i < 12; ++i) EXPECT_EQ((*nn)[0].data<float>()[i], (*nt)[0].data<float>()[i]) << i;
 }
 
+TEST(FusedGemm, ABatchedWMultipliesMatrixByMatrix) {
+  // Y[b] = act(X[b] · op(W[b])): fold-transposes' X·Yᵀ reads W [B, N, K] in place (transB).
+  std::mt19937 rng(31);
+  const Tensor x = testing::random_tensor(rng, {3, 2, 5, 7});
+  const Tensor w_nk = testing::random_tensor(rng, {3, 2, 4, 7});
+  Tensor w_kn = Tensor::zeros(DType::kFloat32, {3, 2, 7, 4});
+  for (int64_t b = 0; b < 6; ++b)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t p = 0; p < 7; ++p) w_kn.data<float>()[b * 28 + p * 4 + j] = w_nk.data<float>()[b * 28 + j * 7 + p];
+  auto nt = run_loka_op("FusedGemm", {{"x", x, true}, {"w", w_nk}}, {{"transB", int64_t{1}}, {"activation", std::string("relu")}});
+  auto nn = run_loka_op("FusedGemm", {{"x", x, true}, {"w", w_kn}}, {{"activation", std::string("relu")}});
+  ASSERT_TRUE(nt && nn) << (nt ? nn.status().message() : nt.status().message());
+  ASSERT_EQ((*nt)[0].shape(), (Shape{3, 2, 5, 4}));
+  for (int64_t b = 0; b < 6; ++b)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 4; ++j) {
+        double v = 0;
+        for (int64_t p = 0; p < 7; ++p)
+          v += double(x.data<float>()[(b * 5 + i) * 7 + p]) * w_nk.data<float>()[(b * 4 + j) * 7 + p];
+        const int64_t at = (b * 5 + i) * 4 + j;
+        EXPECT_NEAR((*nt)[0].data<float>()[at], v > 0.0 ? v : 0.0, 1e-5) << b << "," << i << "," << j;
+        EXPECT_EQ((*nn)[0].data<float>()[at], (*nt)[0].data<float>()[at]) << at;
+      }
+  const auto gemm = [&](std::vector<NodeInput> inputs) { return run_loka_op("FusedGemm", inputs, {{"transB", int64_t{1}}}); };
+  expect_failure(gemm({{"x", x, true}, {"w", testing::random_tensor(rng, {3, 1, 4, 7})}}), "X's rank and leading dims");
+  expect_failure(gemm({{"x", x, true}, {"w", testing::random_tensor(rng, {6, 4, 7})}}), "X's rank and leading dims");
+  expect_failure(gemm({{"x", x, true}, {"w", testing::random_tensor(rng, {3, 2, 4, 6})}}), "inner dims differ");
+  expect_failure(gemm({{"x", x, true}, {"w", w_nk}, {"b", testing::random_tensor(rng, {4})}}), "no B or Residual");
+}
+
 TEST(FusedGemm, RejectsIllFormedInputsNamingThem) {
   std::mt19937 rng(29);
   const Tensor x = testing::random_tensor(rng, {2, 8});
@@ -399,7 +429,8 @@ TEST(FusedGemm, RejectsIllFormedInputsNamingThem) {
   expect_failure(gemm({{"x", x, true}, {"w", testing::random_tensor(rng, {7, 3})}}), "inner dims differ");
   expect_failure(gemm({{"x", x, true}, {"w", w}}, {{"transB", int64_t{1}}}), "inner dims differ");
   expect_failure(gemm({{"x", testing::random_tensor(rng, {8}), true}, {"w", w}}), "X must have rank >= 2");
-  expect_failure(gemm({{"x", x, true}, {"w", testing::random_tensor(rng, {8, 3, 1})}}), "W must be 2-D");
+  expect_failure(gemm({{"x", x, true}, {"w", testing::random_tensor(rng, {8, 3, 1})}}), "X's rank and leading dims");
+  expect_failure(gemm({{"x", x, true}, {"w", testing::random_tensor(rng, {8})}}), "W must be 2-D");
   expect_failure(gemm({{"x", x, true}, {"w", w}, {"b", testing::random_tensor(rng, {1, 3})}}), "B must have shape [N] = [3]");
   expect_failure(gemm({{"x", x, true}, {"w", w}}, {{"transB", int64_t{2}}}), "transB");
   expect_failure(gemm({{"x", x, true}, {"w", w}}, {{"activation", std::string("silu")}}), "activation");

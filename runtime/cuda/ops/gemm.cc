@@ -129,29 +129,38 @@ Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
 
 /// ai.loka.FusedGemm: Y = act(X · op(W) + B) (+ R) over X's flattened leading rows — one cuBLASLt
 /// GEMM with its bias/ReLU epilogue and the residual as C (exact GELU, and a residual after an
-/// activation, in passes after it: kernels/cuda/gemm_candidate.h).
+/// activation, in passes after it: kernels/cuda/gemm_candidate.h). A batched W (X's rank and
+/// leading dims, no B or Residual) is one strided-batched GEMM, W read transposed in place when
+/// transB = 1: fold-transposes' X·Yᵀ, where a Transpose kernel ran before.
 Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
   LOKA_RETURN_IF_ERROR(require_all_float32(init, {0, 1}));
   LOKA_ASSIGN_OR_RETURN(const int64_t trans_b, init.attributes.get_int("transB", 0));
   LOKA_ASSIGN_OR_RETURN(const std::string activation, init.attributes.get_string("activation", std::string("none")));
   const Shape& x = init.inputs[0].shape;
   const Shape& w = init.inputs[1].shape;
-  if (x.size() < 2 || w.size() != 2) return Status::error("X must have rank >= 2 and W be 2-D");
-  const int64_t k = x.back(), n = trans_b ? w[0] : w[1];
-  if ((trans_b ? w[1] : w[0]) != k) return Status::error("inner dims differ");
+  if (x.size() < 2 || w.size() < 2) return Status::error("X and W must have rank >= 2");
+  const bool batched = w.size() > 2;
+  if (batched && (x.size() != w.size() || !std::equal(x.begin(), x.end() - 2, w.begin())))
+    return Status::error("a batched W must have X's rank and leading dims: X " + shape_to_string(x) + ", W " +
+                         shape_to_string(w));
+  const int64_t k = x.back(), n = trans_b ? w[w.size() - 2] : w.back();
+  if ((trans_b ? w.back() : w[w.size() - 2]) != k) return Status::error("inner dims differ");
   const int64_t rows = k == 0 ? 0 : element_count(x) / k;
   const bool has_bias = has_input(init, 2), has_residual = has_input(init, 3);
+  if (batched && (has_bias || has_residual)) return Status::error("a batched W takes no B or Residual");
   if (has_bias) LOKA_RETURN_IF_ERROR(require_float32(init, 2));
   if (has_residual) LOKA_RETURN_IF_ERROR(require_float32(init, 3));
   const GemmEpilogue epilogue =
       activation == "relu" ? GemmEpilogue::kRelu : activation == "gelu" ? GemmEpilogue::kGelu : GemmEpilogue::kNone;
+  const kernels::GemmLayout layout = batched ? (trans_b ? kernels::GemmLayout::kBatchedNT : kernels::GemmLayout::kBatched)
+                                             : (trans_b ? kernels::GemmLayout::kNT : kernels::GemmLayout::kNN);
   kernels::GemmKey key{"FusedGemm", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
-                       trans_b ? kernels::GemmLayout::kNT : kernels::GemmLayout::kNN, init.inputs[1].host.defined(),
-                       has_bias, epilogue};
+                       layout, init.inputs[1].host.defined(), has_bias, epilogue};
   key.residual = has_residual;
   GemmInputSlots slots{0, 1, -1, has_bias ? 2 : -1, -1};
   slots.residual = has_residual ? 3 : -1;
-  const kernels::GemmShape shape{rows, n, k, 1};
+  const int64_t m = batched ? x[x.size() - 2] : rows;
+  const kernels::GemmShape shape{m, n, k, batched && m > 0 ? rows / m : 1};
   LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, shape, slots));
   if (dispatched) return std::move(*dispatched);
   // No Dispatch choice: the registry's FP32 kernel (bias, ReLU and a residual ride in cuBLASLt's GEMM).
@@ -537,7 +546,8 @@ int64_t matmul_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
 }
 
 int64_t fused_gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
-  return !input_present(step, 3) && !exact_gelu(step) ? output_row_width(step, shapes) : 0;
+  const bool batched = input_present(step, 1) && input_shape(step, shapes, 1).size() > 2;  // a strided batch
+  return !batched && !input_present(step, 3) && !exact_gelu(step) ? output_row_width(step, shapes) : 0;
 }
 
 int64_t quantized_gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
