@@ -76,13 +76,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
-#include <tuple>
 
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/fast_divmod.cuh"
+#include "kernels/cuda/kernel_fit.h"
 
 namespace loka::cuda {
 namespace {
@@ -628,44 +626,6 @@ __global__ void __maxnreg__(T::kRegs) short_attention_kernel(AttentionArgs a, Sh
   }
 }
 
-/// What the runtime says about a kernel on the current device, asked once per (kernel, device,
-/// block shape): the queries take microseconds, as long as a short launch, and a graph replay
-/// needs none of them.
-struct KernelFit {
-  size_t max_dynamic = 0;  ///< dynamic shared memory the kernel may take (opted into)
-  int64_t resident = 0;    ///< blocks of the asked shape resident on the device at once
-};
-
-/// The kernel's opt-in shared-memory limit (set as its maximum dynamic size, always to the same
-/// value, so concurrent launchers agree) and, for `threads` and `shared_bytes` (0: skip), how many
-/// blocks the device holds at once: the persistent grid.
-Result<KernelFit> kernel_fit(const void* kernel, int threads, size_t shared_bytes) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int, size_t>, KernelFit> known;
-  int device = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error != cudaSuccess) return Status::error(std::string("attention: ") + cudaGetErrorString(error));
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(kernel, device, threads, shared_bytes);
-  if (const auto found = known.find(key); found != known.end()) return found->second;
-  KernelFit fit;
-  int optin = 0, sms = 0, per_sm = 0;
-  cudaFuncAttributes attributes{};
-  error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (error == cudaSuccess) error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, kernel);
-  if (error == cudaSuccess) {
-    fit.max_dynamic = static_cast<size_t>(optin) > attributes.sharedSizeBytes ? optin - attributes.sharedSizeBytes : 0;
-    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(fit.max_dynamic));
-  }
-  if (error == cudaSuccess && shared_bytes > 0)
-    error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes);
-  if (error != cudaSuccess) return Status::error(std::string("attention: ") + cudaGetErrorString(error));
-  fit.resident = static_cast<int64_t>(std::max(per_sm, 1)) * sms;
-  known.emplace(key, fit);
-  return fit;
-}
-
 /// The short-key layout of `args` for kG lanes a row and kR rows a lane group, or units_per_block
 /// 0 when a unit's two buffers exceed `max_shared` bytes.
 template <typename T>
@@ -699,12 +659,12 @@ template <typename T>
 Status launch_short(const AttentionArgs& args, cudaStream_t stream, bool& launched) {
   launched = false;
   const auto kernel = rows_aligned(args) ? short_attention_kernel<T, true> : short_attention_kernel<T, false>;
-  LOKA_ASSIGN_OR_RETURN(const KernelFit limit, kernel_fit(reinterpret_cast<const void*>(kernel), 0, 0));
+  LOKA_ASSIGN_OR_RETURN(const KernelFit limit, kernel_fit(reinterpret_cast<const void*>(kernel), 0, 0, "attention"));
   const ShortLayout layout = short_layout<T>(args, kShortThreads, limit.max_dynamic);
   if (layout.units_per_block == 0) return Status::ok();
   const int threads = (layout.units_per_block * layout.unit_threads + 31) / 32 * 32;
   const size_t shared_bytes = sizeof(float) * static_cast<size_t>(layout.shared_floats);
-  LOKA_ASSIGN_OR_RETURN(const KernelFit fit, kernel_fit(reinterpret_cast<const void*>(kernel), threads, shared_bytes));
+  LOKA_ASSIGN_OR_RETURN(const KernelFit fit, kernel_fit(reinterpret_cast<const void*>(kernel), threads, shared_bytes, "attention"));
   const auto blocks = static_cast<unsigned>(std::min<int64_t>({layout.groups, fit.resident, INT_MAX}));
   kernel<<<blocks, threads, shared_bytes, stream>>>(args, layout);
   launched = true;

@@ -4,7 +4,8 @@
 // Grid: x = column blocks of kThreads columns, y = sample groups; a block
 // stages A once (zero-padded to [M, kMaxK], so the unrolled K loop needs no
 // bound) and then walks samples b = blockIdx.y, blockIdx.y + gridDim.y, ...:
-// staging A per block costs M·K loads from L2, so a block serves many samples.
+// staging A per block costs M·K loads from L2, so a block serves many samples;
+// the grid is one wave of resident blocks (kernel_fit.h).
 // K is a template tier (16, 32, 48, 64): the column lives in kMaxK registers,
 // and the padding FMAs (K = 34 runs the 48 tier) are cheap next to the bytes.
 // ============================================================================
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/kernel_fit.h"
 
 namespace loka::cuda {
 namespace {
@@ -22,7 +24,8 @@ constexpr int kThreads = 128;
 
 template <int kMaxK>
 __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
-  extern __shared__ float a_tile[];  // [M, kMaxK], zero beyond K
+  extern __shared__ float4 a_tile4[];  // [M, kMaxK] floats, zero beyond K (float4: 16-byte aligned rows)
+  float* a_tile = reinterpret_cast<float*>(a_tile4);
   const int64_t m = args.m, k = args.k, n = args.n;
   for (int64_t i = threadIdx.x; i < m * kMaxK; i += blockDim.x) {
     const int64_t row = i / kMaxK, col = i % kMaxK;
@@ -38,10 +41,18 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
 #pragma unroll
     for (int j = 0; j < kMaxK; ++j) x_column[j] = j < k ? x[j * n] : 0.0f;
     for (int64_t row = 0; row < m; ++row) {
-      const float* a_row = a_tile + row * kMaxK;
+      // Four A values a load, every lane reading the same address (a broadcast): a shared-memory
+      // load instruction costs the SM a cycle whatever its width.
+      const float4* a_row = reinterpret_cast<const float4*>(a_tile + row * kMaxK);
       float sum = 0.0f;
 #pragma unroll
-      for (int j = 0; j < kMaxK; ++j) sum = fmaf(a_row[j], x_column[j], sum);
+      for (int j = 0; j < kMaxK / 4; ++j) {
+        const float4 a4 = a_row[j];
+        sum = fmaf(a4.x, x_column[4 * j], sum);
+        sum = fmaf(a4.y, x_column[4 * j + 1], sum);
+        sum = fmaf(a4.z, x_column[4 * j + 2], sum);
+        sum = fmaf(a4.w, x_column[4 * j + 3], sum);
+      }
       y[row * n] = sum;
     }
   }
@@ -50,14 +61,19 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
 int k_tier(int64_t k) { return k <= 16 ? 16 : (k <= 32 ? 32 : (k <= 48 ? 48 : 64)); }
 
 template <int kMaxK>
-void launch(const SharedLeftMatMulArgs& args, cudaStream_t stream) {
+Status launch(const SharedLeftMatMulArgs& args, cudaStream_t stream) {
+  const auto kernel = shared_left_matmul_kernel<kMaxK>;
   const int64_t column_blocks = (args.n + kThreads - 1) / kThreads;
-  // About 8 blocks per SM of 132 when every sample gets one; beyond that blocks loop over samples,
-  // each staging A once. gridDim.y is limited to 65535.
-  const int64_t sample_blocks = std::min<int64_t>({args.batch, std::max<int64_t>(1, 1056 / column_blocks), 65535});
   const size_t shared_bytes = static_cast<size_t>(args.m * kMaxK) * sizeof(float);
-  shared_left_matmul_kernel<kMaxK><<<dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(sample_blocks)),
-                                     kThreads, shared_bytes, stream>>>(args);
+  // One wave of blocks, each walking its share of the samples and staging A once: a fixed 8 blocks
+  // per SM, where registers let fewer reside, ran a second wave mostly empty. gridDim.y is
+  // limited to 65535.
+  LOKA_ASSIGN_OR_RETURN(const KernelFit fit,
+                        kernel_fit(reinterpret_cast<const void*>(kernel), kThreads, shared_bytes, "shared-left MatMul"));
+  const int64_t sample_blocks = std::min<int64_t>({args.batch, std::max<int64_t>(1, fit.resident / column_blocks), 65535});
+  kernel<<<dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(sample_blocks)), kThreads, shared_bytes,
+           stream>>>(args);
+  return launch_status("shared-left MatMul");
 }
 
 }  // namespace
@@ -79,12 +95,11 @@ Status launch_shared_left_matmul(const SharedLeftMatMulArgs& args, cudaStream_t 
   if (args.batch == 0 || args.n == 0) return Status::ok();
   if (!args.a || !args.x || !args.y) return Status::error("shared-left MatMul: null pointer");
   switch (k_tier(args.k)) {
-    case 16: launch<16>(args, stream); break;
-    case 32: launch<32>(args, stream); break;
-    case 48: launch<48>(args, stream); break;
-    default: launch<64>(args, stream); break;
+    case 16: return launch<16>(args, stream);
+    case 32: return launch<32>(args, stream);
+    case 48: return launch<48>(args, stream);
+    default: return launch<64>(args, stream);
   }
-  return launch_status("shared-left MatMul");
 }
 
 }  // namespace loka::cuda

@@ -10,12 +10,15 @@
 // tiny SIMT GEMMs with a stride-0 operand, tiles mostly idle for M = 34,
 // K = 34. Here each thread owns one column n of one sample: it keeps
 // X[b][:, n] (K ≤ 64 values) in registers and writes Y[b][:, n] one row at a
-// time, with A in shared memory read as a broadcast by the whole warp. Every
-// X and Y element crosses memory once, coalesced. Measured at B = 4096,
-// N = 128 on an H200 (2026-11-26): 0.085 ms a launch on DHEN's M = K = 34
-// (cuBLASLt 0.10-0.11 ms), 0.11 ms on Wukong's M = 32, K = 64 — on par with
-// cuBLASLt there and 38% of the copy rate, bound by the FMA and shared-memory
-// loads of one column per thread. Products accumulate in FP32 with FMA, k ascending
+// time, with A in shared memory read as a broadcast by the whole warp, four
+// values a load. Every X and Y element crosses memory once, coalesced; the
+// grid is one wave of resident blocks. Measured at B = 4096, N = 128 on an
+// H100 (2026-11-27, kernel_rate_bench shared-left): 84.5 µs on DHEN's
+// M = K = 34 (64% of the copy rate; 94.0 µs with float loads and a fixed
+// 8 blocks per SM), 109.0 µs on Wukong's M = 32, K = 64 (67%; was 116.7) and
+// 141.4 µs on its M = 64, K = 34 (53%; was 159.8). What bounds it further
+// was not found: four independent row sums, or A in the kernel's parameters
+// (each FMA reading the constant bank), measured slower or no faster. Products accumulate in FP32 with FMA, k ascending
 // (the CPU reference rounds mul and add apart: results agree to FP32
 // accumulation error, as cuBLASLt's do). Enqueue only: graph-capturable.
 // ============================================================================
