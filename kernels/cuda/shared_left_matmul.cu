@@ -27,6 +27,7 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
   extern __shared__ float4 a_tile4[];  // [M, kMaxK] floats, zero beyond K (float4: 16-byte aligned rows)
   float* a_tile = reinterpret_cast<float*>(a_tile4);
   const int64_t m = args.m, k = args.k, n = args.n;
+  const int64_t sample_stride = args.y_sample_stride > 0 ? args.y_sample_stride : m * n;
   for (int64_t i = threadIdx.x; i < m * kMaxK; i += blockDim.x) {
     const int64_t row = i / kMaxK, col = i % kMaxK;
     a_tile[i] = col < k ? args.a[row * k + col] : 0.0f;
@@ -36,7 +37,7 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
   if (column >= n) return;  // no barrier below
   for (int64_t b = blockIdx.y; b < args.batch; b += gridDim.y) {
     const float* x = args.x + b * k * n + column;
-    float* y = args.y + b * m * n + column;
+    float* y = args.y + b * sample_stride + column;
     float x_column[kMaxK];
 #pragma unroll
     for (int j = 0; j < kMaxK; ++j) x_column[j] = j < k ? x[j * n] : 0.0f;
@@ -91,6 +92,8 @@ Status shared_left_matmul_can_implement(int64_t m, int64_t k) {
 
 Status launch_shared_left_matmul(const SharedLeftMatMulArgs& args, cudaStream_t stream) {
   if (args.batch < 0 || args.n < 0) return Status::error("shared-left MatMul: negative shape");
+  if (args.y_sample_stride != 0 && args.y_sample_stride < args.m * args.n)
+    return Status::error("shared-left MatMul: a Y sample stride below M·N overlaps samples");
   LOKA_RETURN_IF_ERROR(shared_left_matmul_can_implement(args.m, args.k));
   if (args.batch == 0 || args.n == 0) return Status::ok();
   if (!args.a || !args.x || !args.y) return Status::error("shared-left MatMul: null pointer");

@@ -37,6 +37,10 @@ struct SharedLeftMatMulArgs {
   const float* x = nullptr;  ///< [batch,K,N]
   float* y = nullptr;        ///< [batch,M,N]; must not overlap a or x
   int64_t batch = 0, m = 0, k = 0, n = 0;
+  /// Elements between consecutive samples of Y (0: M·N, packed). A wider stride writes each
+  /// sample's [M,N] into its slice of a Concat's output along the token axis (Wukong's
+  /// concat(FMB, LCB)): runtime/concat_placement.h.
+  int64_t y_sample_stride = 0;
 };
 
 /// The largest K a thread keeps in registers.

@@ -5,9 +5,11 @@
 //
 // Host logic (no GPU needed): a Gemm with a bias or no C, a MatMul of a
 // weight, a FusedGemm with ReLU do, in rows of their last dim; EmbeddingBags
-// does, in rows of a sample's [T, D]; a Gemm whose C is added after it, a
-// strided-batch MatMul, a FusedGemm with a residual or the exact GELU, and a
-// Relu do not.
+// does, in rows of a sample's [T, D], and so does a MatMul of one small matrix
+// on the left of every sample (LoKA's shared-left kernel), in rows of a
+// sample's [M, N]; a Gemm whose C is added after it, a strided-batch MatMul,
+// a left matrix with K beyond the kernel's 64, a FusedGemm with a residual or
+// the exact GELU, and a Relu do not.
 // ============================================================================
 #include "runtime/cuda/device_op.h"
 
@@ -36,6 +38,10 @@ TEST(PitchedRowRules, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
   b.node("Gemm", {"x", "w", "scalar_c"}, {"with_addend"}, {}, "with_addend");
   b.node("MatMul", {"t", "w"}, {"weight_matmul"}, {}, "weight_matmul");
   b.node("MatMul", {"t", "u"}, {"batched_matmul"}, {}, "batched_matmul");  // one product a sample
+  b.initializer("mix", zeros({6, 16})).initializer("wide_mix", zeros({6, 65}));
+  b.input("v", DType::kFloat32, {-1, 65, 32});
+  b.node("MatMul", {"mix", "u"}, {"shared_left"}, {}, "shared_left");            // [6,16] x [B,16,32]
+  b.node("MatMul", {"wide_mix", "v"}, {"wide_shared_left"}, {}, "wide_shared_left");  // K = 65: cuBLASLt
   b.node("FusedGemm", {"x", "w", "bias"}, {"fused_relu"}, {{"activation", std::string("relu")}}, "fused_relu", "ai.loka");
   b.node("FusedGemm", {"x", "w", "bias"}, {"fused_gelu"}, {{"activation", std::string("gelu")}}, "fused_gelu", "ai.loka");
   b.node("FusedGemm", {"x", "w", "bias", "with_bias"}, {"fused_residual"}, {}, "fused_residual", "ai.loka");
@@ -49,6 +55,8 @@ TEST(PitchedRowRules, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
     b.output(out, DType::kFloat32, {-1, 32});
   b.output("weight_matmul", DType::kFloat32, {-1, 4, 32});
   b.output("batched_matmul", DType::kFloat32, {-1, 4, 32});
+  b.output("shared_left", DType::kFloat32, {-1, 6, 32});
+  b.output("wide_shared_left", DType::kFloat32, {-1, 6, 32});
   b.output("relu", DType::kFloat32, {-1, 16});
   auto engine = b.build_engine();
   ASSERT_TRUE(engine) << engine.status().message();
@@ -60,7 +68,8 @@ TEST(PitchedRowRules, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
   const std::vector<std::pair<std::string, int64_t>> expected = {
       {"no_c", 32},          {"with_bias", 32},       {"with_row_bias", 32}, {"with_addend", 0},
       {"weight_matmul", 32}, {"batched_matmul", 0},   {"fused_relu", 32},    {"fused_gelu", 0},
-      {"fused_residual", 0}, {"relu", 0},             {"bags", 16}};
+      {"fused_residual", 0}, {"relu", 0},             {"bags", 16},          {"shared_left", 6 * 32},
+      {"wide_shared_left", 0}};
   size_t checked = 0;
   for (const PlanStep& step : (*engine)->plan().steps())
     for (const auto& [name, width] : expected)

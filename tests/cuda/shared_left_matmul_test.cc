@@ -120,6 +120,26 @@ void expect_matmul_model_matches_cpu(int64_t m, int64_t k, int64_t n, int64_t ba
   testing::expect_close((*actual)[0], (*expected)[0], 0, tolerance(w, x, k));
 }
 
+TEST_F(CudaSharedLeftMatMul, ItWritesItsSamplesIntoATokenConcatInPlace) {
+  // Wukong's concat(FMB, LCB) along the token axis: the LCB MatMul's [B, M, N] samples land at
+  // their slice of the Concat's output with the Concat's sample stride (no copy), beside a
+  // GEMM's Reshape-d rows, matching the CPU runtime at awkward batches.
+  std::mt19937 rng(37);
+  testing::ModelBuilder builder(17);
+  builder.input("x", DType::kFloat32, {-1, 12, 8})
+      .initializer("mix", testing::random_tensor(rng, {4, 12}))
+      .initializer("w", testing::random_tensor(rng, {96, 48}))
+      .initializer("shape", Tensor::from_int64s({3}, std::vector<int64_t>{-1, 6, 8}))
+      .initializer("flat", Tensor::from_int64s({2}, std::vector<int64_t>{-1, 96}))
+      .node("Reshape", {"x", "flat"}, {"x_flat"}, {}, "flatten")
+      .node("MatMul", {"x_flat", "w"}, {"fm"}, {}, "fm")
+      .node("Reshape", {"fm", "shape"}, {"fm_tokens"}, {}, "fm_tokens")
+      .node("MatMul", {"mix", "x"}, {"lc"}, {}, "lc")
+      .node("Concat", {"fm_tokens", "lc"}, {"y"}, {{"axis", int64_t{1}}}, "concat")
+      .output("y", DType::kFloat32, {-1, 10, 8});
+  testing::expect_runtimes_agree(builder.serialize(), {testing::random_tensor(rng, {4099, 12, 8})}, {1, 7, 4099}, 1e-4f);
+}
+
 TEST_F(CudaSharedLeftMatMul, TheMatMulOpRunsItAndKeepsCublasBeyondItsLimits) {
   expect_matmul_model_matches_cpu(34, 34, 128, 300);  // DHEN's linear module: LoKA's kernel
   expect_matmul_model_matches_cpu(32, 64, 128, 64);   // Wukong's linear compression: LoKA's kernel

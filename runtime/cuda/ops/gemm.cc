@@ -170,10 +170,12 @@ Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
   return gemm_kernel_plan(std::move(kernel), slots, init);
 }
 
-/// Y[b] = A · X[b] with LoKA's kernel: A the MatMul's 2-D (or batch-1) left operand.
+/// Y[b] = A · X[b] with LoKA's kernel: A the MatMul's 2-D (or batch-1) left operand. With a sample
+/// stride, each sample's [M, N] lands in its slice of a Concat's output (matmul_pitched_rows).
 class SharedLeftMatMulOp final : public DeviceOp {
  public:
-  SharedLeftMatMulOp(int64_t batch, int64_t m, int64_t k, int64_t n) : batch_(batch), m_(m), k_(k), n_(n) {}
+  SharedLeftMatMulOp(int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sample_stride)
+      : batch_(batch), m_(m), k_(k), n_(n), sample_stride_(sample_stride) {}
   Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
                  int) const override {
     SharedLeftMatMulArgs args;
@@ -181,11 +183,13 @@ class SharedLeftMatMulOp final : public DeviceOp {
     args.x = static_cast<const float*>(in[1].data);
     args.y = static_cast<float*>(out[0].data);
     args.batch = batch_, args.m = m_, args.k = k_, args.n = n_;
+    args.y_sample_stride = sample_stride_;
     return launch_shared_left_matmul(args, context.stream);
   }
 
  private:
   int64_t batch_, m_, k_, n_;
+  int64_t sample_stride_;  ///< 0: packed
 };
 
 /// MatMul: [..., M, K] × [K, N] (a weight: one GEMM over all leading rows),
@@ -225,8 +229,11 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
   // Small ones (the token mixing of Wukong and DHEN) run LoKA's kernel, as fast as cuBLASLt's
   // batched SIMT tiles or faster there (shared_left_matmul.h); larger ones a strided-batched
   // cuBLASLt GEMM.
-  if (problem.broadcast_x && shared_left_matmul_can_implement(problem.m, problem.k).is_ok())
-    return DevicePlan{std::make_unique<SharedLeftMatMulOp>(problem.batch, problem.m, problem.k, problem.n), -1};
+  if (problem.broadcast_x && shared_left_matmul_can_implement(problem.m, problem.k).is_ok()) {
+    const int64_t sample_stride = init.outputs[0].row_pitch;  // a "row" is a sample's [M, N] here
+    return DevicePlan{std::make_unique<SharedLeftMatMulOp>(problem.batch, problem.m, problem.k, problem.n, sample_stride),
+                      -1, sample_stride != 0};
+  }
   if (!problem.broadcast_x) {
     LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, problem.batch},
                                                                 GemmInputSlots{}));
@@ -539,10 +546,18 @@ int64_t gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
 }
 
 int64_t matmul_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
-  if (!input_present(step, 1)) return 0;
+  if (!input_present(step, 0) || !input_present(step, 1)) return 0;
+  const Shape& a = input_shape(step, shapes, 0);
   const Shape& b = input_shape(step, shapes, 1);  // one weight for every row, not a strided batch
   const bool one_weight = b.size() == 2 || (b.size() > 2 && element_count(b) == b[b.size() - 2] * b.back());
-  return one_weight ? output_row_width(step, shapes) : 0;
+  if (one_weight) return output_row_width(step, shapes);
+  // One matrix on the left of every sample (LoKA's shared-left kernel): it writes whole samples
+  // [M, N] with a stride between them, the slice a Concat along the token axis gives it.
+  const bool one_left = a.size() >= 2 && element_count(a) == a[a.size() - 2] * a.back();
+  if (!one_left || b.size() < 3 || a.back() != b[b.size() - 2] ||
+      !shared_left_matmul_can_implement(a[a.size() - 2], a.back()).is_ok())
+    return 0;
+  return a[a.size() - 2] * b.back();
 }
 
 int64_t fused_gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
