@@ -56,6 +56,13 @@ enum class ScaleGranularity { kNone, kTensor, kRow };
 /// ("batched_nt", a batched FusedGemm with transB=1: fold-transposes' X·Yᵀ).
 enum class GemmLayout { kNT, kNN, kBatched, kBatchedNT };
 
+/// The layout of a GEMM whose W is one matrix (or, `batched`, one per batch), stored [N,K] when
+/// `w_transposed`.
+constexpr GemmLayout gemm_layout(bool batched, bool w_transposed) {
+  return batched ? (w_transposed ? GemmLayout::kBatchedNT : GemmLayout::kBatched)
+                 : (w_transposed ? GemmLayout::kNT : GemmLayout::kNN);
+}
+
 /// W holds one matrix per batch (a strided batch of activation × activation products).
 constexpr bool is_batched(GemmLayout layout) { return layout == GemmLayout::kBatched || layout == GemmLayout::kBatchedNT; }
 /// W's matrices are stored [N,K], read transposed.

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <set>
 
 namespace loka::canonicalize {
@@ -155,6 +156,13 @@ int64_t default_opset(const ir::Graph& graph) {
 ir::Value* int64_initializer(ir::Graph& graph, const std::string& name, const std::vector<int64_t>& values) {
   return graph.add_initializer(graph.unique_value_name(name),
                                Tensor::from_int64s({static_cast<int64_t>(values.size())}, values));
+}
+
+std::vector<int64_t> perm_swapping_last_two(int64_t rank) {
+  std::vector<int64_t> perm(static_cast<size_t>(std::max<int64_t>(rank, 2)));
+  std::iota(perm.begin(), perm.end(), int64_t{0});
+  std::swap(perm[perm.size() - 2], perm.back());
+  return perm;
 }
 
 Tensor transpose_2d(const Tensor& tensor) {

@@ -81,6 +81,10 @@ Status erase_nodes(ir::Graph& graph, const std::vector<ir::Node*>& nodes);
 /// The transpose of a 2-D tensor of any dtype (bytes moved, values untouched).
 Tensor transpose_2d(const Tensor& tensor);
 
+/// The Transpose perm of `rank` dims that swaps the last two (0, 1, ..., rank-3, rank-1, rank-2):
+/// each matrix of a batch transposed.
+std::vector<int64_t> perm_swapping_last_two(int64_t rank);
+
 /// A copy of `attributes` without the named entries.
 Attributes without_attributes(const Attributes& attributes, const std::vector<std::string>& names);
 

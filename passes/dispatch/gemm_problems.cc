@@ -31,29 +31,24 @@ std::optional<GemmShape> gemm_shape(const ir::Node& node, int64_t bucket) {
   return GemmShape{(*x)[0], trans_b ? (*w)[0] : (*w)[1], (*x)[1], 1};
 }
 
-std::optional<GemmShape> matmul_shape(const ir::Node& node, int64_t bucket) {
+/// X [..., M, K] times op(W) (W, or Wᵀ stored [N, K] when `trans_b`) at one bucket: a 2-D W is one
+/// GEMM over X's flattened leading rows; a W with X's rank and leading dims a strided batch of
+/// [M,K] x op(W[b]) (MatMul of two activations, a batched FusedGemm: docs/loka_ops.md).
+std::optional<GemmShape> product_shape(const ir::Node& node, int64_t bucket, bool trans_b) {
   const auto x = dims_at_bucket(node.input(0), bucket);
   const auto w = dims_at_bucket(node.input(1), bucket);
   if (!x || !w || x->size() < 2 || w->size() < 2) return std::nullopt;
-  const int64_t k = x->back(), n = w->back();
-  if ((*w)[w->size() - 2] != k) return std::nullopt;
-  if (w->size() == 2) return GemmShape{dims_product(*x, 0, x->size() - 1), n, k, 1};
-  if (x->size() != w->size() || !std::equal(x->begin(), x->end() - 2, w->begin())) return std::nullopt;
-  return GemmShape{(*x)[x->size() - 2], n, k, dims_product(*x, 0, x->size() - 2)};
-}
-
-/// A 2-D W: one GEMM over X's flattened leading rows. A batched W (equal rank and leading dims,
-/// docs/loka_ops.md): a strided batch of [M,K] x op(W[b]).
-std::optional<GemmShape> fused_gemm_shape(const ir::Node& node, int64_t bucket) {
-  const auto x = dims_at_bucket(node.input(0), bucket);
-  const auto w = dims_at_bucket(node.input(1), bucket);
-  if (!x || !w || x->size() < 2 || w->size() < 2) return std::nullopt;
-  const bool trans_b = int_attribute(node, "transB") != 0;
   const int64_t k = x->back(), n = trans_b ? (*w)[w->size() - 2] : w->back();
   if ((trans_b ? w->back() : (*w)[w->size() - 2]) != k) return std::nullopt;
   if (w->size() == 2) return GemmShape{dims_product(*x, 0, x->size() - 1), n, k, 1};
   if (x->size() != w->size() || !std::equal(x->begin(), x->end() - 2, w->begin())) return std::nullopt;
   return GemmShape{(*x)[x->size() - 2], n, k, dims_product(*x, 0, x->size() - 2)};
+}
+
+std::optional<GemmShape> matmul_shape(const ir::Node& node, int64_t bucket) { return product_shape(node, bucket, false); }
+
+std::optional<GemmShape> fused_gemm_shape(const ir::Node& node, int64_t bucket) {
+  return product_shape(node, bucket, int_attribute(node, "transB") != 0);
 }
 
 std::optional<GemmShape> quantized_gemm_shape(const ir::Node& node, int64_t bucket) {
@@ -146,11 +141,8 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     shape_fn = matmul_shape;
   } else if (node.is("FusedGemm", "ai.loka")) {
     if (dtype_of(node.input(0)) != DType::kFloat32 || dtype_of(node.input(1)) != DType::kFloat32) return std::nullopt;
-    const bool trans_b = int_attribute(node, "transB") != 0;
     const ir::Value* w = node.input(1);
-    const bool batched = w && w->type().rank() > 2;
-    key.layout = batched ? (trans_b ? GemmLayout::kBatchedNT : GemmLayout::kBatched)
-                         : (trans_b ? GemmLayout::kNT : GemmLayout::kNN);
+    key.layout = kernels::gemm_layout(w && w->type().rank() > 2, int_attribute(node, "transB") != 0);
     key.bias = node.input(2) != nullptr;
     key.epilogue = activation_of(node);
     key.residual = node.input(3) != nullptr;

@@ -13,11 +13,6 @@ namespace {
 
 constexpr const char* kLokaDomain = "ai.loka";
 
-/// Two dims that are surely equal: the same size, or the same symbol.
-bool same_dim(const ir::Dim& a, const ir::Dim& b) {
-  return a.is_known() ? b.is_known() && a.value == b.value : !a.symbol.empty() && a.symbol == b.symbol;
-}
-
 /// The untransposed operand X when `matmul` is A · Transpose(X) over a strided batch (header).
 ir::Value* foldable_operand(const ir::Node& matmul) {
   if (!matmul.is("MatMul") || matmul.inputs().size() != 2) return nullptr;
@@ -33,8 +28,8 @@ ir::Value* foldable_operand(const ir::Node& matmul) {
   const std::vector<ir::Dim>& a_dims = *a->type().shape;
   const std::vector<ir::Dim>& x_dims = *x->type().shape;
   for (int axis = 0; axis + 2 < rank; ++axis)
-    if (!same_dim(a_dims[static_cast<size_t>(axis)], x_dims[static_cast<size_t>(axis)])) return nullptr;
-  if (!same_dim(a_dims.back(), x_dims.back())) return nullptr;  // K
+    if (!mods::same_dim(a_dims[static_cast<size_t>(axis)], x_dims[static_cast<size_t>(axis)])) return nullptr;
+  if (!mods::same_dim(a_dims.back(), x_dims.back())) return nullptr;  // K
   return x;
 }
 

@@ -16,6 +16,7 @@
 
 #include "passes/canonicalize/rewrite_utils.h"
 #include "passes/ir/graph_algorithms.h"
+#include "passes/mods/rewrite_helpers.h"
 #include "passes/probe/annotations.h"
 
 namespace loka {
@@ -28,8 +29,7 @@ using canonicalize::sole_reader_of;
 using Dim = ir::Dim;
 using Dims = std::vector<ir::Dim>;
 
-/// True when both dims are provably the same size: equal known sizes or the same symbol.
-bool same_dim(const Dim& a, const Dim& b) { return a == b && (a.is_known() || !a.symbol.empty()); }
+using mods::same_dim;
 
 /// Where a [B,H,N,D] (or single-head [B,N,D]) operand's heads live in a token-major tensor.
 struct HeadSource {

@@ -78,7 +78,8 @@ class ReassociateMatMulsPass final : public Pass {
 
 PassInfo reassociate_matmuls_pass_info() {
   return PassInfo{"reassociate-matmuls",
-                  "compute X·(Xᵀ·P) as (X·Xᵀ)·P where that costs at most twice the multiply-adds, so no GEMM "
+                  "compute X·(Xᵀ·P) as (X·Xᵀ)·P where that costs at most max_cost_ratio times the multiply-adds, "
+                  "so no GEMM "
                   "reads a transposed left operand",
                   // 2: at Wukong's sizes (n = 34 and 64 tokens, d = 128, k = 24) the quadratic form costs
                   // 0.84x and 1.58x the multiply-adds, on tensor cores, and saves a transpose of X each.

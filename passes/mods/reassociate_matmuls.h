@@ -1,7 +1,7 @@
 // ============================================================================
 // passes/mods/reassociate_matmuls.h — `reassociate-matmuls`: X·(Xᵀ·P) becomes
-// (X·Xᵀ)·P when that costs at most twice the multiply-adds, so no GEMM reads
-// a transposed left operand.
+// (X·Xᵀ)·P when that costs at most max_cost_ratio (default 2) times the
+// multiply-adds, so no GEMM reads a transposed left operand.
 //
 //   X:[B..,n,d] ─▶ Transpose ─▶ MatMul(·, P) ─▶ u ─┐          X ─▶ Transpose ─▶ t ─┐
 //   X ─────────────────────────────────────▶ MatMul(X, u) ─▶ y  ==>  X ─▶ MatMul(X, t) ─▶ g ─▶ MatMul(g, P) ─▶ y

@@ -4,7 +4,6 @@
 #include "passes/mods/rewrite_helpers.h"
 
 #include <cmath>
-#include <numeric>
 
 #include "passes/canonicalize/rewrite_utils.h"
 
@@ -86,14 +85,13 @@ bool normalizes_last_axis_only(const ir::Node& node) {
   return *axis >= 0 && x != nullptr && x->type().has_rank() && *axis == x->type().rank() - 1;
 }
 
+bool same_dim(const ir::Dim& a, const ir::Dim& b) { return a == b && (a.is_known() || !a.symbol.empty()); }
+
 bool swaps_last_two_dims(const ir::Node& node, int rank) {
   if (!node.is("Transpose") || rank < 2) return false;
   const Result<std::vector<int64_t>> perm = node.attributes().get_ints("perm");
   if (!perm.is_ok() || perm->size() != static_cast<size_t>(rank)) return false;
-  std::vector<int64_t> wanted(static_cast<size_t>(rank));
-  std::iota(wanted.begin(), wanted.end(), int64_t{0});
-  std::swap(wanted[wanted.size() - 2], wanted.back());
-  return *perm == wanted;
+  return *perm == canonicalize::perm_swapping_last_two(rank);
 }
 
 void replace_constant(ir::Graph& graph, ir::Node* node, size_t slot, Tensor tensor, const std::string& suffix) {

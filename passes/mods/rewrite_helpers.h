@@ -66,6 +66,10 @@ bool normalizes_last_axis_only(const ir::Node& node);
 /// (LayerNormalization itself also broadcasts, e.g. a Scale of shape [1]).
 bool norm_affine_is_per_channel(const ir::Node& norm);
 
+/// True when both dims are provably the same size: equal known sizes or the same symbol (an
+/// unknown dim may differ from anything, itself included).
+bool same_dim(const ir::Dim& a, const ir::Dim& b);
+
 /// True when `node` is a default-domain Transpose swapping exactly the last two of `rank` dims
 /// (perm 0, 1, ..., rank-3, rank-1, rank-2): each matrix of a batch transposed, what a GEMM can
 /// read in place.

@@ -29,11 +29,11 @@
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "passes/canonicalize/rewrite_utils.h"
 #include "passes/canonicalize/upgrade_opset.h"
 #include "passes/ir/graph_algorithms.h"
 #include "passes/ir/shape_inference.h"
@@ -285,12 +285,8 @@ void emit_float_gemm(Emitter& emit, const Lowering& node, Value* x, Value* w, bo
   } else {
     Value* w_kn = w;
     if (trans_b) {  // the last two dims swap: a 2-D weight, or each matrix of a batched FusedGemm's W
-      const int64_t rank = std::max(2, w->type().rank());
-      std::vector<int64_t> order(static_cast<size_t>(rank));
-      std::iota(order.begin(), order.end(), int64_t{0});
-      std::swap(order[order.size() - 2], order.back());
       Attributes perm;
-      perm.set("perm", std::move(order));
+      perm.set("perm", canonicalize::perm_swapping_last_two(w->type().rank()));
       TensorType wt = float_type_of(w);
       if (wt.shape && wt.shape->size() >= 2) std::swap((*wt.shape)[wt.shape->size() - 2], wt.shape->back());
       w_kn = emit.emit("Transpose", {w}, wt, base, "transpose_w", perm);

@@ -152,10 +152,8 @@ Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
   if (has_residual) LOKA_RETURN_IF_ERROR(require_float32(init, 3));
   const GemmEpilogue epilogue =
       activation == "relu" ? GemmEpilogue::kRelu : activation == "gelu" ? GemmEpilogue::kGelu : GemmEpilogue::kNone;
-  const kernels::GemmLayout layout = batched ? (trans_b ? kernels::GemmLayout::kBatchedNT : kernels::GemmLayout::kBatched)
-                                             : (trans_b ? kernels::GemmLayout::kNT : kernels::GemmLayout::kNN);
   kernels::GemmKey key{"FusedGemm", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
-                       layout, init.inputs[1].host.defined(), has_bias, epilogue};
+                       kernels::gemm_layout(batched, trans_b != 0), init.inputs[1].host.defined(), has_bias, epilogue};
   key.residual = has_residual;
   GemmInputSlots slots{0, 1, -1, has_bias ? 2 : -1, -1};
   slots.residual = has_residual ? 3 : -1;
