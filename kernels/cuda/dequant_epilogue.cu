@@ -1,8 +1,8 @@
 // ============================================================================
 // kernels/cuda/dequant_epilogue.cu — the scale epilogue, one pass over [rows, cols].
 //
-// Memory-bound: each element reads acc (and the optional multiplier and
-// residual) and writes y once. A 2-D launch (column groups × rows) gives each
+// Memory-bound: each element reads acc (FP32 or BF16, and the optional
+// multiplier and residual) and writes y and/or its codes once. A 2-D launch (column groups × rows) gives each
 // thread fixed columns, so it loads their w_scale and bias once and then walks
 // rows with no index division; the per-row x_scale is one load per row. When
 // cols % 4 == 0 and every [rows, cols] and per-column base is 16-byte aligned,
@@ -24,16 +24,18 @@
 namespace loka::cuda {
 namespace {
 
-template <int kVec>
-__device__ __forceinline__ void load_floats(const float* p, float (&v)[kVec]) {
-  const Pack<float, kVec> pack = *reinterpret_cast<const Pack<float, kVec>*>(p);
+template <int kVec, typename T>
+__device__ __forceinline__ void load_floats(const T* p, float (&v)[kVec]) {
+  const Pack<T, kVec> pack = *reinterpret_cast<const Pack<T, kVec>*>(p);
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) v[j] = pack.v[j];
+  for (int j = 0; j < kVec; ++j) v[j] = to_float(pack.v[j]);
 }
 
-/// Threads (x: column group of kVec, y: row); rows grid-stride along gridDim.y.
-template <int kVec>
+/// Threads (x: column group of kVec, y: row); rows grid-stride along gridDim.y. Acc: the
+/// accumulator's storage type (float, or __nv_bfloat16 when the GEMM rounded it).
+template <int kVec, typename Acc>
 __global__ void dequant_epilogue_kernel(DequantEpilogueArgs args) {
+  const Acc* acc = static_cast<const Acc*>(args.acc);
   const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
   if (c >= args.cols) return;  // kVec > 1 only when cols % kVec == 0: a group is whole or absent
   float ws[kVec], b[kVec] = {};
@@ -45,7 +47,7 @@ __global__ void dequant_epilogue_kernel(DequantEpilogueArgs args) {
     const float xs = args.per_row_x_scale ? args.x_scale[r] : tensor_xs;
     const int64_t i = r * args.cols + c;
     float v[kVec];
-    load_floats<kVec>(args.acc + i, v);
+    load_floats<kVec>(acc + i, v);
 #pragma unroll
     for (int j = 0; j < kVec; ++j) v[j] = dequant_value(v[j], xs, ws[j], args.bias != nullptr, b[j], args.activation);
     if (args.multiplier) {
@@ -60,10 +62,12 @@ __global__ void dequant_epilogue_kernel(DequantEpilogueArgs args) {
 #pragma unroll
       for (int j = 0; j < kVec; ++j) v[j] = __fadd_rn(v[j], s[j]);
     }
-    Pack<float, kVec> out;
+    if (args.y) {
+      Pack<float, kVec> out;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) out.v[j] = v[j];
-    *reinterpret_cast<Pack<float, kVec>*>(args.y + i) = out;
+      for (int j = 0; j < kVec; ++j) out.v[j] = v[j];
+      *reinterpret_cast<Pack<float, kVec>*>(args.y + i) = out;
+    }
     if (args.codes) {
       Pack<uint8_t, kVec> code;
 #pragma unroll
@@ -73,16 +77,16 @@ __global__ void dequant_epilogue_kernel(DequantEpilogueArgs args) {
   }
 }
 
-/// float4 columns need cols % 4 == 0 and 16-byte aligned bases (null ones do not count).
+/// Four columns a thread need cols % 4 == 0 and bases aligned to four elements (null ones do not count).
 bool can_vectorize(const DequantEpilogueArgs& args) {
   if (args.cols % 4 != 0) return false;
-  for (const float* p : {args.acc, args.w_scale, args.bias, args.multiplier, args.residual,
-                         static_cast<const float*>(args.y)})
+  for (const float* p : {args.w_scale, args.bias, args.multiplier, args.residual, static_cast<const float*>(args.y)})
     if (p && !is_aligned(p, 16)) return false;
+  if (!is_aligned(args.acc, args.acc_type == DType::kBFloat16 ? 8 : 16)) return false;
   return args.codes == nullptr || is_aligned(args.codes, 4);
 }
 
-template <int kVec>
+template <int kVec, typename Acc>
 void launch(const DequantEpilogueArgs& args, cudaStream_t stream) {
   const int64_t groups = (args.cols + kVec - 1) / kVec;
   // A warp-multiple of column threads up to a block; the rest of the block takes more rows.
@@ -93,7 +97,7 @@ void launch(const DequantEpilogueArgs& args, cudaStream_t stream) {
   // reusing their per-column scales. gridDim.y is limited to 65535.
   const int64_t row_blocks = std::min<int64_t>({(args.rows + ty - 1) / ty, std::max<int64_t>(1, 4096 / column_blocks), 65535});
   const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(row_blocks));
-  dequant_epilogue_kernel<kVec><<<grid, dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty)), 0, stream>>>(args);
+  dequant_epilogue_kernel<kVec, Acc><<<grid, dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty)), 0, stream>>>(args);
 }
 
 }  // namespace
@@ -101,11 +105,22 @@ void launch(const DequantEpilogueArgs& args, cudaStream_t stream) {
 Status launch_dequant_epilogue(const DequantEpilogueArgs& args, cudaStream_t stream) {
   if (args.rows < 0 || args.cols < 0) return Status::error("dequant epilogue: negative shape");
   if (args.rows == 0 || args.cols == 0) return Status::ok();
-  if (!args.acc || !args.x_scale || !args.w_scale || !args.y) return Status::error("dequant epilogue: null pointer");
+  if (!args.acc || !args.x_scale || !args.w_scale || (!args.y && !args.codes))
+    return Status::error("dequant epilogue: null pointer");
+  if (args.acc_type != DType::kFloat32 && args.acc_type != DType::kBFloat16)
+    return Status::error("dequant epilogue: the accumulator must be FP32 or BF16");
+  if (args.acc_type == DType::kBFloat16 && args.acc == args.y)
+    return Status::error("dequant epilogue: a BF16 accumulator cannot be written over by FP32 y");
   if (args.codes && !(args.code_scale > 0.0f && std::isfinite(args.code_scale)))
     return Status::error("dequant epilogue: the code scale must be finite and > 0");
-  if (can_vectorize(args)) launch<4>(args, stream);
-  else launch<1>(args, stream);
+  const bool vector = can_vectorize(args);
+  if (args.acc_type == DType::kBFloat16) {
+    if (vector) launch<4, __nv_bfloat16>(args, stream);
+    else launch<1, __nv_bfloat16>(args, stream);
+  } else {
+    if (vector) launch<4, float>(args, stream);
+    else launch<1, float>(args, stream);
+  }
   return launch_status("dequant epilogue");
 }
 

@@ -14,7 +14,10 @@
 // fuse-epilogue-quantize): written here, y is not read again by a quantize
 // kernel (4 bytes an element read, 1 written, and a launch, per DCN layer).
 //
-// acc is the FP32 result of the FP8 GEMM run with unit scales. The registry's
+// acc is the result of the FP8 GEMM run with unit scales: FP32, or rounded to
+// BF16 by the GEMM (QuantizedGemm's own op on the GPU: its GEMM writes 2 bytes
+// an element instead of 4 and this pass reads 2; the rounding, 2^-9 of each
+// sum, is far below the FP8 operands' own error). The registry's
 // FP8 kernel (gemm_candidate.h) lets cuBLASLt apply scales, bias and ReLU where
 // it can (paired OUTER_VEC scales, fp8_gemm.h); this pass remains for what
 // cuBLASLt cannot fuse: exact GELU, the Multiplier/Residual terms, and
@@ -30,12 +33,14 @@
 #include <cstdint>
 
 #include "kernels/cuda/gemm_types.h"  // GemmEpilogue
+#include "loka/dtype.h"
 #include "loka/status.h"
 
 namespace loka::cuda {
 
 struct DequantEpilogueArgs {
-  const float* acc = nullptr;      ///< [rows, cols]
+  const void* acc = nullptr;       ///< [rows, cols] of acc_type
+  DType acc_type = DType::kFloat32;  ///< kFloat32 or kBFloat16
   const float* x_scale = nullptr;  ///< rows entries, or one when !per_row_x_scale
   bool per_row_x_scale = false;
   const float* w_scale = nullptr;  ///< cols entries
@@ -43,7 +48,7 @@ struct DequantEpilogueArgs {
   GemmEpilogue activation = GemmEpilogue::kNone;
   const float* multiplier = nullptr;  ///< [rows, cols] or null (DCN cross: x₀)
   const float* residual = nullptr;    ///< [rows, cols] or null, added last
-  float* y = nullptr;              ///< [rows, cols]; may be acc
+  float* y = nullptr;              ///< [rows, cols]; may be an FP32 acc; null: only the codes are written
   uint8_t* codes = nullptr;        ///< [rows, cols] E4M3FN codes of y / code_scale, or null
   float code_scale = 1.0f;         ///< divides y before encoding (finite, > 0)
   int64_t rows = 0, cols = 0;

@@ -37,7 +37,7 @@ std::optional<float> e4m3_quantize_scale(const ir::Node& node) {
   return mods::positive_scalar_scale(node.input(1));
 }
 
-/// A cross layer whose output's quantizing readers all use one scale.
+/// A QuantizedGemm whose output's quantizing readers all use one scale.
 struct Match {
   ir::Node* producer = nullptr;
   float scale = 0.0f;
@@ -45,11 +45,15 @@ struct Match {
   std::vector<ir::Node*> quantizes;   ///< QuantizeLinear readers
 };
 
-std::optional<Match> match(ir::Node* node) {
-  if (!node->is("QuantizedGemm", kLokaDomain) || node->input(kMultiplierInput) == nullptr) return std::nullopt;
+/// A cross layer (a Multiplier: LoKA's epilogue pass runs anyway) with quantizing readers, or
+/// a QuantizedGemm on the FP8 tensor cores that only quantizing readers read (Y then goes unread).
+std::optional<Match> match(ir::Node* node, bool unread_y) {
+  if (!node->is("QuantizedGemm", kLokaDomain)) return std::nullopt;
   if (node->outputs().size() != 1 || node->input(kYScaleInput) != nullptr) return std::nullopt;
   ir::Value* y = node->output(0);
   if (y->type().dtype != DType::kFloat32 || !y->type().has_rank()) return std::nullopt;
+  const bool cross = node->input(kMultiplierInput) != nullptr;
+  if (!cross && (!unread_y || y->is_graph_output() || !mods::runs_on_fp8_tensor_cores(*node))) return std::nullopt;
   Match m{node};
   std::optional<uint32_t> bits;
   for (const ir::Use& use : y->uses()) {
@@ -58,8 +62,10 @@ std::optional<Match> match(ir::Node* node) {
       m.gemms.push_back(use.node);
     } else if (use.input_index == 0 && (scale = e4m3_quantize_scale(*use.node))) {
       m.quantizes.push_back(use.node);
-    } else {
+    } else if (cross) {
       continue;  // an FP32 reader (the next layer's Residual, a Concat, ...): it keeps reading Y
+    } else {
+      return std::nullopt;  // Y must be written anyway, and cuBLASLt's epilogue writes it fastest
     }
     if (bits && *bits != std::bit_cast<uint32_t>(*scale)) return std::nullopt;  // two scales: one would still read Y
     bits = std::bit_cast<uint32_t>(*scale);
@@ -108,10 +114,10 @@ void rewire(ir::Graph& graph, const Match& m, ir::Value* codes, nlohmann::json& 
 }
 
 /// The first match in topological order, or nothing.
-Result<std::optional<Match>> first_match(const ir::Graph& graph) {
+Result<std::optional<Match>> first_match(const ir::Graph& graph, bool unread_y) {
   LOKA_ASSIGN_OR_RETURN(const std::vector<ir::Node*> order, ir::topological_order(graph));
   for (ir::Node* node : order)
-    if (std::optional<Match> m = match(node)) return m;
+    if (std::optional<Match> m = match(node, unread_y)) return m;
   return std::optional<Match>();
 }
 
@@ -124,7 +130,7 @@ class FuseEpilogueQuantizePass final : public Pass {
     // stale. A rebuilt producer has input 7 and does not match again.
     bool changed = false;
     for (size_t bound = graph.nodes().size(); bound > 0; --bound) {
-      LOKA_ASSIGN_OR_RETURN(const std::optional<Match> found, first_match(graph));
+      LOKA_ASSIGN_OR_RETURN(const std::optional<Match> found, first_match(graph, context.bool_option("unread_y")));
       if (!found) break;
       const Match& m = *found;
       const std::string name = m.producer->name();
@@ -150,9 +156,11 @@ class FuseEpilogueQuantizePass final : public Pass {
 
 PassInfo fuse_epilogue_quantize_pass_info() {
   return PassInfo{"fuse-epilogue-quantize",
-                  "a DCN cross layer's QuantizedGemm also writes the E4M3 codes of its output (output Yq) for the "
-                  "per-tensor FP8 GEMMs that read it, so they skip their quantize pass",
-                  {},
+                  "a QuantizedGemm writes the E4M3 codes of its output (output Yq) for the per-tensor FP8 GEMMs "
+                  "that read it, so they skip their quantize pass: DCN cross layers, and GEMMs only such readers read",
+                  {{"unread_y", OptionType::kBool, "true",
+                    "also rewrite a QuantizedGemm without a Multiplier whose Y only quantizing readers read (Y is then "
+                    "left out of the model: 5 bytes an element on the GPU where Y and a quantize pass moved 9)"}},
                   {"epilogues-quantizing", "quantizes-removed"}};
 }
 

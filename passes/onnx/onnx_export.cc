@@ -31,6 +31,15 @@ void fill_value_info(const ir::Value& value, onnx::ValueInfoProto* info) {
   }
 }
 
+/// Whether output `index` of `node` is written with an empty name (ONNX's omitted optional
+/// output), so runtimes neither allocate nor compute it: an ai.loka QuantizedGemm's Y that
+/// nothing reads beside its Yq (fuse-epilogue-quantize; docs/loka_ops.md makes Y optional then).
+bool omitted_output(const ir::Node& node, size_t index) {
+  const ir::Value* output = node.output(index);
+  return node.is("QuantizedGemm", "ai.loka") && index == 0 && node.outputs().size() == 2 && !output->has_uses() &&
+         !output->is_graph_output();
+}
+
 Status fill_attribute(const std::string& name, const AttributeValue& value, onnx::AttributeProto* attribute) {
   attribute->set_name(name);
   if (const auto* i = std::get_if<int64_t>(&value)) {
@@ -104,7 +113,12 @@ Status export_model_with_payloads(const ir::Graph& graph, onnx::ModelProto& mode
     node_proto->set_op_type(node->op_type());
     if (!node->domain().empty()) node_proto->set_domain(node->domain());
     for (ir::Value* input : node->inputs()) node_proto->add_input(input ? input->name() : std::string());
-    for (ir::Value* output : node->outputs()) {
+    for (size_t index = 0; index < node->outputs().size(); ++index) {
+      const ir::Value* output = node->output(index);
+      if (omitted_output(*node, index)) {
+        node_proto->add_output(std::string());
+        continue;
+      }
       node_proto->add_output(output->name());
       if (!output->is_graph_output() && output->type().dtype != DType::kUndefined)
         fill_value_info(*output, proto->add_value_info());

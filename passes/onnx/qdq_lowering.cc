@@ -156,13 +156,6 @@ Status check_loka_node(const Node& node) {
     LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "X"}, {1, "W"}, {2, "W_scale"}}, 2));
     if (node.outputs().size() == 2 && node.input(7) == nullptr)
       return Status::error(node_label(node) + ": output 1 (Yq) needs input 7 (Y_scale)");
-    // Yq would be a QuantizeLinear of the lowering's final Relu, which onnxruntime's
-    // ReluQuantRewrite deletes for an FP8 zero point (see lower_quantized_gemm): refused rather
-    // than lowered into a model onnxruntime runs wrong. fuse-epilogue-quantize never makes it.
-    if (node.outputs().size() == 2 && *node.attributes().get_string("activation", "none") == "relu" &&
-        node.input(5) == nullptr && node.input(6) == nullptr)
-      return Status::error(node_label(node) + ": output 1 (Yq) of a final ReLU has no QDQ lowering onnxruntime "
-                                              "keeps exact (its ReluQuantRewrite drops a Relu before an FP8 QuantizeLinear)");
     LOKA_RETURN_IF_ERROR(check_string_attribute(node, "act_recipe", "tensor", {"tensor", "row"}));
     LOKA_RETURN_IF_ERROR(check_string_attribute(node, "activation", "none", {"none", "relu", "gelu"}));
     const DType x = node.input(0)->type().dtype;
@@ -495,6 +488,19 @@ Value* detach_output(Graph& graph, Value* old) {
   return placeholder;
 }
 
+/// What Yq's QuantizeLinear reads: the lowered output, or, when a Relu writes it, the same values
+/// from Where(v <= 0, 0, v) on the Relu's input. onnxruntime's ReluQuantRewrite deletes a Relu
+/// that feeds a QuantizeLinear with an FP8 zero point, which would encode the negative values;
+/// the Where keeps Relu's every value (NaN <= 0 is false, so NaN stays NaN; -0 gives +0).
+Value* quantizable(Emitter& emit, const Lowering& lowering) {
+  Node* relu = lowering.output->producer();
+  if (relu == nullptr || !relu->is("Relu")) return lowering.output;
+  Value* v = relu->input(0);
+  Value* zero = emit.float_constant(0.0f);
+  Value* clipped = emit.emit("LessOrEqual", {v, zero}, TensorType{DType::kBool, v->type().shape}, lowering.name, "yq_not_positive");
+  return emit.emit("Where", {clipped, zero, v}, v->type(), lowering.name, "yq_relu");
+}
+
 /// Replaces `node` by its standard-op chain; the chain's last node writes a new value
 /// with the old output's name and type, and every reader moves to it. A QuantizedGemm's
 /// Yq (output 1) becomes the QuantizeLinear of that value with Y_scale, its definition.
@@ -521,7 +527,7 @@ void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   graph.erase_value(placeholder);
   if (codes_placeholder) {
     Value* codes = graph.add_value(codes_name, codes_type);
-    emit.emit_into("QuantizeLinear", {lowering.output, emit.scalar(lowering.input(7), lowering.name), emit.fp8_zero_point()},
+    emit.emit_into("QuantizeLinear", {quantizable(emit, lowering), emit.scalar(lowering.input(7), lowering.name), emit.fp8_zero_point()},
                    codes, lowering.name + "/quantize_y");
     graph.replace_all_uses_with(codes_placeholder, codes);
     graph.erase_value(codes_placeholder);

@@ -17,6 +17,7 @@
 
 #include "cuda_test_util.h"
 #include "kernels/cuda/dequant_epilogue.h"
+#include "loka/bfloat16.h"
 #include "loka/float8.h"
 
 namespace loka {
@@ -118,6 +119,10 @@ struct PathCase {
   bool per_row, bias, terms;  ///< terms: multiplier and residual, in place (the DCN cross)
   cuda::GemmEpilogue act;
   int64_t codes_offset = -1;  ///< >= 0: also write codes, this many bytes into their buffer
+  /// BF16 sums (QuantizedGemm's own op): acc rounded to BF16 on the host, y written beside it;
+  /// with codes, `codes_only` writes no y at all (a node that leaves Y out).
+  bool bf16_acc = false;
+  bool codes_only = false;
 };
 
 /// The code scale of the cases that write codes: y reaches a few units, so some codes saturate.
@@ -137,9 +142,22 @@ void check_path_case(const PathCase& c, std::mt19937& rng) {
   const std::vector<float> acc = random(count, value), x0 = random(count, value), x = random(count, value),
                            xs = random(c.per_row ? static_cast<size_t>(c.rows) : 1, scale), ws = random(cols, scale),
                            b = random(cols, value);
-  testing::DeviceBytes d_acc(acc), d_x0(x0), d_x(x), d_xs(xs), d_ws(ws), d_b(b);
+  // The sums the kernel reads: FP32 as drawn, or rounded to BF16 (what the GEMM would have written).
+  std::vector<uint16_t> acc_bf16(acc.size());
+  std::vector<float> sums = acc;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    acc_bf16[i] = float_to_bf16(acc[i]);
+    if (c.bf16_acc) sums[i] = bf16_to_float(acc_bf16[i]);
+  }
+  testing::DeviceBytes d_acc(acc), d_acc_bf16(acc_bf16), d_x0(x0), d_x(x), d_xs(xs), d_ws(ws), d_b(b);
+  testing::DeviceBytes d_y(std::vector<float>(count + off, -7.0f));
   cuda::DequantEpilogueArgs args;
-  args.acc = d_acc.as<float>() + off;
+  if (c.bf16_acc) {
+    args.acc = d_acc_bf16.as<uint16_t>() + off;
+    args.acc_type = DType::kBFloat16;
+  } else {
+    args.acc = d_acc.as<float>() + off;
+  }
   args.x_scale = d_xs.as<float>();
   args.per_row_x_scale = c.per_row;
   args.w_scale = d_ws.as<float>() + off;
@@ -147,7 +165,9 @@ void check_path_case(const PathCase& c, std::mt19937& rng) {
   args.activation = c.act;
   args.multiplier = c.terms ? d_x0.as<float>() + off : nullptr;
   args.residual = c.terms ? d_x.as<float>() + off : nullptr;
-  args.y = d_acc.as<float>() + off;  // in place
+  // FP32 sums: in place, as QuantizedGemm once ran it; BF16 sums: y beside them, or none.
+  testing::DeviceBytes& y_buffer = c.bf16_acc ? d_y : d_acc;
+  args.y = c.codes_only ? nullptr : y_buffer.as<float>() + off;
   args.rows = c.rows;
   args.cols = c.cols;
   const size_t codes_off = c.codes_offset >= 0 ? static_cast<size_t>(c.codes_offset) : 0;
@@ -157,18 +177,29 @@ void check_path_case(const PathCase& c, std::mt19937& rng) {
     args.code_scale = kCodeScale;
   }
   ASSERT_TRUE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
-  const std::vector<float> y = d_acc.download_vector<float>(count + off);
+  const std::vector<float> y = y_buffer.download_vector<float>(count + off);
   const std::vector<uint8_t> codes = d_codes.download_vector<uint8_t>(count + codes_off);
   size_t mismatches = 0, code_mismatches = 0, saturated = 0;
   for (size_t i = 0; i < count; ++i) {
     const size_t r = i / cols, n = i % cols;
-    float v = acc[off + i] * xs[c.per_row ? r : 0] * ws[off + n];
+    float v = sums[off + i] * xs[c.per_row ? r : 0] * ws[off + n];
     if (c.bias) v += b[off + n];
     if (c.act == cuda::GemmEpilogue::kRelu) v = std::isnan(v) ? v : std::max(v, 0.0f);
     if (c.act == cuda::GemmEpilogue::kGelu) v = 0.5f * v * (1.0f + std::erf(v / std::sqrt(2.0f)));
     if (c.terms) {
       v *= x0[off + i];
       v += x[off + i];
+    }
+    if (c.codes_only) {
+      // No y written: the codes are those of the host's value (GELU's erf may move one a step).
+      ASSERT_EQ(y[off + i], -7.0f) << "element " << i << " of y written";
+      const float slack = c.act == cuda::GemmEpilogue::kGelu ? 1e-6f * (1.0f + std::fabs(v)) : 0.0f;
+      const uint8_t low = float_to_fp8e4m3fn((v - slack) / kCodeScale), high = float_to_fp8e4m3fn((v + slack) / kCodeScale);
+      saturated += std::fabs(v / kCodeScale) > 448.0f;
+      const uint8_t code = codes[codes_off + i];
+      if (code != low && code != high && code_mismatches++ < 5)
+        ADD_FAILURE() << "code " << i << ": " << int{code} << " vs " << int{low} << " for " << v;
+      continue;
     }
     const float got = y[off + i];
     // Exact but for GELU, whose erf differs between CUDA and the host library.
@@ -187,7 +218,7 @@ void check_path_case(const PathCase& c, std::mt19937& rng) {
     EXPECT_GT(saturated, 0u) << "the case should saturate some codes";
   }
   // The elements in front of the view are untouched.
-  for (size_t i = 0; i < off; ++i) EXPECT_EQ(y[i], acc[i]) << "element " << i << " before the view";
+  for (size_t i = 0; i < off; ++i) EXPECT_EQ(y[i], c.bf16_acc ? -7.0f : acc[i]) << "element " << i << " before the view";
   for (size_t i = 0; i < codes_off; ++i) EXPECT_EQ(codes[i], 0xAB) << "code " << i << " before the view";
   if (c.codes_offset < 0) {
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(codes[i], 0xAB) << "no codes asked for, code " << i << " written";
@@ -215,6 +246,15 @@ TEST_F(CudaDequantEpilogue, VectorizedAndScalarPathsMatchTheHostFormula) {
            PathCase{300, 216, 0, true, true, true, GemmEpilogue::kNone, 2},     // misaligned codes alone: scalar
            PathCase{33, 37, 0, false, true, true, GemmEpilogue::kRelu, 0},      // cols % 4 != 0: scalar
            PathCase{1, 16, 0, false, false, true, GemmEpilogue::kNone, 0},      // batch 1
+           // BF16 sums (QuantizedGemm's own op), y beside them:
+           PathCase{4096, 3456, 0, false, true, true, GemmEpilogue::kNone, 0, true},   // DLRM-DCNv2's cross
+           PathCase{300, 216, 2, true, true, true, GemmEpilogue::kNone, 0, true},      // 8-byte aligned sums: 4 a thread
+           PathCase{300, 216, 1, true, true, true, GemmEpilogue::kRelu, 1, true},      // misaligned: scalar
+           PathCase{33, 37, 0, true, true, false, GemmEpilogue::kGelu, -1, true},      // cols % 4 != 0, no codes
+           // ... writing the codes alone (a node that leaves Y out: the ranker's FFN hidden layer):
+           PathCase{4096, 512, 0, false, true, false, GemmEpilogue::kGelu, 0, true, true},
+           PathCase{1, 16, 0, false, true, false, GemmEpilogue::kRelu, 0, true, true},       // batch 1
+           PathCase{7, 13, 1, true, false, false, GemmEpilogue::kNone, 3, true, true},       // scalar path
        })
     check_path_case(c, rng);
 }

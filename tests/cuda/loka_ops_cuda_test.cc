@@ -146,6 +146,62 @@ TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
     check_quantized_gemm(c);
 }
 
+/// A QuantizedGemm (bias, `activation`) on x [rows, 128] -> [rows, 256] writing Yq at kYScale;
+/// `with_y`: Y is an output too, else the node leaves it out (fuse-epilogue-quantize's export).
+std::string codes_writing_gemm(bool with_y, const std::string& activation, std::mt19937& rng) {
+  testing::ModelBuilder builder(17);
+  builder.opset("ai.loka", 1);
+  Tensor scales = Tensor::zeros(DType::kFloat32, {256});
+  for (int64_t j = 0; j < 256; ++j) scales.data<float>()[j] = 0.002f + 0.00003f * static_cast<float>(j);
+  builder.initializer("w", random_codes(rng, {256, 128})).initializer("w_scale", scales);
+  builder.initializer("b", testing::random_tensor(rng, {256}, -0.5f, 0.5f));
+  builder.initializer("x_scale", scalar(3.0f / 448.0f)).initializer("y_scale", scalar(kYScale));
+  builder.input("x", DType::kFloat32, {-1, 128});
+  builder.node("QuantizedGemm", {"x", "w", "w_scale", "b", "x_scale", "", "", "y_scale"}, {with_y ? "y" : "", "yq"},
+               {{"activation", activation}}, "qgemm", "ai.loka");
+  if (with_y) builder.output_unshaped("y", DType::kFloat32);
+  builder.output_unshaped("yq", DType::kFloat8E4M3FN);
+  return builder.serialize();
+}
+
+TEST_F(CudaLokaOps, QuantizedGemmLeavingYOutWritesTheCodesItWritesBesideY) {
+  for (const std::string activation : {"none", "gelu"}) {
+    SCOPED_TRACE(activation);
+    std::mt19937 rng(91);
+    const std::string with_y = codes_writing_gemm(true, activation, rng);
+    rng.seed(91);
+    const std::string codes_only = codes_writing_gemm(false, activation, rng);
+    const Tensor x = testing::random_tensor(rng, {4099, 128}, -3.0f, 3.0f);
+    EngineOptions options;
+    options.device = Device::kCuda;
+    options.max_batch = 4099;
+    auto gpu_with_y = Engine::load_bytes(std::as_bytes(std::span(with_y.data(), with_y.size())), options);
+    auto gpu_codes_only = Engine::load_bytes(std::as_bytes(std::span(codes_only.data(), codes_only.size())), options);
+    auto cpu_with_y = Engine::load_bytes(std::as_bytes(std::span(with_y.data(), with_y.size())));
+    ASSERT_TRUE(gpu_with_y && gpu_codes_only && cpu_with_y);
+    const std::vector<Tensor> feeds{x};
+    auto both = (*gpu_with_y)->new_session()->run(feeds);
+    auto codes = (*gpu_codes_only)->new_session()->run(feeds);
+    auto reference = (*cpu_with_y)->new_session()->run(feeds);
+    ASSERT_TRUE(both && codes && reference) << (both ? (codes ? reference.status() : codes.status()) : both.status()).message();
+    ASSERT_EQ(both->size(), 2u);
+    ASSERT_EQ(codes->size(), 1u);
+    // The same kernels, Y written or not: the same codes, bit for bit, and those of Y.
+    EXPECT_EQ(std::memcmp((*both)[1].raw(), (*codes)[0].raw(), (*codes)[0].byte_size()), 0);
+    const Tensor& y = (*both)[0];
+    size_t not_of_y = 0;
+    for (int64_t i = 0; i < y.element_count(); ++i)
+      not_of_y += static_cast<const uint8_t*>((*codes)[0].raw())[i] != float_to_fp8e4m3fn(y.data<float>()[i] / kYScale);
+    EXPECT_EQ(not_of_y, 0u);
+    // And Y is the CPU runtime's within QuantizedGemm's tolerance: the BF16 sums add 2^-9 of each
+    // sum (before the bias, so a code of a small Y may move more than a step where the bias
+    // cancels most of the sum) to the summation order's error.
+    float magnitude = 0;
+    for (int64_t i = 0; i < y.element_count(); ++i) magnitude = std::max(magnitude, std::fabs((*reference)[0].data<float>()[i]));
+    EXPECT_LE(testing::max_abs_difference(y, (*reference)[0]), 6e-3f * (1.0f + magnitude));
+  }
+}
+
 TEST_F(CudaLokaOps, GemmChainsBorrowTheirRunScratchFromTheArena) {
   // 16 FP8 GEMMs in a chain, each quantizing its X [4096, 1024] per tensor: the codes (4 MiB a
   // step) are borrowed from the bucket's arena for that step alone, so planning the bucket

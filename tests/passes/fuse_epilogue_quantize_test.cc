@@ -5,12 +5,15 @@
 // bit-identical outputs, saturating values included.
 // ============================================================================
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <random>
 #include <string>
 
 #include "canonicalize_test_util.h"
 #include "mods_test_util.h"
+#include "passes/onnx/onnx_export.h"
+#include "passes/onnx/onnx_import.h"
 #include "passes/ir/text_format.h"
 #include "passes/onnx/qdq_lowering.h"
 #include "passes/probe/annotations.h"
@@ -115,7 +118,59 @@ CHECK: output %y1
 
 // ---------------------------------------------------------- negative twins --
 
-TEST(FuseEpilogueQuantize, NoCodesFromAGemmWithoutAMultiplier) {
+/// An FP8 MLP on x [batch, 16]: fc1 (bias, GELU) read by fc2 only, at fc2's X_scale 0.25.
+/// `fc1_inputs` replaces fc1's argument list; `extra` adds lines before the output.
+std::string two_gemm_mlp(const std::string& fc1_inputs = "%x, %w1, %ws1, %b1, %xs1", const std::string& extra = "") {
+  return R"(graph "t" {
+  opset "" 19
+  opset "ai.loka" 1
+  input %x : f32[batch,16]
+  init %w1 : f8e4m3fn[16,16] = )" + testing::e4m3_codes_ir(256) + R"(
+  init %ws1 : f32[16] = )" + testing::ones_ir(16) + R"(
+  init %b1 : f32[16] = )" + testing::ones_ir(16) + R"(
+  init %xs1 : f32[] = [0.5]
+  init %w2 : f8e4m3fn[16,16] = )" + testing::e4m3_codes_ir(256) + R"(
+  init %ws2 : f32[16] = )" + testing::ones_ir(16) + R"(
+  init %xs2 : f32[] = [0.25]
+  %h = ai.loka::QuantizedGemm()" + fc1_inputs + R"() {activation = "gelu"} : f32[batch,16] @"fc1"
+  %y = ai.loka::QuantizedGemm(%h, %w2, %ws2, _, %xs2) : f32[batch,16] @"fc2"
+)" + extra + R"(  output %y
+})";
+}
+
+TEST(FuseEpilogueQuantize, AGemmOnlyQuantizingReadersReadWritesTheirCodesAndLeavesYUnread) {
+  const Fusion result = fuse(two_gemm_mlp());
+  EXPECT_TRUE(result.changed);
+  EXPECT_EQ(result.statistics.at("epilogues-quantizing"), 1.0);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK: %h, %h_fp8 = ai.loka::QuantizedGemm(%x, %w1, %ws1, %b1, %xs1, _, _, %h_scale) {activation = "gelu"} : f32[batch,16], f8e4m3fn[batch,16] @"fc1"
+CHECK: %y = ai.loka::QuantizedGemm(%h_fp8, %w2, %ws2, _, %xs2) : f32[batch,16] @"fc2"
+)"),
+            "")
+      << result.printed;
+  EXPECT_EQ(result.annotations["nodes"]["fc1"]["feeds"], nlohmann::json::array({"fc2"}));
+}
+
+TEST(FuseEpilogueQuantize, NoCodesFromAGemmWithoutAMultiplierWhenTheOptionSaysSo) {
+  testing::expect_fusion_unchanged(two_gemm_mlp(), "fuse-epilogue-quantize{unread_y=false}");
+}
+
+TEST(FuseEpilogueQuantize, NoCodesFromAGemmWithoutAMultiplierWhoseOutputIsAGraphOutput) {
+  // Y is written anyway: cuBLASLt's epilogue writes it fastest, and the codes would need a pass.
+  expect_unchanged(two_gemm_mlp("%x, %w1, %ws1, %b1, %xs1", "  output %h\n"));
+}
+
+TEST(FuseEpilogueQuantize, NoCodesFromAGemmWithoutAMultiplierOffTheFp8TensorCores) {
+  // fc1 reads x [batch, 24] (K = 24): no FP8 tensor-core GEMM, so no BF16 sums to encode from.
+  std::string input = two_gemm_mlp();
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"input %x : f32[batch,16]", "input %x : f32[batch,24]"},
+           {"init %w1 : f8e4m3fn[16,16] = " + testing::e4m3_codes_ir(256), "init %w1 : f8e4m3fn[16,24] = " + testing::e4m3_codes_ir(384)}})
+    input.replace(input.find(from), from.size(), to);
+  expect_unchanged(input);
+}
+
+TEST(FuseEpilogueQuantize, NoCodesFromAGemmWithoutAMultiplierThatAnFp32ReaderReads) {
   // cuBLASLt runs this one's epilogue in the GEMM: encoding Y would need a pass of its own.
   std::string input = two_cross_layers();
   const std::string cross = "QuantizedGemm(%x0, %w1, %ws1, _, %xs1, %x0, %x0)";
@@ -231,6 +286,66 @@ TEST(FuseEpilogueQuantize, OutputsAreBitIdenticalOnTheCpuRuntime) {
     ASSERT_TRUE(before && after) << (before ? after.status() : before.status()).message();
     EXPECT_EQ(testing::max_abs_difference((*before)[0], (*after)[0]), 0.0f);
   }
+}
+
+/// fc0 (GELU) → fc1 (ReLU) → fc2 on x [batch, 32], random FP8 weights and biases, X_scales that
+/// saturate part of each input: fc0's and fc1's outputs only the next GEMM reads.
+std::unique_ptr<ir::Graph> mlp_network(std::mt19937& rng) {
+  auto graph = std::make_unique<ir::Graph>();
+  graph->opsets[""] = 19;
+  graph->opsets["ai.loka"] = 1;
+  ir::Value* x = graph->add_value("x", {DType::kFloat32, std::vector<ir::Dim>{ir::Dim::named("batch"), ir::Dim::known(32)}});
+  graph->add_input(x);
+  for (int layer = 0; layer < 3; ++layer) {
+    const std::string id = std::to_string(layer);
+    std::vector<ir::Value*> inputs{x, graph->add_initializer("w" + id, testing::random_e4m3_weight(rng, 32, 32)),
+                                   graph->add_initializer("ws" + id, testing::random_tensor(rng, {32}, 0.01f, 0.1f)),
+                                   graph->add_initializer("b" + id, testing::random_tensor(rng, {32})),
+                                   graph->add_initializer("xs" + id, Tensor::scalar_float(2.0f / 448.0f))};
+    ir::Node* gemm = graph->add_node("QuantizedGemm", inputs, 1, "fc" + id, "ai.loka");
+    if (layer < 2) gemm->mutable_attributes().set("activation", std::string(layer == 0 ? "gelu" : "relu"));
+    x = gemm->output(0);
+  }
+  graph->add_output(x);
+  auto prepared = testing::run_pipeline(*graph, "infer-shapes");
+  EXPECT_TRUE(prepared) << prepared.status().message();
+  return graph;
+}
+
+TEST(FuseEpilogueQuantize, AnMlpsUnreadOutputsAreLeftOutOfTheModelAndItComputesTheSame) {
+  std::mt19937 rng(79);
+  auto graph = mlp_network(rng);
+  auto fused = graph->clone();
+  auto records = testing::run_pipeline(*fused, "fuse-epilogue-quantize,infer-shapes");
+  ASSERT_TRUE(records) << records.status().message();
+  ASSERT_EQ(records->at(0).statistics.at("epilogues-quantizing"), 2.0);
+  // The export names no output 0 for fc0 and fc1: nothing reads their Y.
+  onnx::ModelProto model;
+  ASSERT_TRUE(onnx_io::export_model(*fused, model).is_ok());
+  int omitted = 0;
+  for (const onnx::NodeProto& node : model.graph().node()) {
+    if (node.op_type() != "QuantizedGemm") continue;
+    const bool writes_codes = node.output_size() == 2;
+    EXPECT_EQ(node.output(0).empty(), writes_codes) << node.name();
+    omitted += node.output(0).empty() ? 1 : 0;
+  }
+  EXPECT_EQ(omitted, 2);
+  // The CPU runtime runs the model with Y left out, bit for bit as before.
+  for (const int64_t batch : {1, 7}) {
+    const Tensor input = testing::random_tensor(rng, {batch, 32}, -4.0f, 4.0f);
+    auto before = testing::run_graph(*graph, {input});
+    auto after = testing::run_graph(*fused, {input});
+    ASSERT_TRUE(before && after) << (before ? after.status() : before.status()).message();
+    EXPECT_EQ(testing::max_abs_difference((*before)[0], (*after)[0]), 0.0f);
+  }
+  // Exported and imported again, the model still has the codes and exports Y left out again.
+  auto reimported = onnx_io::import_model(model, {}, "the exported MLP");
+  ASSERT_TRUE(reimported) << reimported.status().message();
+  onnx::ModelProto again;
+  ASSERT_TRUE(onnx_io::export_model(**reimported, again).is_ok());
+  int omitted_again = 0;
+  for (const onnx::NodeProto& node : again.graph().node()) omitted_again += node.output_size() == 2 && node.output(0).empty();
+  EXPECT_EQ(omitted_again, 2);
 }
 
 TEST(FuseEpilogueQuantize, TheQdqFormComputesTheSame) {

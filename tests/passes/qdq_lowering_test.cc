@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "loka/engine.h"
+#include "loka/float8.h"
 #include "loka/session.h"
 #include "passes/ir/shape_inference.h"
 #include "passes/ir/text_format.h"
@@ -173,6 +174,41 @@ TEST(LowerQdq, ReluBeforeAStaticQuantizeMovesAfterTheDequantize) {
   auto shared = parse(head + "  output %r\n}\n");
   const std::string kept = lower_and_print(*shared);
   expect_checks(kept, {"%r = Relu(%x) : f32[batch,4] @\"relu\"", "%fc/relu_x = Relu(%fc/dequantize_x)", "output %r"});
+}
+
+TEST(LowerQdq, YqOfAFinalReluQuantizesAWhereOnTheReluInput) {
+  // Yq read from the lowering's final Relu would be a Relu feeding an FP8 QuantizeLinear, which
+  // onnxruntime deletes: the codes read Where(v <= 0, 0, v) instead, Relu's values.
+  auto graph = parse(loka_graph(19, R"(  input %x : f32[batch,4]
+)" + std::string(kWeight) + R"(  init %xs : f32[] = [0.25]
+  init %ys : f32[] = [0.5]
+  %y, %yq = ai.loka::QuantizedGemm(%x, %w, %ws, _, %xs, _, _, %ys) {activation = "relu"} @"fc"
+  output %y
+  output %yq
+)"));
+  const std::string lowered = lower_and_print(*graph);
+  expect_checks(lowered, {
+      "%fc/gemm = Gemm(%fc/dequantize_x, %fc/dequantize_w) {transB = 1}",
+      "%y = Relu(%fc/gemm)",
+      "%fc/yq_not_positive = LessOrEqual(%fc/gemm, %qdq_const)",
+      "%fc/yq_relu = Where(%fc/yq_not_positive, %qdq_const, %fc/gemm)",
+      "%yq = QuantizeLinear(%fc/yq_relu, %ys, %qdq_fp8_zero_point)",
+  });
+  // The codes of every value Relu writes, NaN, -0 and saturation included.
+  auto engine_graph = graph->clone();
+  Tensor x = Tensor::from_floats({5, 4}, std::vector<float>{1, -1, 0.5f, 2, -0.0f, 0, 3, -3, 100, -100, 7, 0.1f,
+                                                            std::numeric_limits<float>::quiet_NaN(), 1, 1, 1, 0, 0, 0, 0});
+  auto bytes = onnx_io::export_model_bytes(*engine_graph);
+  ASSERT_TRUE(bytes) << bytes.status().message();
+  auto engine = Engine::load_bytes(std::as_bytes(std::span(bytes->data(), bytes->size())));
+  ASSERT_TRUE(engine) << engine.status().message();
+  const std::vector<Tensor> feeds{x};
+  auto out = (*engine)->new_session()->run(feeds);
+  ASSERT_TRUE(out) << out.status().message();
+  const Tensor& y = (*out)[0];
+  const Tensor& yq = (*out)[1];
+  for (int64_t i = 0; i < y.element_count(); ++i)
+    EXPECT_EQ(static_cast<const uint8_t*>(yq.raw())[i], float_to_fp8e4m3fn(y.data<float>()[i] / 0.5f)) << "element " << i;
 }
 
 TEST(LowerQdq, GeluBelowOpset20IsTheErfFormula) {

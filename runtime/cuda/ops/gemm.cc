@@ -9,10 +9,12 @@
 // QuantizedGemm runs the FP8 path when cuBLASLt can (K a multiple of 16): the
 // activation is quantized (or already FP8 from LayerNormQuant) and the
 // registry's fp8_e4m3 kernel runs (gemm_candidate.h: cuBLASLt applies the
-// scales, bias, ReLU and a residual). With a Multiplier (the DCN cross) the
-// E4M3 GEMM runs with unit scales into the FP32 output and LoKA's scale
-// epilogue applies scales, bias, activation and both terms in one pass, and writes
-// the FP8 codes of Y for the next GEMM when the node has output 1 (Yq). Otherwise
+// scales, bias, ReLU and a residual). With a Multiplier (the DCN cross) or
+// output 1 (Yq) the E4M3 GEMM runs with unit scales into BF16 sums in the run
+// scratch (2 bytes an element to write and read back instead of 4: the GEMM's
+// own output pass is write-bound at these shapes) and LoKA's scale epilogue
+// applies scales, bias, activation and both terms in one pass, writing Y (unless
+// the node leaves it out) and the FP8 codes of Y for the next GEMM. Otherwise
 // it runs the same arithmetic in FP32: weights decoded once when planned, the
 // activation fake-quantized on the device. What lives across runs (decoded
 // weights, the unit scale) is the op's own, allocated when the bucket is planned;
@@ -256,21 +258,27 @@ class QuantizedGemmOp final : public DeviceOp {
     bool has_multiplier = false;  ///< input 5: Y ⊙ Multiplier (DCN cross)
     bool has_residual = false;    ///< input 6: + Residual
     bool writes_codes = false;    ///< output 1: Yq = Q(Y / Y_scale)
+    bool writes_y = true;         ///< output 0 present (a node may leave Y out when it writes Yq)
     float y_scale = 1.0f;         ///< writes_codes: the static Y_scale (host copy of input 7)
   };
   static Result<std::unique_ptr<QuantizedGemmOp>> create(const Config& config) {
     std::unique_ptr<QuantizedGemmOp> op(new QuantizedGemmOp(config));
-    const Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false,
-                                 GemmEpilogue::kNone};
-    LOKA_ASSIGN_OR_RETURN(op->gemm_, Fp8Gemm::create(problem));
+    LOKA_ASSIGN_OR_RETURN(op->gemm_, Fp8Gemm::create(accumulator_problem(config)));
     LOKA_ASSIGN_OR_RETURN(op->unit_, DeviceBuffer::allocate(sizeof(float)));
     const float one = 1.0f;
     if (cudaMemcpy(op->unit_.data(), &one, sizeof one, cudaMemcpyHostToDevice) != cudaSuccess)
       return Status::error("uploading the unit scale failed");
     return op;
   }
-  /// [activation codes | row scales], each 256-byte aligned: the run scratch it borrows.
-  size_t run_scratch_bytes() const { return row_scales_offset() + (config_.x_form == XForm::kRow ? rows_bytes() : 0); }
+  /// The GEMM this op runs: unit scales, each sum rounded to BF16 (half the bytes of FP32 to write
+  /// and to read again in the scale epilogue; 2^-9 of a sum, far below its FP8 operands' error).
+  static Fp8GemmProblem accumulator_problem(const Config& config) {
+    return Fp8GemmProblem{config.rows, config.n, config.k, false, false, DType::kBFloat16, false, GemmEpilogue::kNone};
+  }
+  /// [activation codes | row scales | BF16 sums], each 256-byte aligned: the run scratch it borrows.
+  size_t run_scratch_bytes() const {
+    return accumulator_offset() + device_aligned(static_cast<size_t>(config_.rows * config_.n) * sizeof(uint16_t));
+  }
   Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
                  int) const override {
     std::byte* scratch = static_cast<std::byte*>(context.run_scratch);
@@ -302,10 +310,11 @@ class QuantizedGemmOp final : public DeviceOp {
     args.w = static_cast<const uint8_t*>(in[1].data);
     args.x_scale = unit;
     args.w_scale = unit;
-    args.y = out[0].data;
+    args.y = scratch + accumulator_offset();
     LOKA_RETURN_IF_ERROR(gemm_->run(args, context.workspace, context.stream));
     DequantEpilogueArgs epilogue;
-    epilogue.acc = static_cast<const float*>(out[0].data);
+    epilogue.acc = args.y;
+    epilogue.acc_type = DType::kBFloat16;
     epilogue.x_scale = x_scale;
     epilogue.per_row_x_scale = config_.x_form == XForm::kRow;
     epilogue.w_scale = static_cast<const float*>(in[2].data);
@@ -313,7 +322,7 @@ class QuantizedGemmOp final : public DeviceOp {
     epilogue.activation = config_.activation;
     epilogue.multiplier = config_.has_multiplier ? static_cast<const float*>(in[5].data) : nullptr;
     epilogue.residual = config_.has_residual ? static_cast<const float*>(in[6].data) : nullptr;
-    epilogue.y = static_cast<float*>(out[0].data);
+    epilogue.y = static_cast<float*>(out[0].data);  // null when the node leaves Y out (only Yq is read)
     if (config_.writes_codes) {
       epilogue.codes = static_cast<uint8_t*>(out[1].data);
       epilogue.code_scale = config_.y_scale;
@@ -332,6 +341,9 @@ class QuantizedGemmOp final : public DeviceOp {
     return config_.x_form == XForm::kFp8 ? 0 : device_aligned(static_cast<size_t>(config_.rows * config_.k));
   }
   size_t rows_bytes() const { return static_cast<size_t>(config_.rows) * sizeof(float); }
+  size_t accumulator_offset() const {
+    return row_scales_offset() + (config_.x_form == XForm::kRow ? device_aligned(rows_bytes()) : 0);
+  }
   Config config_;
   std::unique_ptr<Fp8Gemm> gemm_;
   DeviceBuffer unit_;  ///< 1.0f: the GEMM runs with unit scales, the epilogue applies them
@@ -366,13 +378,16 @@ class FakeQuantGemmOp final : public DeviceOp {
     LOKA_ASSIGN_OR_RETURN(op->weights_, DeviceBuffer::allocate(weight_bytes));
     op->codes_offset_ = device_aligned(count * sizeof(float));
     op->scales_offset_ = op->codes_offset_ + device_aligned(count);
-    op->run_scratch_bytes_ = op->scales_offset_ + static_cast<size_t>(config.rows + 1) * sizeof(float);
+    op->y_offset_ = op->scales_offset_ + device_aligned(static_cast<size_t>(config.rows + 1) * sizeof(float));
+    // Y left out of the node (only Yq is read): computed in the scratch, then encoded.
+    const size_t y_bytes = config.writes_y ? 0 : static_cast<size_t>(config.rows * config.n) * sizeof(float);
+    op->run_scratch_bytes_ = op->y_offset_ + y_bytes;
     if (weight_bytes > 0 &&
         cudaMemcpy(op->weights_.data(), decoded.data(), weight_bytes, cudaMemcpyHostToDevice) != cudaSuccess)
       return Status::error("uploading the decoded FP8 weights failed");
     return op;
   }
-  /// [dequantized activation | codes | row scales]: the run scratch it borrows.
+  /// [dequantized activation | codes | row scales | Y when the node leaves it out]: the run scratch it borrows.
   size_t run_scratch_bytes() const { return run_scratch_bytes_; }
   Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
                  int) const override {
@@ -404,22 +419,23 @@ class FakeQuantGemmOp final : public DeviceOp {
                                            DType::kFloat32, xq, context.stream));
         break;
     }
+    void* y = config_.writes_y ? out[0].data : scratch + y_offset_;
     GemmArgs args;
     args.x = xq;
     args.w = weights_.data();
     args.bias = config_.has_bias ? in[3].data : nullptr;
-    args.y = out[0].data;
+    args.y = y;
     LOKA_RETURN_IF_ERROR(gemm_->run(args, context.workspace, context.stream));
     // The elementwise epilogue terms, as separate passes on this fallback path.
     const std::vector<int64_t> y_shape{config_.rows, config_.n};
     if (config_.has_multiplier)
-      LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kMul, out[0].data, y_shape, in[5].data, y_shape, DType::kFloat32,
-                                         out[0].data, context.stream));
+      LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kMul, y, y_shape, in[5].data, y_shape, DType::kFloat32, y,
+                                         context.stream));
     if (config_.has_residual)
-      LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kAdd, out[0].data, y_shape, in[6].data, y_shape, DType::kFloat32,
-                                         out[0].data, context.stream));
+      LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kAdd, y, y_shape, in[6].data, y_shape, DType::kFloat32, y,
+                                         context.stream));
     if (config_.writes_codes)
-      LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(out[0].data),
+      LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(y),
                                                      static_cast<uint8_t*>(out[1].data), config_.rows * config_.n,
                                                      config_.y_scale, Fp8Kind::kE4M3FN, context.stream,
                                                      ScaleDivision::kDivide)));  // Q(Y / Y_scale), the op's definition
@@ -431,7 +447,7 @@ class FakeQuantGemmOp final : public DeviceOp {
   QuantizedGemmOp::Config config_;
   std::unique_ptr<Gemm> gemm_;
   DeviceBuffer weights_;  ///< decoded once, when planned
-  size_t codes_offset_ = 0, scales_offset_ = 0, run_scratch_bytes_ = 0;
+  size_t codes_offset_ = 0, scales_offset_ = 0, y_offset_ = 0, run_scratch_bytes_ = 0;
 };
 
 Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
@@ -466,6 +482,8 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
     config.x_scale = init.inputs[4].host.to_floats().at(0);
   }
   config.writes_codes = init.outputs.size() > 1 && init.outputs[1].present;
+  config.writes_y = !init.outputs.empty() && init.outputs[0].present;
+  if (!config.writes_y && !config.writes_codes) return Status::error("output 0 (Y) may be left out only with output 1 (Yq)");
   if (config.writes_codes) {
     if (init.outputs[1].dtype != DType::kFloat8E4M3FN) return Status::error("output 1 (Yq) must be FLOAT8E4M3FN");
     if (!has_input(init, 7) || !init.inputs[7].host.defined())
@@ -488,7 +506,7 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
     LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {config.rows, config.n, config.k, 1}, slots));
     if (dispatched) return std::move(*dispatched);
   }
-  Fp8GemmProblem problem{config.rows, config.n, config.k, false, false, DType::kFloat32, false, GemmEpilogue::kNone};
+  const Fp8GemmProblem problem = QuantizedGemmOp::accumulator_problem(config);
   if (Fp8Gemm::can_implement(problem).is_ok() && !own_epilogue) {
     // The registry's FP8 kernel (cuBLASLt applies scales, bias and ReLU: gemm_candidate.h).
     kernels::GemmCandidate candidate;
