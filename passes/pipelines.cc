@@ -36,6 +36,9 @@
 //                         (insert-scales, fuse-layernorm-quant, which turns a LayerNorm
 //                         read only by them into FP8 codes itself); before dispatch,
 //                         which keys their GEMMs on the FP8 input.
+//   fuse-concat-quantize  after share-activation-quantize, whose QuantizeLinear of a Concat
+//                         read by several GEMMs it takes over; before dispatch, which keys
+//                         the readers' GEMMs on their now FP8 input.
 //   fuse-epilogue-quantize  after share-activation-quantize, whose QuantizeLinear of a
 //                         DCN layer's output it takes over, and after fuse-gemm-epilogue,
 //                         which makes the cross layers (a Multiplier); before dispatch,
@@ -67,6 +70,7 @@
 #include "passes/mods/fold_transposes.h"
 #include "passes/mods/fuse_attention.h"
 #include "passes/mods/fuse_embedding_bags.h"
+#include "passes/mods/fuse_concat_quantize.h"
 #include "passes/mods/fuse_epilogue_quantize.h"
 #include "passes/mods/fuse_gemm_epilogue.h"
 #include "passes/mods/fuse_layernorm_quant.h"
@@ -112,6 +116,7 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(fuse_attention_pass_info(), make_fuse_attention_pass);
   registry.add(fuse_residual_layernorm_pass_info(), make_fuse_residual_layernorm_pass);
   registry.add(share_activation_quantize_pass_info(), make_share_activation_quantize_pass);
+  registry.add(fuse_concat_quantize_pass_info(), make_fuse_concat_quantize_pass);
   registry.add(fuse_epilogue_quantize_pass_info(), make_fuse_epilogue_quantize_pass);
   registry.add(fold_transposes_pass_info(), make_fold_transposes_pass);
   registry.add(dispatch_pass_info(), make_dispatch_pass);
@@ -121,7 +126,8 @@ void register_builtin_passes(PassRegistry& registry) {
 std::string default_pipeline() {
   return "canonicalize,infer-shapes,reassociate-matmuls,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
          "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,fuse-attention,"
-         "fuse-residual-layernorm,share-activation-quantize,fuse-epilogue-quantize,fold-transposes,infer-shapes,dispatch";
+         "fuse-residual-layernorm,share-activation-quantize,fuse-concat-quantize,fuse-epilogue-quantize,fold-transposes,infer-shapes,"
+         "dispatch";
 }
 
 }  // namespace loka

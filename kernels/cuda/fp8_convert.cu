@@ -7,6 +7,8 @@
 // moves 4 values per access (float4 / 32-bit codes) when both bases allow,
 // grid-stride, with the count % 4 tail in the same launch.
 // ============================================================================
+#include <algorithm>
+
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/fp8_convert.h"
@@ -39,6 +41,37 @@ __global__ void dequantize_kernel(const uint8_t* codes, float* values, int64_t c
 
 bool packable(const float* values, const uint8_t* codes) { return is_aligned(values, 16) && is_aligned(codes, 4); }
 
+/// Rows of `cols` values into rows of codes `codes_pitch` apart, divided by the scale (E4M3FN).
+/// Threads: x a column group of kVec, y a row; rows grid-stride along gridDim.y.
+template <int kVec>
+__global__ void quantize_rows_into_kernel(const float* values, int64_t rows, int64_t cols, float scale, uint8_t* codes,
+                                          int64_t codes_pitch) {
+  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
+  if (c >= cols) return;  // kVec > 1 only when cols % kVec == 0
+  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows;
+       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+    const Pack<float, kVec> in = *reinterpret_cast<const Pack<float, kVec>*>(values + r * cols + c);
+    Pack<uint8_t, kVec> out;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) out.v[j] = quantize_one<true>(in.v[j], scale, 0.0f, true);
+    *reinterpret_cast<Pack<uint8_t, kVec>*>(codes + r * codes_pitch + c) = out;
+  }
+}
+
+template <int kVec>
+void launch_quantize_rows_into(const float* values, int64_t rows, int64_t cols, float scale, uint8_t* codes,
+                               int64_t codes_pitch, cudaStream_t stream) {
+  const int64_t groups = cols / kVec;
+  // A warp-multiple of column threads up to a block; the rest of the block takes more rows.
+  const int tx = static_cast<int>(std::min<int64_t>(kThreadsPerBlock, (groups + 31) / 32 * 32));
+  const int ty = kThreadsPerBlock / tx;
+  const int64_t column_blocks = (groups + tx - 1) / tx;
+  const int64_t row_blocks = std::min<int64_t>({(rows + ty - 1) / ty, std::max<int64_t>(1, 8192 / column_blocks), 65535});
+  quantize_rows_into_kernel<kVec><<<dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(row_blocks)),
+                                    dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty)), 0, stream>>>(
+      values, rows, cols, scale, codes, codes_pitch);
+}
+
 template <bool kDivide>
 void launch_quantize(const float* values, uint8_t* codes, int64_t count, float scale, bool e4m3, cudaStream_t stream) {
   const float inverse = 1.0f / scale;  // on the host, as the codes the Probe measured were computed
@@ -60,6 +93,16 @@ cudaError_t launch_quantize_fp8(const float* values, uint8_t* codes, int64_t cou
     launch_quantize<true>(values, codes, count, scale, e4m3, stream);
   else
     launch_quantize<false>(values, codes, count, scale, e4m3, stream);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_quantize_e4m3_rows_into(const float* values, int64_t rows, int64_t cols, float scale, uint8_t* codes,
+                                          int64_t codes_pitch, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  if (cols % 4 == 0 && codes_pitch % 4 == 0 && packable(values, codes))
+    launch_quantize_rows_into<4>(values, rows, cols, scale, codes, codes_pitch, stream);
+  else
+    launch_quantize_rows_into<1>(values, rows, cols, scale, codes, codes_pitch, stream);
   return cudaGetLastError();
 }
 

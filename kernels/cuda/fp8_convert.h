@@ -23,6 +23,10 @@ enum class ScaleDivision { kReciprocal, kDivide };
 /// codes[i] = encode(values[i] / scale); `scale` is a host float.
 cudaError_t launch_quantize_fp8(const float* values, uint8_t* codes, int64_t count, float scale, Fp8Kind kind,
                                 cudaStream_t stream, ScaleDivision division = ScaleDivision::kReciprocal);
+/// codes[r · codes_pitch + c] = E4M3FN(values[r · cols + c] / scale), ONNX's division, for r < rows,
+/// c < cols: a tensor's codes written into its slice of a wider one (ai.loka ConcatQuant).
+cudaError_t launch_quantize_e4m3_rows_into(const float* values, int64_t rows, int64_t cols, float scale, uint8_t* codes,
+                                          int64_t codes_pitch, cudaStream_t stream);
 /// values[i] = decode(codes[i]) * scale.
 cudaError_t launch_dequantize_fp8(const uint8_t* codes, float* values, int64_t count, float scale, Fp8Kind kind,
                                   cudaStream_t stream);

@@ -67,13 +67,17 @@ Result<TypeList> gather_elements(InferenceContext& ctx) {
   return TypeList{make_type(data.dtype, indices.shape)};
 }
 
-Result<TypeList> concat(InferenceContext& ctx) {
-  LOKA_RETURN_IF_ERROR(ctx.require_inputs(1));
+Result<TypeList> concat(InferenceContext& ctx) { return concatenated_type(ctx, 0); }
+
+}  // namespace
+
+Result<TypeList> concatenated_type(InferenceContext& ctx, size_t first_input) {
+  LOKA_RETURN_IF_ERROR(ctx.require_inputs(first_input + 1));
   if (!ctx.attributes().has("axis")) return ctx.error("needs attribute 'axis'");
   auto axis_attr = ctx.attributes().get_int("axis");
   if (!axis_attr) return ctx.error(axis_attr.status().message());
   std::vector<size_t> inputs;
-  for (size_t i = 0; i < ctx.input_count(); ++i) {
+  for (size_t i = first_input; i < ctx.input_count(); ++i) {
     if (!ctx.has_input(i)) return ctx.error("input " + std::to_string(i) + " is missing");
     inputs.push_back(i);
   }
@@ -111,7 +115,7 @@ Result<TypeList> concat(InferenceContext& ctx) {
     }
   }
   out[static_cast<size_t>(axis)] = total;
-  if (first->rank() == 1) {
+  if (first->rank() == 1 && first_input == 0) {  // a shape chain's values (ConcatQuant encodes its own)
     TrackedValues joined;
     bool all = true;
     for (size_t i : inputs) {
@@ -126,6 +130,8 @@ Result<TypeList> concat(InferenceContext& ctx) {
   }
   return TypeList{make_type(dtype, std::move(out))};
 }
+
+namespace {
 
 /// `x` with unknown sizes along `axes` (every axis when the axes are not known): what can be said
 /// of Slice or Pad when the amounts are not constants.

@@ -62,6 +62,10 @@ struct ListArgument {
 /// Attribute `attribute` when set, else input `input_index` (known when its values are tracked).
 Result<ListArgument> list_argument(const InferenceContext& ctx, const char* attribute, size_t input_index);
 
+/// The type of ONNX Concat of inputs `first_input`.. along attribute `axis` (Concat's rule; also
+/// ai.loka ConcatQuant's, whose input 0 is its scale).
+Result<TypeList> concatenated_type(InferenceContext& ctx, size_t first_input);
+
 // ---- tracked values ----------------------------------------------------------
 /// Tracked contents of an integer/bool tensor of rank <= 1 and at most kMaxTrackedElements.
 std::optional<TrackedValues> tracked_from_tensor(const Tensor& tensor);

@@ -1,7 +1,7 @@
 // ============================================================================
 // passes/ir/shape_inference_loka.cc — inference rules for the ai.loka ops
 // (docs/loka_ops.md): QuantizedGemm, FusedGemm, LayerNormQuant, ResidualLayerNorm, QuantizedGather,
-// EmbeddingBags, Attention.
+// EmbeddingBags, Attention, ConcatQuant.
 //
 // The compiler creates these ops itself, so the rules double as a static
 // check of its rewrites: a wrong dtype, a K mismatch, a scale of the wrong
@@ -322,6 +322,17 @@ Result<TypeList> attention(InferenceContext& ctx) {
 
 }  // namespace
 
+/// ConcatQuant: input 0 the scalar Y_scale, the rest float32 tensors Concat joins; E4M3FN codes out.
+Result<TypeList> concat_quant(InferenceContext& ctx) {
+  if (ctx.input_count() < 2) return ctx.error("takes Y_scale and at least one input, got " + std::to_string(ctx.input_count()) + " inputs");
+  LOKA_RETURN_IF_ERROR(check_scalar_scale(ctx, 0, "Y_scale"));
+  for (size_t i = 1; i < ctx.input_count(); ++i)
+    LOKA_RETURN_IF_ERROR(check_dtype(ctx, i, {DType::kFloat32}, "every input after Y_scale"));
+  LOKA_ASSIGN_OR_RETURN(TypeList joined, concatenated_type(ctx, 1));
+  joined.front().dtype = DType::kFloat8E4M3FN;
+  return joined;
+}
+
 void register_loka_rules(ShapeInferenceRegistry& registry) {
   registry.add("ai.loka", "QuantizedGemm", quantized_gemm);
   registry.add("ai.loka", "FusedGemm", fused_gemm);
@@ -330,6 +341,7 @@ void register_loka_rules(ShapeInferenceRegistry& registry) {
   registry.add("ai.loka", "QuantizedGather", quantized_gather);
   registry.add("ai.loka", "EmbeddingBags", embedding_bags);
   registry.add("ai.loka", "Attention", attention);
+  registry.add("ai.loka", "ConcatQuant", concat_quant);
 }
 
 }  // namespace loka::ir::inference

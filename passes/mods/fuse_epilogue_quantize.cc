@@ -20,23 +20,6 @@ constexpr const char* kLokaDomain = "ai.loka";
 constexpr size_t kMultiplierInput = 5;
 constexpr size_t kYScaleInput = 7;
 
-/// The scale of a standard QuantizeLinear that writes E4M3FN codes of its input exactly as
-/// Yq's definition does: a constant scalar scale, a constant E4M3FN zero point of 0 and
-/// saturation (the default). Nothing for another node or form.
-std::optional<float> e4m3_quantize_scale(const ir::Node& node) {
-  if (!node.is("QuantizeLinear") || node.outputs().size() != 1) return std::nullopt;
-  if (node.output(0)->is_graph_output()) return std::nullopt;  // its name is the model's interface
-  const ir::Value* zero_point = node.input(2);
-  if (zero_point == nullptr || !zero_point->is_initializer() || zero_point->is_graph_input()) return std::nullopt;
-  const Tensor& zero = *zero_point->initializer();
-  if (zero.dtype() != DType::kFloat8E4M3FN || zero.element_count() != 1 || zero.data<uint8_t>()[0] != 0)
-    return std::nullopt;
-  const Result<int64_t> saturate = node.attributes().get_int("saturate", 1);
-  if (!saturate || *saturate != 1 || node.attributes().has("block_size") || node.attributes().has("output_dtype"))
-    return std::nullopt;
-  return mods::positive_scalar_scale(node.input(1));
-}
-
 /// A QuantizedGemm whose output's quantizing readers all use one scale.
 struct Match {
   ir::Node* producer = nullptr;
@@ -60,7 +43,7 @@ std::optional<Match> match(ir::Node* node, bool unread_y) {
     std::optional<float> scale;
     if ((scale = mods::tensor_recipe_x_scale(use)) && mods::runs_on_fp8_tensor_cores(*use.node)) {
       m.gemms.push_back(use.node);
-    } else if (use.input_index == 0 && (scale = e4m3_quantize_scale(*use.node))) {
+    } else if (use.input_index == 0 && (scale = mods::e4m3_quantize_scale(*use.node))) {
       m.quantizes.push_back(use.node);
     } else if (cross) {
       continue;  // an FP32 reader (the next layer's Residual, a Concat, ...): it keeps reading Y

@@ -35,6 +35,20 @@ std::optional<float> positive_scalar_scale(const ir::Value* value) {
   return v;
 }
 
+std::optional<float> e4m3_quantize_scale(const ir::Node& node) {
+  if (!node.is("QuantizeLinear") || node.outputs().size() != 1) return std::nullopt;
+  if (node.output(0)->is_graph_output()) return std::nullopt;
+  const ir::Value* zero_point = node.input(2);
+  if (zero_point == nullptr || !zero_point->is_initializer() || zero_point->is_graph_input()) return std::nullopt;
+  const Tensor& zero = *zero_point->initializer();
+  if (zero.dtype() != DType::kFloat8E4M3FN || zero.element_count() != 1 || zero.data<uint8_t>()[0] != 0)
+    return std::nullopt;
+  const Result<int64_t> saturate = node.attributes().get_int("saturate", 1);
+  if (!saturate || *saturate != 1 || node.attributes().has("block_size") || node.attributes().has("output_dtype"))
+    return std::nullopt;
+  return positive_scalar_scale(node.input(1));
+}
+
 bool runs_on_fp8_tensor_cores(const ir::Node& gemm) {
   const ir::Value* w = gemm.input(1);
   if (w == nullptr || w->type().rank() != 2 || !w->type().is_static()) return false;

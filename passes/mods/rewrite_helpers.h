@@ -2,7 +2,7 @@
 // passes/mods/rewrite_helpers.h — small matching and constant-rewriting helpers
 // shared by the Mods passes (center-norm-weights, migrate-outliers,
 // fuse-layernorm-quant, share-activation-quantize, fuse-residual-layernorm,
-// fuse-epilogue-quantize, fold-transposes, reassociate-matmuls).
+// fuse-epilogue-quantize, fuse-concat-quantize, fold-transposes, reassociate-matmuls).
 //
 // The Mods rewrite constant weights in place and match short producer ->
 // consumer chains; each needs the same three questions answered the same way
@@ -50,6 +50,12 @@ std::optional<float> positive_scalar_scale(const ir::Value* value);
 /// The static X_scale of the ai.loka QuantizedGemm reading a value at `use` as its X (input 0)
 /// with the "tensor" recipe: a constant, finite, positive scalar. Nothing for any other reader.
 std::optional<float> tensor_recipe_x_scale(const ir::Use& use);
+
+/// The scale of a standard QuantizeLinear that writes E4M3FN codes of its input exactly as
+/// QuantizedGemm's Yq and ConcatQuant define them: a constant finite positive scalar scale, a
+/// constant E4M3FN zero point of 0 and saturation (the default), its codes no graph output (that
+/// name is the model's interface). Nothing for another node or form.
+std::optional<float> e4m3_quantize_scale(const ir::Node& node);
 
 /// Whether the QuantizedGemm's W [N, K] fits the FP8 tensor cores (K and N multiples of 16, the
 /// rule of kernels/registry/gemm_kernel_key.cc's can_implement). Others run emulated or in BF16,

@@ -203,6 +203,10 @@ Status check_loka_node(const Node& node) {
     }
     return Status::ok();
   }
+  if (node.op_type() == "ConcatQuant") {
+    LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "Y_scale"}, {1, "X_1"}}));
+    return node.attributes().get_int("axis").status();
+  }
   if (node.op_type() == "Attention") {
     LOKA_RETURN_IF_ERROR(require_inputs(node, {{0, "Q"}, {1, "K"}, {2, "V"}}));
     for (size_t i = 0; i < 3; ++i)
@@ -373,6 +377,18 @@ void lower_layer_norm_quant(Emitter& emit, const Lowering& node) {
                  node.output, node.name);
 }
 
+/// ConcatQuant as the Concat and QuantizeLinear it replaced.
+void lower_concat_quant(Emitter& emit, const Lowering& node) {
+  Attributes axis;
+  axis.set("axis", *node.attributes.get_int("axis"));
+  const std::vector<Value*> parts(node.inputs.begin() + 1, node.inputs.end());
+  TensorType joined_type = node.output->type();
+  joined_type.dtype = DType::kFloat32;
+  Value* joined = emit.emit("Concat", parts, joined_type, node.name, "concat", axis);
+  emit.emit_into("QuantizeLinear", {joined, emit.scalar(node.input(0), node.name), emit.fp8_zero_point()}, node.output,
+                 node.name);
+}
+
 /// ResidualLayerNorm as the Add and LayerNormalization it replaced.
 void lower_residual_layer_norm(Emitter& emit, const Lowering& node) {
   Value* sum = emit.emit("Add", {node.input(0), node.input(1)}, float_type_of(node.input(0)), node.name, "sum");
@@ -519,6 +535,7 @@ void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   if (lowering.op_type == "QuantizedGemm") lower_quantized_gemm(emit, lowering, opset);
   else if (lowering.op_type == "FusedGemm") lower_fused_gemm(emit, lowering, opset);
   else if (lowering.op_type == "LayerNormQuant") lower_layer_norm_quant(emit, lowering);
+  else if (lowering.op_type == "ConcatQuant") lower_concat_quant(emit, lowering);
   else if (lowering.op_type == "ResidualLayerNorm") lower_residual_layer_norm(emit, lowering);
   else if (lowering.op_type == "EmbeddingBags") lower_embedding_bags(emit, lowering);
   else if (lowering.op_type == "Attention") lower_attention(emit, lowering);

@@ -139,33 +139,7 @@ KernelResult make_concat(const KernelInit& init) {
   LOKA_ASSIGN_OR_RETURN(const int64_t axis_attr,
                         init.attributes.get_int("axis", init.opset < 4 ? std::optional<int64_t>(1) : std::nullopt));
   return make_function_kernel([axis_attr](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
-    if (in.empty()) return Status::error("Concat needs at least one input");
-    for (size_t i = 0; i < in.size(); ++i) LOKA_RETURN_IF_ERROR(ops::require_input(in, i, "inputs"));
-    const Tensor& first = in[0];
-    LOKA_RETURN_IF_ERROR(ops::require_copyable(first, "inputs"));
-    LOKA_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(axis_attr, first.rank()));
-    Shape shape = first.shape();
-    shape[static_cast<size_t>(axis)] = 0;
-    for (const Tensor& t : in) {
-      bool compatible = t.dtype() == first.dtype() && t.rank() == first.rank();
-      for (int d = 0; compatible && d < t.rank(); ++d) compatible = d == axis || t.dim(d) == first.dim(d);
-      if (!compatible)
-        return Status::error("cannot concatenate " + std::string(dtype_name(first.dtype())) +
-                             shape_to_string(first.shape()) + " and " + std::string(dtype_name(t.dtype())) +
-                             shape_to_string(t.shape()) + " along axis " + std::to_string(axis));
-      shape[static_cast<size_t>(axis)] += t.dim(axis);
-    }
-    LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(first.dtype(), shape));
-    const int64_t outer = product(shape, 0, axis);
-    const size_t unit = static_cast<size_t>(product(shape, axis + 1, first.rank())) * dtype_size(first.dtype());
-    std::byte* dst = bytes_of(out[0]);
-    for (int64_t o = 0; o < outer; ++o)
-      for (const Tensor& t : in) {
-        const size_t chunk = static_cast<size_t>(t.dim(axis)) * unit;
-        std::memcpy(dst, bytes_of(t) + static_cast<size_t>(o) * chunk, chunk);
-        dst += chunk;
-      }
-    return Status::ok();
+    return ops::concatenate(in, axis_attr, context, out[0]);
   });
 }
 
@@ -555,5 +529,39 @@ void register_data_movement_ops(OpRegistry& registry) {
   add_stateless_op(registry, "Or", 7, 22, run_logical<std::logical_or<bool>>);
   add_stateless_op(registry, "Xor", 7, 22, run_logical<std::not_equal_to<bool>>);
 }
+
+namespace ops {
+
+Status concatenate(std::span<const Tensor> in, int64_t axis_attr, KernelContext& context, Tensor& out) {
+  if (in.empty()) return Status::error("Concat needs at least one input");
+  for (size_t i = 0; i < in.size(); ++i) LOKA_RETURN_IF_ERROR(require_input(in, i, "inputs"));
+  const Tensor& first = in[0];
+  LOKA_RETURN_IF_ERROR(require_copyable(first, "inputs"));
+  LOKA_ASSIGN_OR_RETURN(const int axis, normalize_axis(axis_attr, first.rank()));
+  Shape shape = first.shape();
+  shape[static_cast<size_t>(axis)] = 0;
+  for (const Tensor& t : in) {
+    bool compatible = t.dtype() == first.dtype() && t.rank() == first.rank();
+    for (int d = 0; compatible && d < t.rank(); ++d) compatible = d == axis || t.dim(d) == first.dim(d);
+    if (!compatible)
+      return Status::error("cannot concatenate " + std::string(dtype_name(first.dtype())) +
+                           shape_to_string(first.shape()) + " and " + std::string(dtype_name(t.dtype())) +
+                           shape_to_string(t.shape()) + " along axis " + std::to_string(axis));
+    shape[static_cast<size_t>(axis)] += t.dim(axis);
+  }
+  LOKA_ASSIGN_OR_RETURN(out, context.allocate(first.dtype(), shape));
+  const int64_t outer = product(shape, 0, axis);
+  const size_t unit = static_cast<size_t>(product(shape, axis + 1, first.rank())) * dtype_size(first.dtype());
+  std::byte* dst = bytes_of(out);
+  for (int64_t o = 0; o < outer; ++o)
+    for (const Tensor& t : in) {
+      const size_t chunk = static_cast<size_t>(t.dim(axis)) * unit;
+      std::memcpy(dst, bytes_of(t) + static_cast<size_t>(o) * chunk, chunk);
+      dst += chunk;
+    }
+  return Status::ok();
+}
+
+}  // namespace ops
 
 }  // namespace loka

@@ -1,6 +1,6 @@
 // ============================================================================
 // runtime/ops/loka_ops.cc — the ai.loka operator domain, version 1, on the CPU:
-// QuantizedGemm, FusedGemm, LayerNormQuant, ResidualLayerNorm, QuantizedGather and EmbeddingBags
+// QuantizedGemm, FusedGemm, LayerNormQuant, ResidualLayerNorm, QuantizedGather, EmbeddingBags and ConcatQuant
 // (docs/loka_ops.md).
 //
 // This file is the reference implementation the doc points to, so every FP8
@@ -590,6 +590,29 @@ Result<std::unique_ptr<OpKernel>> make_embedding_bags(const KernelInit& init) {
   });
 }
 
+// ----------------------------------------------------------------------------
+// ConcatQuant: Yq = Q(Concat(X_1, ..., X_n; axis) / Y_scale), E4M3FN codes.
+
+Result<std::unique_ptr<OpKernel>> make_concat_quant(const KernelInit& init) {
+  if (init.input_count < 2 || init.output_count != 1)
+    return Status::error("takes Y_scale and at least one input, and has one output");
+  LOKA_ASSIGN_OR_RETURN(const int64_t axis, init.attributes.get_int("axis"));
+  return make_function_kernel([axis](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+    LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "Y_scale"));
+    LOKA_ASSIGN_OR_RETURN(const float y_scale, read_divisor_scale(in[0], "Y_scale"));
+    const std::span<const Tensor> parts = in.subspan(1);
+    for (size_t i = 0; i < parts.size(); ++i)
+      if (parts[i].defined()) LOKA_RETURN_IF_ERROR(ops::require_float32(parts[i], "inputs"));
+    Tensor joined;
+    LOKA_RETURN_IF_ERROR(ops::concatenate(parts, axis, context, joined));
+    LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat8E4M3FN, joined.shape()));
+    // Exactly QuantizeLinear(Concat(...), Y_scale, 0): one FP32 division, saturating.
+    cpu::quantize_e4m3fn(std::span<const float>(joined.data<float>(), static_cast<size_t>(joined.element_count())),
+                         y_scale, out[0].data<uint8_t>());
+    return Status::ok();
+  });
+}
+
 }  // namespace
 
 void register_loka_ops(OpRegistry& registry) {
@@ -599,6 +622,7 @@ void register_loka_ops(OpRegistry& registry) {
   registry.add(kDomain, "ResidualLayerNorm", 1, 1, make_residual_layer_norm);
   registry.add(kDomain, "QuantizedGather", 1, 1, make_quantized_gather);
   registry.add(kDomain, "EmbeddingBags", 1, 1, make_embedding_bags);
+  registry.add(kDomain, "ConcatQuant", 1, 1, make_concat_quant);
 }
 
 }  // namespace loka

@@ -14,6 +14,10 @@
 #include "loka/status.h"
 #include "loka/tensor.h"
 
+namespace loka {
+class KernelContext;
+}
+
 namespace loka::ops {
 
 /// Error unless inputs[index] is present.
@@ -22,6 +26,10 @@ Status require_input(std::span<const Tensor> inputs, size_t index, const char* w
 Status require_float32(const Tensor& tensor, const char* what);
 /// Error unless the tensor's dtype is one of the integer index types (int32/int64).
 Status require_index_type(const Tensor& tensor, const char* what);
+
+/// ONNX Concat of `in` along `axis` into `out` (allocated from `context`): the Concat kernel's
+/// body, which ai.loka ConcatQuant runs before encoding.
+Status concatenate(std::span<const Tensor> in, int64_t axis, KernelContext& context, Tensor& out);
 
 /// Axis in [-rank, rank) normalised to [0, rank), or an error naming the axis.
 Result<int> normalize_axis(int64_t axis, int rank);

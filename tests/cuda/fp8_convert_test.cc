@@ -102,5 +102,47 @@ TEST_F(CudaFp8, PackedAndScalarPathsAgreeWithTheHostCodecAtEveryAlignmentAndCoun
   }
 }
 
+TEST_F(CudaFp8, RowsEncodedIntoASliceMatchQuantizeLinearAndLeaveTheRestAlone) {
+  // ai.loka ConcatQuant's kernel: rows of `cols` values into rows `pitch` codes apart, starting
+  // `offset` codes in, dividing by a scale that is no power of two (x / s, not x · (1 / s)).
+  struct Case {
+    int64_t rows, cols, pitch, offset;
+  };
+  const float scale = 0.0123f;
+  std::mt19937 rng(29);
+  std::normal_distribution<float> value(0.0f, 3.0f);
+  for (const Case& c : {Case{1, 1, 1, 0}, Case{7, 13, 40, 3}, Case{65536, 4, 12, 8}, Case{4099, 128, 640, 256},
+                        Case{300, 128, 640, 1}, Case{70000, 16, 48, 32}, Case{5, 3, 3, 0}}) {
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " pitch " + std::to_string(c.pitch) +
+                 " offset " + std::to_string(c.offset));
+    const size_t count = static_cast<size_t>(c.rows * c.cols), codes_size = static_cast<size_t>(c.rows * c.pitch);
+    std::vector<float> values(count);
+    for (float& v : values) v = value(rng);
+    values[0] = NAN;
+    if (count > 2) values[1] = 1e9f, values[2] = -0.0f;  // saturates; keeps its sign
+    DeviceBuffer<float> d_values(count);
+    DeviceBuffer<uint8_t> d_codes(codes_size);
+    ASSERT_EQ(cudaMemcpy(d_values.data, values.data(), count * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(d_codes.data, 0xAB, codes_size), cudaSuccess);
+    ASSERT_EQ(cuda::launch_quantize_e4m3_rows_into(d_values.data, c.rows, c.cols, scale, d_codes.data + c.offset, c.pitch,
+                                                   nullptr),
+              cudaSuccess);
+    std::vector<uint8_t> codes(codes_size);
+    ASSERT_EQ(cudaMemcpy(codes.data(), d_codes.data, codes_size, cudaMemcpyDeviceToHost), cudaSuccess);
+    size_t mismatches = 0;
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t j = 0; j < c.pitch; ++j) {
+        const size_t at = static_cast<size_t>(r * c.pitch + j);
+        const int64_t col = j - c.offset;
+        const bool inside = col >= 0 && col < c.cols && at < codes_size;
+        const uint8_t expected = inside ? float_to_fp8e4m3fn(values[static_cast<size_t>(r * c.cols + col)] / scale) : 0xAB;
+        if (at < codes_size && codes[at] != expected && mismatches++ < 5)
+          ADD_FAILURE() << "row " << r << " code " << j << ": 0x" << std::hex << int(codes[at]) << ", expected 0x"
+                        << int(expected);
+      }
+    EXPECT_EQ(mismatches, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace loka

@@ -202,6 +202,56 @@ TEST_F(CudaLokaOps, QuantizedGemmLeavingYOutWritesTheCodesItWritesBesideY) {
   }
 }
 
+TEST_F(CudaLokaOps, ConcatQuantWritesTheCpuRuntimesCodesBitForBit) {
+  // DHEN's combine at width 128 + 128 + 64 along the last axis, and a token-axis join; batch 1, 7
+  // and 4099. The same FP32 division and encoding on both runtimes: identical codes.
+  for (const int64_t axis : {int64_t{-1}, int64_t{1}}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    std::mt19937 rng(97);
+    testing::ModelBuilder builder(19);
+    builder.opset("ai.loka", 1);
+    builder.initializer("y_scale", scalar(0.0123f));
+    const std::vector<int64_t> widths = axis == -1 ? std::vector<int64_t>{128, 128, 64} : std::vector<int64_t>{34, 32, 1};
+    std::vector<std::string> inputs = {"y_scale"};
+    std::vector<Tensor> feeds;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      const std::string name = "x" + std::to_string(i);
+      const std::vector<int64_t> shape = axis == -1 ? std::vector<int64_t>{-1, 34, widths[i]} : std::vector<int64_t>{-1, widths[i], 128};
+      builder.input(name, DType::kFloat32, shape);
+      inputs.push_back(name);
+      Shape full = shape;
+      full[0] = 4099;
+      feeds.push_back(testing::random_tensor(rng, full, -8.0f, 8.0f));
+    }
+    builder.node("ConcatQuant", inputs, {"yq"}, {{"axis", axis}}, "combine", "ai.loka");
+    builder.output_unshaped("yq", DType::kFloat8E4M3FN);
+    const std::string model = builder.serialize();
+    EngineOptions options;
+    options.device = Device::kCuda;
+    options.max_batch = 4099;
+    auto gpu = Engine::load_bytes(std::as_bytes(std::span(model.data(), model.size())), options);
+    auto cpu = Engine::load_bytes(std::as_bytes(std::span(model.data(), model.size())));
+    ASSERT_TRUE(gpu && cpu) << (gpu ? cpu.status() : gpu.status()).message();
+    auto gpu_session = (*gpu)->new_session();
+    auto cpu_session = (*cpu)->new_session();
+    for (const int64_t batch : {int64_t{1}, int64_t{7}, int64_t{4099}}) {
+      std::vector<Tensor> part;
+      for (const Tensor& t : feeds) {
+        Shape shape = t.shape();
+        shape[0] = batch;
+        Tensor slice = Tensor::zeros(DType::kFloat32, shape);
+        std::memcpy(slice.raw(), t.raw(), slice.byte_size());
+        part.push_back(slice);
+      }
+      auto expected = cpu_session->run(part);
+      auto actual = gpu_session->run(part);
+      ASSERT_TRUE(expected && actual) << (expected ? actual.status() : expected.status()).message();
+      ASSERT_EQ((*actual)[0].shape(), (*expected)[0].shape());
+      EXPECT_EQ(std::memcmp((*actual)[0].raw(), (*expected)[0].raw(), (*expected)[0].byte_size()), 0) << "batch " << batch;
+    }
+  }
+}
+
 TEST_F(CudaLokaOps, GemmChainsBorrowTheirRunScratchFromTheArena) {
   // 16 FP8 GEMMs in a chain, each quantizing its X [4096, 1024] per tensor: the codes (4 MiB a
   // step) are borrowed from the bucket's arena for that step alone, so planning the bucket

@@ -531,6 +531,39 @@ TEST(LayerNormQuant, RejectsIllFormedInputsNamingThem) {
   expect_failure(lnq({{"x", x, true}, {"g", gamma}}), "takes 4 inputs, got 2");
 }
 
+// -------------------------------------------------------------- ConcatQuant --
+
+TEST(ConcatQuant, IsOnnxConcatThenQuantizeLinearBitForBit) {
+  std::mt19937 rng(13);
+  const Tensor a = testing::random_tensor(rng, {2, 3, 4}, -9.0f, 9.0f), b = testing::random_tensor(rng, {2, 3, 2}, -9.0f, 9.0f);
+  const float scale = 0.0123f;  // no power of two: the division, not a reciprocal
+  auto out = run_loka_op("ConcatQuant", {{"s", scalar_scale(scale, false)}, {"a", a, true}, {"b", b, true}}, {{"axis", int64_t{-1}}});
+  ASSERT_TRUE(out) << out.status().message();
+  const Tensor& codes = (*out)[0];
+  ASSERT_EQ(codes.dtype(), DType::kFloat8E4M3FN);
+  ASSERT_EQ(codes.shape(), (Shape{2, 3, 6}));
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t c = 0; c < 6; ++c) {
+      const float v = c < 4 ? a.data<float>()[r * 4 + c] : b.data<float>()[r * 2 + c - 4];
+      EXPECT_EQ(codes.data<uint8_t>()[r * 6 + c], float_to_fp8e4m3fn(v / scale)) << r << "," << c;
+    }
+}
+
+TEST(ConcatQuant, RejectsIllFormedInputsNamingThem) {
+  std::mt19937 rng(14);
+  const Tensor a = testing::random_tensor(rng, {2, 4}), b = testing::random_tensor(rng, {3, 4});
+  const auto cq = [&](std::vector<NodeInput> inputs, Attrs attrs = {{"axis", int64_t{1}}}) {
+    return run_loka_op("ConcatQuant", inputs, attrs);
+  };
+  const Tensor s = scalar_scale(0.5f, true);
+  ASSERT_TRUE(cq({{"s", s}, {"a", a, true}, {"a2", a, true}}));
+  expect_failure(cq({{"s", s}, {"a", a, true}, {"b", b, true}}), "cannot concatenate");
+  expect_failure(cq({{"s", scalar_scale(0.0f, false)}, {"a", a, true}}), "Y_scale must be finite and > 0");
+  expect_failure(cq({{"s", s}, {"a", Tensor::from_int64s({2, 4}, std::vector<int64_t>(8, 1)), true}}), "must be FLOAT");
+  expect_failure(cq({{"s", s}}), "at least one input");
+  expect_failure(cq({{"s", s}, {"a", a, true}}, {}), "axis");
+}
+
 // -------------------------------------------------------- ResidualLayerNorm --
 
 TEST(ResidualLayerNorm, IsOnnxAddThenLayerNormalizationBitForBit) {

@@ -1,5 +1,5 @@
 // ============================================================================
-// runtime/cuda/ops/quantization.cc — QuantizeLinear to FP8 on the GPU.
+// runtime/cuda/ops/quantization.cc — QuantizeLinear and ai.loka ConcatQuant to FP8 on the GPU.
 //
 // The form LoKA's rewrites emit (share-activation-quantize): a float32 input,
 // one constant scale for the whole tensor, an E4M3FN (or E5M2) output chosen
@@ -10,6 +10,7 @@
 // any run.
 // ============================================================================
 #include <cmath>
+#include <vector>
 
 #include "kernels/cuda/fp8_convert.h"
 #include "runtime/cuda/cuda_status.h"
@@ -45,10 +46,57 @@ Result<DevicePlan> plan_quantize_linear(const DeviceOpInit& init) {
   });
 }
 
+/// ai.loka ConcatQuant: each input's codes written straight into its slice of the output, so the
+/// FP32 concatenation is never formed (4 bytes read and 1 written an element, where Concat's copy
+/// and a quantize pass moved 13).
+Result<DevicePlan> plan_concat_quant(const DeviceOpInit& init) {
+  if (init.inputs.size() < 2) return Status::error("needs Y_scale and at least one input");
+  if (!init.inputs[0].host.defined() || init.inputs[0].host.element_count() != 1)
+    return Status::error("Y_scale must be a constant with one element for the CUDA kernel");
+  const float scale = init.inputs[0].host.to_floats().front();
+  if (!(scale > 0.0f) || !std::isfinite(scale))
+    return Status::error("Y_scale must be finite and > 0, got " + std::to_string(scale));
+  if (init.outputs[0].dtype != DType::kFloat8E4M3FN) return Status::error("the output must be FLOAT8E4M3FN");
+  const Shape& out_shape = init.outputs[0].shape;
+  LOKA_ASSIGN_OR_RETURN(const int64_t axis_attr, init.attributes.get_int("axis"));
+  LOKA_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(axis_attr, static_cast<int>(out_shape.size())));
+  const auto product = [](const Shape& shape, size_t begin) {
+    int64_t p = 1;
+    for (size_t d = begin; d < shape.size(); ++d) p *= shape[d];
+    return p;
+  };
+  const int64_t row = product(out_shape, static_cast<size_t>(axis));  // codes between consecutive outer rows
+  const int64_t rows = row == 0 ? 0 : element_count(out_shape) / row;
+  struct Part {
+    int64_t cols, offset;
+  };
+  std::vector<Part> parts;
+  int64_t offset = 0;
+  for (size_t i = 1; i < init.inputs.size(); ++i) {
+    LOKA_RETURN_IF_ERROR(require_float32(init, i));
+    const Shape& shape = init.inputs[i].shape;
+    if (shape.size() != out_shape.size()) return Status::error("input " + std::to_string(i) + " differs in rank");
+    parts.push_back({product(shape, static_cast<size_t>(axis)), offset});
+    offset += parts.back().cols;
+  }
+  if (offset != row) return Status::error("the inputs do not add up to the output along the axis");
+  return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const cudaError_t error = launch_quantize_e4m3_rows_into(static_cast<const float*>(in[i + 1].data), rows,
+                                                               parts[i].cols, scale,
+                                                               static_cast<uint8_t*>(out[0].data) + parts[i].offset, row,
+                                                               context.stream);
+      LOKA_RETURN_IF_ERROR(cuda_status(error, "ConcatQuant kernel"));
+    }
+    return Status::ok();
+  });
+}
+
 }  // namespace
 
 void register_quantization_device_ops(DeviceOpRegistry& registry) {
   registry.add("", "QuantizeLinear", plan_quantize_linear);
+  registry.add("ai.loka", "ConcatQuant", plan_concat_quant);
 }
 
 }  // namespace loka::cuda
