@@ -11,7 +11,7 @@
 namespace loka {
 namespace {
 
-constexpr const char* kLokaDomain = "ai.loka";
+using mods::kLokaDomain;
 
 /// The untransposed operand X when `matmul` is A · Transpose(X) over a strided batch (header).
 ir::Value* foldable_operand(const ir::Node& matmul) {
@@ -55,7 +55,7 @@ class FoldTransposesPass final : public Pass {
       }
       changed = true;
     }
-    if (changed) graph.opsets.try_emplace(kLokaDomain, 1);
+    if (changed) mods::import_loka_domain(graph);
     return changed;
   }
 };

@@ -22,7 +22,7 @@
 namespace loka {
 namespace {
 
-constexpr const char* kLokaDomain = "ai.loka";
+using mods::kLokaDomain;
 constexpr int64_t kMaxHeadDim = 128;  // kernels/cuda/attention.h; docs/loka_ops.md
 
 using canonicalize::sole_reader_of;
@@ -278,7 +278,7 @@ class FuseAttentionPass final : public Pass {
       context.add_statistic("heads-fused", static_cast<double>(m.q.heads));
     }
     LOKA_RETURN_IF_ERROR(erase_unread_head_splits(graph));
-    graph.opsets.try_emplace(kLokaDomain, 1);
+    mods::import_loka_domain(graph);
     write_annotations(graph, document);
     return true;
   }

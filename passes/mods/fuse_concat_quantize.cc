@@ -3,7 +3,6 @@
 // ============================================================================
 #include "passes/mods/fuse_concat_quantize.h"
 
-#include <bit>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,14 +14,12 @@
 namespace loka {
 namespace {
 
-constexpr const char* kLokaDomain = "ai.loka";
+using mods::kLokaDomain;
 
-/// A Concat whose readers all quantize it with one scale.
+/// A Concat and its readers, every one of which quantizes it at one scale.
 struct Match {
   ir::Node* concat = nullptr;
-  float scale = 0.0f;
-  std::vector<ir::Node*> gemms;      ///< QuantizedGemm readers (input 0)
-  std::vector<ir::Node*> quantizes;  ///< QuantizeLinear readers
+  mods::QuantizingReaders readers;
 };
 
 std::optional<Match> match(ir::Node* node) {
@@ -32,23 +29,9 @@ std::optional<Match> match(ir::Node* node) {
     return std::nullopt;
   for (const ir::Value* input : node->inputs())
     if (input == nullptr || input->type().dtype != DType::kFloat32) return std::nullopt;
-  Match m{node};
-  std::optional<uint32_t> bits;
-  for (const ir::Use& use : joined->uses()) {
-    std::optional<float> scale;
-    if ((scale = mods::tensor_recipe_x_scale(use)) && mods::runs_on_fp8_tensor_cores(*use.node)) {
-      m.gemms.push_back(use.node);
-    } else if (use.input_index == 0 && (scale = mods::e4m3_quantize_scale(*use.node))) {
-      m.quantizes.push_back(use.node);
-    } else {
-      return std::nullopt;  // an FP32 reader: the concatenation is formed anyway
-    }
-    if (bits && *bits != std::bit_cast<uint32_t>(*scale)) return std::nullopt;  // two scales
-    bits = std::bit_cast<uint32_t>(*scale);
-    m.scale = *scale;
-  }
-  if (!bits) return std::nullopt;
-  return m;
+  std::optional<mods::QuantizingReaders> readers = mods::quantizing_readers(*joined);
+  if (!readers || readers->others) return std::nullopt;  // an FP32 reader: the concatenation is formed anyway
+  return Match{node, std::move(*readers)};
 }
 
 /// Replaces the Concat by a ConcatQuant of the same name and axis, moves every reader to its codes
@@ -57,14 +40,14 @@ ir::Value* replace_concat(ir::Graph& graph, const Match& m, nlohmann::json& docu
   ir::Node* concat = m.concat;
   ir::Value* joined = concat->output(0);
   std::vector<ir::Value*> inputs{
-      graph.add_initializer(graph.unique_value_name(joined->name() + "_scale"), Tensor::scalar_float(m.scale))};
+      graph.add_initializer(graph.unique_value_name(joined->name() + "_scale"), Tensor::scalar_float(m.readers.scale))};
   inputs.insert(inputs.end(), concat->inputs().begin(), concat->inputs().end());
   const int64_t axis = *concat->attributes().get_int("axis");
   const std::string name = concat->name();
   ir::Value* codes = graph.add_value(graph.unique_value_name(joined->name() + "_fp8"),
                                      ir::TensorType{DType::kFloat8E4M3FN, joined->type().shape});
-  for (ir::Node* gemm : m.gemms) graph.set_input(gemm, 0, codes);
-  for (ir::Node* quantize : m.quantizes) {
+  for (ir::Node* gemm : m.readers.gemms) graph.set_input(gemm, 0, codes);
+  for (ir::Node* quantize : m.readers.quantizes) {
     std::vector<ir::Value*> constants{quantize->input(1), quantize->input(2)};
     if (document.contains("nodes") && document["nodes"].is_object()) document["nodes"].erase(quantize->name());
     graph.replace_all_uses_with(quantize->output(0), codes);
@@ -88,7 +71,7 @@ class FuseConcatQuantizePass final : public Pass {
       if (std::optional<Match> m = match(node)) matches.push_back(*m);
     if (matches.empty()) return false;
     LOKA_ASSIGN_OR_RETURN(nlohmann::json document, read_annotations(graph));
-    graph.opsets.try_emplace(kLokaDomain, 1);
+    mods::import_loka_domain(graph);
     for (const Match& m : matches) {
       const std::string name = m.concat->name();
       ir::Value* codes = replace_concat(graph, m, document);
@@ -99,10 +82,10 @@ class FuseConcatQuantizePass final : public Pass {
       entry["name"] = name;
       entry["op"] = "ConcatQuant";
       entry["precision"] = "fp8_e4m3";
-      entry["y_scale"] = m.scale;
+      entry["y_scale"] = m.readers.scale;
       entry["feeds"] = feeds;
       context.add_statistic("concats-quantizing");
-      context.add_statistic("quantizes-removed", static_cast<double>(m.gemms.size() + m.quantizes.size()));
+      context.add_statistic("quantizes-removed", static_cast<double>(m.readers.gemms.size() + m.readers.quantizes.size()));
     }
     write_annotations(graph, document);
     return true;

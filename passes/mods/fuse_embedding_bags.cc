@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "passes/canonicalize/rewrite_utils.h"
+#include "passes/mods/rewrite_helpers.h"
 #include "passes/probe/annotations.h"
 
 namespace loka {
 namespace {
 
-constexpr const char* kLokaDomain = "ai.loka";
+using mods::kLokaDomain;
 
 /// One matched bag: its nodes (readers first), its table and the id columns it pools.
 struct Bag {
@@ -186,7 +187,7 @@ class FuseEmbeddingBagsPass final : public Pass {
     if (matches.empty()) return false;
     LOKA_ASSIGN_OR_RETURN(nlohmann::json document, read_annotations(graph));
     for (auto& [concat, runs] : matches) LOKA_RETURN_IF_ERROR(fuse(graph, concat, runs, document["nodes"], context));
-    graph.opsets.try_emplace(kLokaDomain, 1);
+    mods::import_loka_domain(graph);
     write_annotations(graph, document);
     return true;
   }

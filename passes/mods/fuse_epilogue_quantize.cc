@@ -3,7 +3,6 @@
 // ============================================================================
 #include "passes/mods/fuse_epilogue_quantize.h"
 
-#include <bit>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,16 +15,14 @@
 namespace loka {
 namespace {
 
-constexpr const char* kLokaDomain = "ai.loka";
+using mods::kLokaDomain;
 constexpr size_t kMultiplierInput = 5;
 constexpr size_t kYScaleInput = 7;
 
-/// A QuantizedGemm whose output's quantizing readers all use one scale.
+/// A QuantizedGemm and the readers of its output that quantize it, at one scale.
 struct Match {
   ir::Node* producer = nullptr;
-  float scale = 0.0f;
-  std::vector<ir::Node*> gemms;       ///< QuantizedGemm readers (input 0)
-  std::vector<ir::Node*> quantizes;   ///< QuantizeLinear readers
+  mods::QuantizingReaders readers;
 };
 
 /// A cross layer (a Multiplier: LoKA's epilogue pass runs anyway) with quantizing readers, or
@@ -37,25 +34,11 @@ std::optional<Match> match(ir::Node* node, bool unread_y) {
   if (y->type().dtype != DType::kFloat32 || !y->type().has_rank()) return std::nullopt;
   const bool cross = node->input(kMultiplierInput) != nullptr;
   if (!cross && (!unread_y || y->is_graph_output() || !mods::runs_on_fp8_tensor_cores(*node))) return std::nullopt;
-  Match m{node};
-  std::optional<uint32_t> bits;
-  for (const ir::Use& use : y->uses()) {
-    std::optional<float> scale;
-    if ((scale = mods::tensor_recipe_x_scale(use)) && mods::runs_on_fp8_tensor_cores(*use.node)) {
-      m.gemms.push_back(use.node);
-    } else if (use.input_index == 0 && (scale = mods::e4m3_quantize_scale(*use.node))) {
-      m.quantizes.push_back(use.node);
-    } else if (cross) {
-      continue;  // an FP32 reader (the next layer's Residual, a Concat, ...): it keeps reading Y
-    } else {
-      return std::nullopt;  // Y must be written anyway, and cuBLASLt's epilogue writes it fastest
-    }
-    if (bits && *bits != std::bit_cast<uint32_t>(*scale)) return std::nullopt;  // two scales: one would still read Y
-    bits = std::bit_cast<uint32_t>(*scale);
-    m.scale = *scale;
-  }
-  if (!bits) return std::nullopt;
-  return m;
+  std::optional<mods::QuantizingReaders> readers = mods::quantizing_readers(*y);
+  // Without a Multiplier an FP32 reader keeps Y written, and cuBLASLt's epilogue writes it fastest;
+  // a cross layer's FP32 readers (the next layer's Residual, a Concat, ...) keep reading Y.
+  if (!readers || (!cross && readers->others)) return std::nullopt;
+  return Match{node, std::move(*readers)};
 }
 
 /// Rebuilds the producer with output 1 and input 7 (the graph has no way to add an output to a
@@ -83,8 +66,8 @@ void gemms_reading(const ir::Value* codes, std::vector<std::string>& names) {
 /// Moves the readers to the codes; a QuantizeLinear taken over leaves the graph and the
 /// annotation document.
 void rewire(ir::Graph& graph, const Match& m, ir::Value* codes, nlohmann::json& document) {
-  for (ir::Node* gemm : m.gemms) graph.set_input(gemm, 0, codes);
-  for (ir::Node* quantize : m.quantizes) {
+  for (ir::Node* gemm : m.readers.gemms) graph.set_input(gemm, 0, codes);
+  for (ir::Node* quantize : m.readers.quantizes) {
     ir::Value* old_codes = quantize->output(0);
     std::vector<ir::Value*> constants{quantize->input(1), quantize->input(2)};
     if (document.contains("nodes") && document["nodes"].is_object()) document["nodes"].erase(quantize->name());
@@ -117,16 +100,16 @@ class FuseEpilogueQuantizePass final : public Pass {
       if (!found) break;
       const Match& m = *found;
       const std::string name = m.producer->name();
-      LOKA_ASSIGN_OR_RETURN(ir::Value* codes, add_codes_output(graph, m.producer, m.scale));
+      LOKA_ASSIGN_OR_RETURN(ir::Value* codes, add_codes_output(graph, m.producer, m.readers.scale));
       rewire(graph, m, codes, document);
       nlohmann::json& entry = document["nodes"][name];
       entry["name"] = name;
-      entry["y_scale"] = m.scale;
+      entry["y_scale"] = m.readers.scale;
       std::vector<std::string> feeds;
       gemms_reading(codes, feeds);
       entry["feeds"] = feeds;
       context.add_statistic("epilogues-quantizing");
-      context.add_statistic("quantizes-removed", static_cast<double>(m.gemms.size() + m.quantizes.size()));
+      context.add_statistic("quantizes-removed", static_cast<double>(m.readers.gemms.size() + m.readers.quantizes.size()));
       changed = true;
     }
     if (!changed) return false;

@@ -15,7 +15,7 @@
 namespace loka {
 namespace {
 
-constexpr const char* kLokaDomain = "ai.loka";
+using mods::kLokaDomain;
 constexpr size_t kBiasInput = 3, kMultiplierInput = 5, kResidualInput = 6;
 
 /// Both shapes fully described (every dim a size or a name) and equal dim by dim.
@@ -159,7 +159,7 @@ Status replace_with_fused(ir::Graph& graph, ir::Node* gemm, const std::vector<ir
     graph.erase_value(old_bias);
   // A model with no FP8 site reaches here with no ai.loka node yet (insert-scales imports the
   // domain only when it lowers one): its first FusedGemm brings the import.
-  graph.opsets.try_emplace(kLokaDomain, 1);
+  mods::import_loka_domain(graph);
   return Status::ok();
 }
 

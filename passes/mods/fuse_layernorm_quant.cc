@@ -12,7 +12,7 @@
 namespace loka {
 namespace {
 
-constexpr const char* kLokaDomain = "ai.loka";
+using mods::kLokaDomain;
 
 /// The shared Y_scale when `norm` qualifies for fusion (see the header), else nothing.
 std::optional<float> fusable(const ir::Node& norm) {
@@ -77,7 +77,7 @@ class FuseLayerNormQuantPass final : public Pass {
       entry["y_scale"] = y_scale;
       context.add_statistic("norms-fused");
     }
-    graph.opsets.try_emplace(kLokaDomain, 1);
+    mods::import_loka_domain(graph);
     write_annotations(graph, document);
     return true;
   }

@@ -10,7 +10,7 @@
 namespace loka {
 namespace {
 
-constexpr const char* kLokaDomain = "ai.loka";
+using mods::kLokaDomain;
 
 /// Whether `a` and `b` are float32 tensors of one shape for every input: the same rank and, dim by
 /// dim, the same known size or the same named (batch) dim.
@@ -72,7 +72,7 @@ class FuseResidualLayerNormPass final : public Pass {
       entry["precision"] = "fp32";
       context.add_statistic("norms-fused");
     }
-    graph.opsets.try_emplace(kLokaDomain, 1);
+    mods::import_loka_domain(graph);
     write_annotations(graph, document);
     return true;
   }

@@ -3,6 +3,7 @@
 // ============================================================================
 #include "passes/mods/rewrite_helpers.h"
 
+#include <bit>
 #include <cmath>
 
 #include "passes/canonicalize/rewrite_utils.h"
@@ -35,6 +36,8 @@ std::optional<float> positive_scalar_scale(const ir::Value* value) {
   return v;
 }
 
+void import_loka_domain(ir::Graph& graph) { graph.opsets.try_emplace(kLokaDomain, 1); }
+
 std::optional<float> e4m3_quantize_scale(const ir::Node& node) {
   if (!node.is("QuantizeLinear") || node.outputs().size() != 1) return std::nullopt;
   if (node.output(0)->is_graph_output()) return std::nullopt;
@@ -47,6 +50,27 @@ std::optional<float> e4m3_quantize_scale(const ir::Node& node) {
   if (!saturate || *saturate != 1 || node.attributes().has("block_size") || node.attributes().has("output_dtype"))
     return std::nullopt;
   return positive_scalar_scale(node.input(1));
+}
+
+std::optional<QuantizingReaders> quantizing_readers(const ir::Value& value) {
+  QuantizingReaders readers;
+  std::optional<uint32_t> bits;
+  for (const ir::Use& use : value.uses()) {
+    std::optional<float> scale;
+    if ((scale = tensor_recipe_x_scale(use)) && runs_on_fp8_tensor_cores(*use.node)) {
+      readers.gemms.push_back(use.node);
+    } else if (use.input_index == 0 && (scale = e4m3_quantize_scale(*use.node))) {
+      readers.quantizes.push_back(use.node);
+    } else {
+      readers.others = true;
+      continue;
+    }
+    if (bits && *bits != std::bit_cast<uint32_t>(*scale)) return std::nullopt;
+    bits = std::bit_cast<uint32_t>(*scale);
+    readers.scale = *scale;
+  }
+  if (!bits) return std::nullopt;
+  return readers;
 }
 
 bool runs_on_fp8_tensor_cores(const ir::Node& gemm) {

@@ -2,7 +2,8 @@
 // passes/mods/rewrite_helpers.h — small matching and constant-rewriting helpers
 // shared by the Mods passes (center-norm-weights, migrate-outliers,
 // fuse-layernorm-quant, share-activation-quantize, fuse-residual-layernorm,
-// fuse-epilogue-quantize, fuse-concat-quantize, fold-transposes, reassociate-matmuls).
+// fuse-epilogue-quantize, fuse-concat-quantize, fold-transposes, reassociate-matmuls,
+// fuse-gemm-epilogue, fuse-embedding-bags, fuse-attention).
 //
 // The Mods rewrite constant weights in place and match short producer ->
 // consumer chains; each needs the same three questions answered the same way
@@ -14,11 +15,19 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "loka/tensor.h"
 #include "passes/ir/graph.h"
 
 namespace loka::mods {
+
+/// The domain of LoKA's own ops (docs/loka_ops.md), which the Mods' fusions create.
+inline constexpr const char* kLokaDomain = "ai.loka";
+
+/// Imports the ai.loka domain (version 1) into `graph` unless it already does: what a pass that
+/// creates an ai.loka node does once, so the exported model declares the ops it uses.
+void import_loka_domain(ir::Graph& graph);
 
 /// The float32 data behind `value` when it is an initializer a pass may rewrite
 /// (not also a graph input, which a caller could override); null otherwise.
@@ -56,6 +65,20 @@ std::optional<float> tensor_recipe_x_scale(const ir::Use& use);
 /// constant E4M3FN zero point of 0 and saturation (the default), its codes no graph output (that
 /// name is the model's interface). Nothing for another node or form.
 std::optional<float> e4m3_quantize_scale(const ir::Node& node);
+
+/// The readers of a value that encode it to E4M3 per tensor, all at one scale: QuantizedGemms at
+/// input 0 with a tensor_recipe_x_scale and W on the FP8 tensor cores, and QuantizeLinears with an
+/// e4m3_quantize_scale. What a producer writing those codes itself (fuse-epilogue-quantize,
+/// fuse-concat-quantize) serves.
+struct QuantizingReaders {
+  float scale = 0.0f;
+  std::vector<ir::Node*> gemms;      ///< QuantizedGemm readers (input 0)
+  std::vector<ir::Node*> quantizes;  ///< QuantizeLinear readers
+  bool others = false;               ///< some reader does not quantize it (an FP32 reader)
+};
+/// `value`'s quantizing readers; nothing when none quantizes or two use different scales (bit for
+/// bit: codes at one scale cannot serve both).
+std::optional<QuantizingReaders> quantizing_readers(const ir::Value& value);
 
 /// Whether the QuantizedGemm's W [N, K] fits the FP8 tensor cores (K and N multiples of 16, the
 /// rule of kernels/registry/gemm_kernel_key.cc's can_implement). Others run emulated or in BF16,
