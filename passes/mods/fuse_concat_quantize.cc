@@ -46,16 +46,7 @@ ir::Value* replace_concat(ir::Graph& graph, const Match& m, nlohmann::json& docu
   const std::string name = concat->name();
   ir::Value* codes = graph.add_value(graph.unique_value_name(joined->name() + "_fp8"),
                                      ir::TensorType{DType::kFloat8E4M3FN, joined->type().shape});
-  for (ir::Node* gemm : m.readers.gemms) graph.set_input(gemm, 0, codes);
-  for (ir::Node* quantize : m.readers.quantizes) {
-    std::vector<ir::Value*> constants{quantize->input(1), quantize->input(2)};
-    if (document.contains("nodes") && document["nodes"].is_object()) document["nodes"].erase(quantize->name());
-    graph.replace_all_uses_with(quantize->output(0), codes);
-    graph.erase_node(quantize);
-    for (ir::Value* constant : constants)
-      if (constant && !constant->has_uses() && !constant->is_graph_input() && !constant->is_graph_output())
-        graph.erase_value(constant);
-  }
+  mods::move_to_codes(graph, m.readers, codes, document);
   graph.erase_node(concat);  // and `joined`, now unread
   ir::Node* fused = graph.add_node_with_outputs("ConcatQuant", inputs, {codes}, name, kLokaDomain);
   fused->mutable_attributes().set("axis", axis);

@@ -63,22 +63,6 @@ void gemms_reading(const ir::Value* codes, std::vector<std::string>& names) {
   }
 }
 
-/// Moves the readers to the codes; a QuantizeLinear taken over leaves the graph and the
-/// annotation document.
-void rewire(ir::Graph& graph, const Match& m, ir::Value* codes, nlohmann::json& document) {
-  for (ir::Node* gemm : m.readers.gemms) graph.set_input(gemm, 0, codes);
-  for (ir::Node* quantize : m.readers.quantizes) {
-    ir::Value* old_codes = quantize->output(0);
-    std::vector<ir::Value*> constants{quantize->input(1), quantize->input(2)};
-    if (document.contains("nodes") && document["nodes"].is_object()) document["nodes"].erase(quantize->name());
-    graph.replace_all_uses_with(old_codes, codes);
-    graph.erase_node(quantize);
-    for (ir::Value* constant : constants)
-      if (constant && !constant->has_uses() && !constant->is_graph_input() && !constant->is_graph_output())
-        graph.erase_value(constant);
-  }
-}
-
 /// The first match in topological order, or nothing.
 Result<std::optional<Match>> first_match(const ir::Graph& graph, bool unread_y) {
   LOKA_ASSIGN_OR_RETURN(const std::vector<ir::Node*> order, ir::topological_order(graph));
@@ -101,7 +85,7 @@ class FuseEpilogueQuantizePass final : public Pass {
       const Match& m = *found;
       const std::string name = m.producer->name();
       LOKA_ASSIGN_OR_RETURN(ir::Value* codes, add_codes_output(graph, m.producer, m.readers.scale));
-      rewire(graph, m, codes, document);
+      mods::move_to_codes(graph, m.readers, codes, document);
       nlohmann::json& entry = document["nodes"][name];
       entry["name"] = name;
       entry["y_scale"] = m.readers.scale;

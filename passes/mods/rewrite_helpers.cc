@@ -6,6 +6,8 @@
 #include <bit>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "passes/canonicalize/rewrite_utils.h"
 
 namespace loka::mods {
@@ -71,6 +73,19 @@ std::optional<QuantizingReaders> quantizing_readers(const ir::Value& value) {
   }
   if (!bits) return std::nullopt;
   return readers;
+}
+
+void move_to_codes(ir::Graph& graph, const QuantizingReaders& readers, ir::Value* codes, nlohmann::json& document) {
+  for (ir::Node* gemm : readers.gemms) graph.set_input(gemm, 0, codes);
+  for (ir::Node* quantize : readers.quantizes) {
+    std::vector<ir::Value*> constants{quantize->input(1), quantize->input(2)};
+    if (document.contains("nodes") && document["nodes"].is_object()) document["nodes"].erase(quantize->name());
+    graph.replace_all_uses_with(quantize->output(0), codes);
+    graph.erase_node(quantize);
+    for (ir::Value* constant : constants)
+      if (constant && !constant->has_uses() && !constant->is_graph_input() && !constant->is_graph_output())
+        graph.erase_value(constant);
+  }
 }
 
 bool runs_on_fp8_tensor_cores(const ir::Node& gemm) {

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "loka/tensor.h"
 #include "passes/ir/graph.h"
 
@@ -79,6 +81,12 @@ struct QuantizingReaders {
 /// `value`'s quantizing readers; nothing when none quantizes or two use different scales (bit for
 /// bit: codes at one scale cannot serve both).
 std::optional<QuantizingReaders> quantizing_readers(const ir::Value& value);
+
+/// Points `readers` at `codes`, E4M3 codes of the value they read at readers.scale: the
+/// QuantizedGemms read them as their X (their X_scale is that scale already); a QuantizeLinear's
+/// readers read them instead of its output, and the QuantizeLinear leaves the graph, with its
+/// entry in the annotation `document` and the constants nothing else reads.
+void move_to_codes(ir::Graph& graph, const QuantizingReaders& readers, ir::Value* codes, nlohmann::json& document);
 
 /// Whether the QuantizedGemm's W [N, K] fits the FP8 tensor cores (K and N multiples of 16, the
 /// rule of kernels/registry/gemm_kernel_key.cc's can_implement). Others run emulated or in BF16,
