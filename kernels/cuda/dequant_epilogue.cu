@@ -88,16 +88,10 @@ bool can_vectorize(const DequantEpilogueArgs& args) {
 
 template <int kVec, typename Acc>
 void launch(const DequantEpilogueArgs& args, cudaStream_t stream) {
-  const int64_t groups = (args.cols + kVec - 1) / kVec;
-  // A warp-multiple of column threads up to a block; the rest of the block takes more rows.
-  const int tx = static_cast<int>(std::min<int64_t>(kThreadsPerBlock, (groups + 31) / 32 * 32));
-  const int ty = kThreadsPerBlock / tx;
-  const int64_t column_blocks = (groups + tx - 1) / tx;
-  // Enough blocks to fill the GPU several times; beyond that threads loop over rows,
-  // reusing their per-column scales. gridDim.y is limited to 65535.
-  const int64_t row_blocks = std::min<int64_t>({(args.rows + ty - 1) / ty, std::max<int64_t>(1, 4096 / column_blocks), 65535});
-  const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(row_blocks));
-  dequant_epilogue_kernel<kVec, Acc><<<grid, dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty)), 0, stream>>>(args);
+  // Enough blocks to fill the GPU several times; beyond that threads loop over rows, reusing
+  // their per-column scales.
+  const RowColumnLaunch shape = row_column_launch(args.rows, (args.cols + kVec - 1) / kVec, 4096);
+  dequant_epilogue_kernel<kVec, Acc><<<shape.grid, shape.block, 0, stream>>>(args);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "loka/dtype.h"
@@ -26,6 +27,24 @@ inline constexpr int kThreadsPerBlock = 256;
 inline unsigned blocks_for(int64_t count, int threads = kThreadsPerBlock) {
   const int64_t blocks = (count + threads - 1) / threads;
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
+}
+
+/// A 2-D launch over rows of `column_groups` items (a thread's columns fixed, so it loads their
+/// per-column data once, then walks rows with no index division): x a warp-multiple of column
+/// threads up to a block, y the rest of the block taking more rows; row blocks enough that the
+/// grid holds about `max_blocks` (beyond that threads loop over rows), at most 65535 (gridDim.y's
+/// limit). The kernel walks rows from blockIdx.y · blockDim.y + threadIdx.y, gridDim.y · blockDim.y
+/// apart.
+struct RowColumnLaunch {
+  dim3 grid, block;
+};
+inline RowColumnLaunch row_column_launch(int64_t rows, int64_t column_groups, int64_t max_blocks) {
+  const int64_t tx = std::min<int64_t>(kThreadsPerBlock, (column_groups + 31) / 32 * 32);
+  const int64_t ty = kThreadsPerBlock / tx;
+  const int64_t column_blocks = (column_groups + tx - 1) / tx;
+  const int64_t row_blocks = std::min<int64_t>({(rows + ty - 1) / ty, std::max<int64_t>(1, max_blocks / column_blocks), 65535});
+  return {dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(row_blocks)),
+          dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty))};
 }
 
 /// Ok, or the launch error of the last kernel, naming `what`.

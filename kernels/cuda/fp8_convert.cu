@@ -7,8 +7,6 @@
 // moves 4 values per access (float4 / 32-bit codes) when both bases allow,
 // grid-stride, with the count % 4 tail in the same launch.
 // ============================================================================
-#include <algorithm>
-
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/fp8_convert.h"
@@ -61,15 +59,8 @@ __global__ void quantize_rows_into_kernel(const float* values, int64_t rows, int
 template <int kVec>
 void launch_quantize_rows_into(const float* values, int64_t rows, int64_t cols, float scale, uint8_t* codes,
                                int64_t codes_pitch, cudaStream_t stream) {
-  const int64_t groups = cols / kVec;
-  // A warp-multiple of column threads up to a block; the rest of the block takes more rows.
-  const int tx = static_cast<int>(std::min<int64_t>(kThreadsPerBlock, (groups + 31) / 32 * 32));
-  const int ty = kThreadsPerBlock / tx;
-  const int64_t column_blocks = (groups + tx - 1) / tx;
-  const int64_t row_blocks = std::min<int64_t>({(rows + ty - 1) / ty, std::max<int64_t>(1, 8192 / column_blocks), 65535});
-  quantize_rows_into_kernel<kVec><<<dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(row_blocks)),
-                                    dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty)), 0, stream>>>(
-      values, rows, cols, scale, codes, codes_pitch);
+  const RowColumnLaunch shape = row_column_launch(rows, cols / kVec, 8192);
+  quantize_rows_into_kernel<kVec><<<shape.grid, shape.block, 0, stream>>>(values, rows, cols, scale, codes, codes_pitch);
 }
 
 template <bool kDivide>

@@ -10,6 +10,7 @@
 // any run.
 // ============================================================================
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/fp8_convert.h"
@@ -19,17 +20,24 @@
 namespace loka::cuda {
 namespace {
 
+/// The host value of a constant one-element scale the kernels divide by (input `index`, named
+/// `name` in errors): present, constant, finite and > 0.
+Result<float> constant_scale(const DeviceOpInit& init, size_t index, const std::string& name) {
+  if (!has_input(init, index) || !init.inputs[index].host.defined() || init.inputs[index].host.element_count() != 1)
+    return Status::error(name + " must be a constant with one element for the CUDA kernel");
+  const float scale = init.inputs[index].host.to_floats().front();
+  if (!(scale > 0.0f) || !std::isfinite(scale))
+    return Status::error(name + " must be finite and > 0, got " + std::to_string(scale));
+  return scale;
+}
+
 Result<DevicePlan> plan_quantize_linear(const DeviceOpInit& init) {
   LOKA_RETURN_IF_ERROR(require_float32(init, 0));
   const DType to = init.outputs[0].dtype;
   if (to != DType::kFloat8E4M3FN && to != DType::kFloat8E5M2)
     return Status::error("QuantizeLinear to " + std::string(dtype_name(to)) +
                          " has no CUDA kernel (FLOAT8E4M3FN and FLOAT8E5M2 outputs do)");
-  if (!has_input(init, 1) || !init.inputs[1].host.defined() || init.inputs[1].host.element_count() != 1)
-    return Status::error("y_scale must be a constant with one element for the CUDA kernel");
-  const float scale = init.inputs[1].host.to_floats().front();
-  if (!(scale > 0.0f) || !std::isfinite(scale))
-    return Status::error("y_scale must be finite and > 0, got " + std::to_string(scale));
+  LOKA_ASSIGN_OR_RETURN(const float scale, constant_scale(init, 1, "y_scale"));
   if (has_input(init, 2)) {
     const Tensor& zero_point = init.inputs[2].host;
     if (!zero_point.defined()) return Status::error("y_zero_point must be a constant for the CUDA kernel");
@@ -51,11 +59,7 @@ Result<DevicePlan> plan_quantize_linear(const DeviceOpInit& init) {
 /// and a quantize pass moved 13).
 Result<DevicePlan> plan_concat_quant(const DeviceOpInit& init) {
   if (init.inputs.size() < 2) return Status::error("needs Y_scale and at least one input");
-  if (!init.inputs[0].host.defined() || init.inputs[0].host.element_count() != 1)
-    return Status::error("Y_scale must be a constant with one element for the CUDA kernel");
-  const float scale = init.inputs[0].host.to_floats().front();
-  if (!(scale > 0.0f) || !std::isfinite(scale))
-    return Status::error("Y_scale must be finite and > 0, got " + std::to_string(scale));
+  LOKA_ASSIGN_OR_RETURN(const float scale, constant_scale(init, 0, "Y_scale"));
   if (init.outputs[0].dtype != DType::kFloat8E4M3FN) return Status::error("the output must be FLOAT8E4M3FN");
   const Shape& out_shape = init.outputs[0].shape;
   LOKA_ASSIGN_OR_RETURN(const int64_t axis_attr, init.attributes.get_int("axis"));
@@ -75,7 +79,11 @@ Result<DevicePlan> plan_concat_quant(const DeviceOpInit& init) {
   for (size_t i = 1; i < init.inputs.size(); ++i) {
     LOKA_RETURN_IF_ERROR(require_float32(init, i));
     const Shape& shape = init.inputs[i].shape;
-    if (shape.size() != out_shape.size()) return Status::error("input " + std::to_string(i) + " differs in rank");
+    bool fits = shape.size() == out_shape.size();
+    for (size_t d = 0; fits && d < shape.size(); ++d) fits = d == static_cast<size_t>(axis) || shape[d] == out_shape[d];
+    if (!fits)
+      return Status::error("input " + std::to_string(i) + " " + shape_to_string(shape) + " differs from the output " +
+                           shape_to_string(out_shape) + " outside axis " + std::to_string(axis));
     parts.push_back({product(shape, static_cast<size_t>(axis)), offset});
     offset += parts.back().cols;
   }
