@@ -1,43 +1,22 @@
 // ============================================================================
 // kernels/cuda/attention.cu — ai.loka.Attention, two kernels chosen by shape:
-// an exact softmax with every score in registers for short key sets with
-// heads past 32 dims (Nk ≤ 64, 32 < D ≤ 128: DHEN's single head of 128), and
-// an online softmax over key tiles for the rest (long key sets, D ≤ 32 such as
-// the attention ranker's 8 heads of 16, and a unit too large for shared memory).
+// short key sets with heads past 32 dims (Nk ≤ 64, 32 < D ≤ 128: DHEN's
+// single head of 128) run on the tensor cores at FP32 accuracy
+// (attention_tensor_cores.cu: 3xTF32 products, an exact softmax); the rest
+// (long key sets, D ≤ 32 such as the attention ranker's 8 heads of 16) run the
+// online-softmax kernel below, in FP32 FMAs.
 //
 // Measured (kernel_rate_bench attention, B = 4096, packed QKV, H100 SXM,
-// 2026-11-27; the copy floor reads Q, K, V and writes Y once):
-//   tokens, heads x D       online (before)   short-key    copy floor
-//   35, 1x128 (DHEN)           351 us            233 us        104 us
-//   40, 2x64                   318 us            246 us        118 us
-//   40, 8x16 (ranker)          242 us           (285 us)       119 us   stays online
-// For 8 heads of 16 no short-key variant beat the online kernel: one, two or
-// four lanes a row, one or two rows a lane group, 32 to 128 registers, 128 to
-// 512 threads a block all ran 254-330 us (unaligned rows 376-542 us against
-// its 350 us), so D ≤ 16 keeps it; 16 < D ≤ 32 (two lanes a row, whose
-// scores spill at the register cap) was not timed, so it keeps it too.
-//
-// --- The short-key kernel (short_attention_kernel) ---
-//
-// Work unit: one (b, h) and up to 64 query rows (more: balanced query blocks,
-// K and V staged per block). A block holds whole units and walks groups of
-// them grid-stride, persistent (grid = the blocks the device holds at once).
-// Per unit one shared area each for its Q, K and V rows, filled by cp.async
-// (float4s when every row is 16-byte aligned, else single floats) a phase
-// ahead: the next group's Q and K stream in during this group's P·V, its V
-// during the next group's scores, so one set of areas (not two) hides the
-// loads. A row's kG lanes (4 or 8 by head_dim) split the keys for the
-// scores (lane g: keys j ≡ g mod kG, each dot over all D dims in increasing e,
-// then × scale: no cross-lane sum) and the output columns for P·V (lane g:
-// float4 columns c·kG + g, each p_j shuffled from its owner). The softmax is
-// exact: max and sum over the lane's scores, then log2(kG) xor-shuffles (every
-// lane gets the same bits), p_j = exp(s_j − max) kept in the score registers,
-// Y = Σ p_j·v_j · (1 / Σ p_j). A lane group takes two query rows, sharing
-// every K and V load from shared memory. Score slots are sized for
-// 32, 48 or 64 keys, and a register cap per tier (scores + accumulators + 40)
-// keeps two or three blocks on an SM: left alone ptxas took up to 128.
-// Global traffic is the minimum: each Q element read once, K and V once per
-// query block (once when Nq ≤ 64), each Y element written once.
+// 2026-11-28, both builds in one call; the copy floor reads Q, K, V and
+// writes Y once):
+//   tokens, heads x D     tensor cores   FP32 before (kernel)     copy floor
+//   35, 1x128 (DHEN)         202 us        233 us (exact, FMA)       103 us
+//   40, 2x64                 174 us        245 us (exact, FMA)       117 us
+//   40, 8x16 (ranker)       (425 us)       241 us (online)           117 us  stays online
+// The exact-softmax FP32 kernel the tensor-core one replaced (scores in
+// registers, a row split over 4 or 8 lanes) had beaten the online kernel there
+// (351 -> 233 us on DHEN's shape); for 8 heads of 16 no variant of either beat
+// the online kernel.
 //
 // --- The online kernel (attention_kernel): one thread per (query row, slice
 // of ≤ 16 head dims) ---
@@ -78,6 +57,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/attention_tensor_cores.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/fast_divmod.cuh"
 #include "kernels/cuda/kernel_fit.h"
@@ -294,17 +275,6 @@ __global__ void __launch_bounds__(kMaxThreads, 4) attention_kernel(AttentionArgs
   }
 }
 
-/// Whether every head of Q, K, V and Y starts 16-byte aligned (head_dim, strides and offsets
-/// multiples of 4, aligned pointers): then both paths move rows as float4s.
-bool rows_aligned(const AttentionArgs& args) {
-  const auto aligned = [](const float* pointer, int64_t stride, int64_t offset) {
-    return reinterpret_cast<uintptr_t>(pointer) % 16 == 0 && stride % 4 == 0 && offset % 4 == 0;
-  };
-  return args.head_dim % 4 == 0 && aligned(args.q, args.q_stride, args.q_offset) &&
-         aligned(args.k, args.k_stride, args.k_offset) && aligned(args.v, args.v_stride, args.v_offset) &&
-         aligned(args.y, args.heads * args.head_dim, 0);
-}
-
 template <int kS, int kG>
 Status launch_tier(const AttentionArgs& args, cudaStream_t stream) {
   using T = Tier<kS, kG>;
@@ -326,357 +296,11 @@ Status launch_tier(const AttentionArgs& args, cudaStream_t stream) {
   const int threads = (layout.teams * team_threads + 31) / 32 * 32;
   const size_t shared_bytes = static_cast<size_t>(layout.teams) * team_bytes;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(layout.groups, INT_MAX));
-  if (rows_aligned(args))
+  if (attention_rows_aligned(args))
     attention_kernel<kS, kG, true><<<blocks, threads, shared_bytes, stream>>>(args, layout);
   else
     attention_kernel<kS, kG, false><<<blocks, threads, shared_bytes, stream>>>(args, layout);
   return launch_status("attention");
-}
-
-// ------------------------------------------------------------------ short key sets ---
-
-constexpr int kShortMaxKeys = 64;      ///< longest key set whose scores a lane group keeps in registers
-constexpr int kShortMaxRows = 64;      ///< query rows per unit (more: query blocks, K and V staged per block)
-constexpr int kShortMaxUnits = 64;     ///< units per block (per-unit offsets are static shared arrays)
-constexpr int kShortMaxThreads = 512;  ///< threads per block: at most 128 registers a thread
-constexpr int kShortThreads = 256;     ///< threads a block aims at (whole units, so it may take fewer)
-/// Heads of up to 32 dims stay on the online kernel (see the banner: faster at 16, untimed past).
-constexpr int64_t kShortMinHeadDim = 32;
-
-/// How a short-key launch lays units over blocks (host-computed, read by every thread).
-struct ShortLayout {
-  int64_t units = 0;         ///< batch · heads · query_blocks
-  int64_t groups = 0;        ///< ceil(units / units_per_block): what the grid walks
-  int64_t query_blocks = 1;  ///< query blocks per (b, h)
-  int rows = 1;              ///< query rows per unit
-  int unit_threads = 1;      ///< ceil(rows / kR) lane groups of kG lanes
-  int units_per_block = 1;
-  int q_floats = 0;          ///< one unit's staged Q rows, plus a bank skew
-  int kv_floats = 0;         ///< one unit's staged K (or V) rows, plus a bank skew
-  int shared_floats = 0;     ///< units_per_block · (q_floats + 2 · kv_floats)
-  FastDivmod by_rows;        ///< staged Q row -> (unit, row)
-  FastDivmod by_keys;        ///< staged K/V row -> (unit, key)
-};
-
-/// kG lanes per query row, kC float4s of the output per lane, kR query rows per lane group,
-/// up to kKeys keys.
-template <int kG_, int kC_, int kR_, int kKeys_>
-struct ShortTier {
-  static constexpr int kG = kG_, kC = kC_, kR = kR_, kKeys = kKeys_;
-  /// Registers a thread may take: its scores and accumulators and 40 more, in steps of 8. Left
-  /// alone, ptxas spends up to 128 on hoisted loads and halves the warps an SM holds.
-  static constexpr int kRegs = (kR * (kKeys / kG + 4 * kC) + 40 + 7) / 8 * 8;
-  static constexpr int kD = 4 * kG * kC;    ///< padded head dim
-  static constexpr int kChunks = kD / 4;    ///< float4s per staged row
-  /// Floats from one staged row to the next: an odd number of float4s, so the kG different keys
-  /// a lane group reads at once (and consecutive query rows) start in different banks.
-  static constexpr int kStride = kChunks % 2 == 1 ? kD : kD + 4;
-  static constexpr int kSlots = kKeys / kG;  ///< scores per lane: keys j ≡ g (mod kG)
-  static_assert(kKeys % kG == 0 && (kG & (kG - 1)) == 0 && kG <= 32);
-};
-
-/// Copies kW floats from global to shared memory without passing through registers
-/// (cp.async: 16 bytes past L1, 4 bytes through it), so a block's next group streams in
-/// while it computes on the current one.
-template <int kW>
-__device__ __forceinline__ void copy_async(float* to, const float* from) {
-  const auto to_shared = static_cast<unsigned>(__cvta_generic_to_shared(to));
-  if constexpr (kW == 4)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to_shared), "l"(from) : "memory");
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(to_shared), "l"(from) : "memory");
-}
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/// Waits for this thread's copies of all but the `kPending` most recent commits.
-template <int kPending>
-__device__ __forceinline__ void wait_async() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-/// Exact softmax for Nk ≤ kKeys. A unit is one (b, h) and a block of `rows` query rows; a
-/// block holds units_per_block units and walks groups of them grid-stride, persistent, with one
-/// shared area each for their Q, K and V rows, refilled by cp.async a phase ahead (zero-padded
-/// to kD dims by zeroing the areas once: staging never writes the padding). Lane g of a row's
-/// kG lanes scores keys j ≡ g (mod kG) over all D dims (one FMA chain in increasing e, then
-/// × scale), so no score needs a cross-lane sum; max and sum take log2(kG) xor-shuffles per row
-/// (every lane gets the same bits); for P·V the lane owns float4 columns c·kG + g of the row
-/// (adjacent lanes read adjacent 16 bytes of a V row: no bank conflict) and takes each p_j from
-/// its owner with one shuffle. kR rows per lane group share every K and V load from shared
-/// memory.
-template <typename T, bool kVec>
-__global__ void __maxnreg__(T::kRegs) short_attention_kernel(AttentionArgs a, ShortLayout layout) {
-  constexpr int kG = T::kG, kC = T::kC, kR = T::kR;
-  constexpr int kW = kVec ? 4 : 1;      // floats moved at once while staging
-  constexpr int kMoves = T::kD / kW;    // moves per padded staged row (a power of two)
-  extern __shared__ float4 short_raw[];
-  float* const buffers = reinterpret_cast<float*>(short_raw);
-  __shared__ int64_t q_at[2][kShortMaxUnits], k_at[2][kShortMaxUnits];  // element offsets of a unit's
-  __shared__ int64_t v_at[2][kShortMaxUnits], y_at[2][kShortMaxUnits];  // first row at its head
-  __shared__ int unit_rows[2][kShortMaxUnits];  // `rows`, fewer in a short last query block, 0: no unit
-
-  const int tid = static_cast<int>(threadIdx.x);
-  const int units_per_block = layout.units_per_block;
-  // Threads past the last unit (blocks are whole warps) shadow its lane groups: they join the
-  // shuffles, read clamped rows and write nothing (their rows are past unit_rows).
-  const int my_unit = min(tid / layout.unit_threads, units_per_block - 1);
-  const int local = tid - my_unit * layout.unit_threads;
-  const int g = local % kG;
-  const int row0 = local / kG * kR;
-  const int nk = static_cast<int>(a.nk);
-  const int64_t out_stride = a.heads * a.head_dim;
-
-  for (int i = tid; i < layout.shared_floats; i += static_cast<int>(blockDim.x)) buffers[i] = 0.0f;
-  float* const q_area = buffers;
-  float* const k_area = q_area + units_per_block * layout.q_floats;
-  float* const v_area = k_area + units_per_block * layout.kv_floats;
-
-  // Offsets of group `group`'s units, into slot `slot` (the first units_per_block threads).
-  const auto plan = [&](int64_t group, int slot) {
-    if (tid >= units_per_block) return;
-    const int64_t unit = group * units_per_block + tid;
-    int rows = 0;
-    int64_t q = 0, k = 0, v = 0, y = 0;
-    if (unit < layout.units) {
-      const int64_t head = unit / layout.query_blocks, first = unit % layout.query_blocks * layout.rows;
-      const int64_t b = head / a.heads, column = head % a.heads * a.head_dim;
-      rows = static_cast<int>(a.nq - first < layout.rows ? a.nq - first : layout.rows);
-      q = (b * a.nq + first) * a.q_stride + a.q_offset + column;
-      k = b * a.nk * a.k_stride + a.k_offset + column;
-      v = b * a.nk * a.v_stride + a.v_offset + column;
-      y = (b * a.nq + first) * out_stride + column;
-    }
-    q_at[slot][tid] = q, k_at[slot][tid] = k, v_at[slot][tid] = v, y_at[slot][tid] = y;
-    unit_rows[slot][tid] = rows;
-  };
-  // Issues the copies of one input's rows of the group planned in `slot` (the dims < D only):
-  // `rows` staged rows a unit (the Q rows, or every key of K or V), a row's moves spread over
-  // kRowThreads threads, kPer each. Unaligned rows move one float at a time, so a thread takes
-  // four of a row's floats: the row's index arithmetic is then paid once per four copies.
-  constexpr int kPer = kVec || T::kD < 16 ? 1 : 4;
-  constexpr int kRowThreads = kMoves / kPer;
-  const auto stage_rows = [&](float* area, int unit_floats, const float* source, const int64_t* at, int64_t stride,
-                              int rows, const FastDivmod& by_rows, bool queries, int slot) {
-    const int tasks = units_per_block * rows * kRowThreads;
-    for (int idx = tid; idx < tasks; idx += static_cast<int>(blockDim.x)) {
-      const int lane = idx % kRowThreads;
-      uint32_t r;
-      const int u = static_cast<int>(by_rows.divmod(static_cast<uint32_t>(idx / kRowThreads), r));
-      if (queries ? static_cast<int>(r) >= unit_rows[slot][u] : unit_rows[slot][u] == 0) continue;
-      float* const to = area + u * unit_floats + static_cast<int>(r) * T::kStride;
-      const float* const from = source + at[u] + r * stride;
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        const int e = (lane + i * kRowThreads) * kW;
-        if (e < a.head_dim) copy_async<kW>(to + e, from + e);
-      }
-    }
-  };
-  const auto stage_qk = [&](int slot) {
-    stage_rows(q_area, layout.q_floats, a.q, q_at[slot], a.q_stride, layout.rows, layout.by_rows, true, slot);
-    stage_rows(k_area, layout.kv_floats, a.k, k_at[slot], a.k_stride, nk, layout.by_keys, false, slot);
-  };
-  const auto stage_v = [&](int slot) {
-    stage_rows(v_area, layout.kv_floats, a.v, v_at[slot], a.v_stride, nk, layout.by_keys, false, slot);
-  };
-
-  // One area each for Q, K and V, refilled a phase ahead: the next group's Q and K stream in while
-  // this group's P·V runs, its V while the next scores run. Commits alternate QK, V, QK, V ...
-  // (possibly empty ones at the end), so "all but the latest commit" is always what the next
-  // phase needs.
-  int slot = 0;
-  int64_t group = blockIdx.x;  // the grid never exceeds the groups
-  plan(group, 0);
-  __syncthreads();  // areas zeroed, offsets written
-  stage_qk(0);
-  commit_async();
-  stage_v(0);
-  commit_async();
-  for (; group < layout.groups; group += gridDim.x) {
-    const bool has_next = group + gridDim.x < layout.groups;  // uniform across the block
-    if (has_next) plan(group + gridDim.x, slot ^ 1);
-    wait_async<1>();
-    __syncthreads();  // this group's Q and K have landed (every thread's copies); next offsets written
-
-    const float* const keys = k_area + my_unit * layout.kv_floats;
-    const float* const values = v_area + my_unit * layout.kv_floats;
-    const float* q_row[kR];
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-      q_row[r] = q_area + my_unit * layout.q_floats + min(row0 + r, layout.rows - 1) * T::kStride;
-
-    // Scores: each over all D dims in increasing e (FMA), then one multiply by scale.
-    float s[kR][T::kSlots];
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-#pragma unroll
-      for (int jj = 0; jj < T::kSlots; ++jj) s[r][jj] = 0.0f;
-    // Chunk-major over the lane's keys: consecutive FMAs belong to different keys (independent
-    // chains), and each key's chain still runs in increasing e.
-#pragma unroll
-    for (int t = 0; t < T::kChunks; ++t) {
-      float4 q[kR];
-#pragma unroll
-      for (int r = 0; r < kR; ++r) q[r] = reinterpret_cast<const float4*>(q_row[r])[t];
-#pragma unroll
-      for (int jj = 0; jj < T::kSlots; ++jj) {
-        if (jj * kG + g < nk) {
-          const float4 k4 = reinterpret_cast<const float4*>(keys + (jj * kG + g) * T::kStride)[t];
-#pragma unroll
-          for (int r = 0; r < kR; ++r) {
-            s[r][jj] = fmaf(q[r].x, k4.x, s[r][jj]);
-            s[r][jj] = fmaf(q[r].y, k4.y, s[r][jj]);
-            s[r][jj] = fmaf(q[r].z, k4.z, s[r][jj]);
-            s[r][jj] = fmaf(q[r].w, k4.w, s[r][jj]);
-          }
-        }
-      }
-    }
-
-    __syncthreads();  // every thread's scores are done with the Q and K areas
-    if (has_next) stage_qk(slot ^ 1);
-    commit_async();
-
-    // Exact softmax: p_j = exp(s_j - max) (kept in s), l = Σ p_j. fmaxf skips NaN, which then
-    // reaches l (and the row) through its exp; an +inf score gives exp(inf - inf) = NaN and a row
-    // of -inf exp(-inf - -inf) = NaN, as ONNX Softmax.
-    float inverse[kR];
-#pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      float m = -INFINITY;
-#pragma unroll
-      for (int jj = 0; jj < T::kSlots; ++jj) {
-        if (jj * kG + g < nk) {
-          s[r][jj] *= a.scale;
-          m = fmaxf(m, s[r][jj]);
-        }
-      }
-#pragma unroll
-      for (int offset = 1; offset < kG; offset *= 2) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, offset));
-      float l = 0.0f;
-#pragma unroll
-      for (int jj = 0; jj < T::kSlots; ++jj) {
-        if (jj * kG + g < nk) {
-          s[r][jj] = expf(s[r][jj] - m);
-          l += s[r][jj];
-        }
-      }
-#pragma unroll
-      for (int offset = 1; offset < kG; offset *= 2) l += __shfl_xor_sync(0xFFFFFFFFu, l, offset);
-      inverse[r] = 1.0f / l;
-    }
-
-    wait_async<1>();
-    __syncthreads();  // this group's V has landed
-
-    // Y = Σ_j p_j · v_j over every key (a zero p_j still multiplies a non-finite v_j, as the MatMul).
-    float4 acc[kR][kC];
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-#pragma unroll
-      for (int c = 0; c < kC; ++c) acc[r][c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int jj = 0; jj < T::kSlots; ++jj) {
-#pragma unroll
-      for (int owner = 0; owner < kG; ++owner) {
-        const int j = jj * kG + owner;
-        if (j < nk) {  // the same for every lane: the shuffles see the whole warp
-          float p[kR];
-#pragma unroll
-          for (int r = 0; r < kR; ++r) p[r] = kG == 1 ? s[r][jj] : __shfl_sync(0xFFFFFFFFu, s[r][jj], owner, kG);
-          const float4* value = reinterpret_cast<const float4*>(values + j * T::kStride) + g;
-#pragma unroll
-          for (int c = 0; c < kC; ++c) {
-            const float4 v4 = value[c * kG];
-#pragma unroll
-            for (int r = 0; r < kR; ++r) {
-              acc[r][c].x = fmaf(p[r], v4.x, acc[r][c].x);
-              acc[r][c].y = fmaf(p[r], v4.y, acc[r][c].y);
-              acc[r][c].z = fmaf(p[r], v4.z, acc[r][c].z);
-              acc[r][c].w = fmaf(p[r], v4.w, acc[r][c].w);
-            }
-          }
-        }
-      }
-    }
-
-    const int rows = unit_rows[slot][my_unit];
-#pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      if (row0 + r >= rows) continue;
-      float* const out = a.y + y_at[slot][my_unit] + (row0 + r) * out_stride;
-#pragma unroll
-      for (int c = 0; c < kC; ++c) {
-        const int e = 4 * (c * kG + g);
-        const float4 y4 = make_float4(acc[r][c].x * inverse[r], acc[r][c].y * inverse[r], acc[r][c].z * inverse[r],
-                                      acc[r][c].w * inverse[r]);
-        if constexpr (kVec) {
-          if (e < a.head_dim) *reinterpret_cast<float4*>(out + e) = y4;
-        } else {
-          const float lanes[4] = {y4.x, y4.y, y4.z, y4.w};
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            if (e + i < a.head_dim) out[e + i] = lanes[i];
-        }
-      }
-    }
-    __syncthreads();  // the V area and this slot's offsets are free
-    if (has_next) stage_v(slot ^ 1);
-    commit_async();
-    slot ^= 1;
-  }
-}
-
-/// The short-key layout of `args` for kG lanes a row and kR rows a lane group, or units_per_block
-/// 0 when a unit's two buffers exceed `max_shared` bytes.
-template <typename T>
-ShortLayout short_layout(const AttentionArgs& args, int target_threads, size_t max_shared) {
-  constexpr int kG = T::kG, kR = T::kR;
-  ShortLayout layout;
-  const int64_t max_rows = std::min(kShortMaxRows, kShortMaxThreads / kG * kR);
-  layout.query_blocks = (args.nq + max_rows - 1) / max_rows;
-  layout.rows = static_cast<int>((args.nq + layout.query_blocks - 1) / layout.query_blocks);
-  layout.unit_threads = (layout.rows + kR - 1) / kR * kG;
-  layout.units = args.batch * args.heads * layout.query_blocks;
-  // Four floats of skew per unit: neighbouring units' rows fall in different banks.
-  layout.q_floats = layout.rows * T::kStride + 4;
-  layout.kv_floats = static_cast<int>(args.nk) * T::kStride + 4;
-  const size_t unit_bytes = sizeof(float) * static_cast<size_t>(layout.q_floats + 2 * layout.kv_floats);
-  const int64_t per_block = std::min<int64_t>({std::max(1, target_threads / layout.unit_threads),
-                                               kShortMaxThreads / layout.unit_threads, kShortMaxUnits,
-                                               static_cast<int64_t>(max_shared / unit_bytes), layout.units});
-  layout.units_per_block = static_cast<int>(std::max<int64_t>(per_block, 0));
-  if (layout.units_per_block == 0) return layout;
-  layout.shared_floats = layout.units_per_block * (layout.q_floats + 2 * layout.kv_floats);
-  layout.groups = (layout.units + layout.units_per_block - 1) / layout.units_per_block;
-  layout.by_rows = FastDivmod(static_cast<uint32_t>(layout.rows));
-  layout.by_keys = FastDivmod(static_cast<uint32_t>(args.nk));
-  return layout;
-}
-
-/// Launches the short-key kernel, or sets `launched` false when a unit's two buffers exceed the
-/// device's shared memory (the caller then takes the general kernel).
-template <typename T>
-Status launch_short(const AttentionArgs& args, cudaStream_t stream, bool& launched) {
-  launched = false;
-  const auto kernel = rows_aligned(args) ? short_attention_kernel<T, true> : short_attention_kernel<T, false>;
-  LOKA_ASSIGN_OR_RETURN(const KernelFit limit, kernel_fit(reinterpret_cast<const void*>(kernel), 0, 0, "attention"));
-  const ShortLayout layout = short_layout<T>(args, kShortThreads, limit.max_dynamic);
-  if (layout.units_per_block == 0) return Status::ok();
-  const int threads = (layout.units_per_block * layout.unit_threads + 31) / 32 * 32;
-  const size_t shared_bytes = sizeof(float) * static_cast<size_t>(layout.shared_floats);
-  LOKA_ASSIGN_OR_RETURN(const KernelFit fit, kernel_fit(reinterpret_cast<const void*>(kernel), threads, shared_bytes, "attention"));
-  const auto blocks = static_cast<unsigned>(std::min<int64_t>({layout.groups, fit.resident, INT_MAX}));
-  kernel<<<blocks, threads, shared_bytes, stream>>>(args, layout);
-  launched = true;
-  return launch_status("attention");
-}
-
-/// The short-key tier for 32 < head_dim ≤ 128 and Nk ≤ kKeys: 4 or 8 lanes a row, each with
-/// 4 float4s of the output, two rows a lane group.
-template <int kKeys>
-Status launch_short_tier(const AttentionArgs& args, cudaStream_t stream, bool& launched) {
-  if (args.head_dim <= 64) return launch_short<ShortTier<4, 4, 2, kKeys>>(args, stream, launched);
-  return launch_short<ShortTier<8, 4, 2, kKeys>>(args, stream, launched);
 }
 
 /// Whether `offset + heads·head_dim` columns fit a row of `stride`, without overflow.
@@ -717,15 +341,26 @@ Status attention_check_args(const AttentionArgs& args) {
   return Status::ok();
 }
 
+bool attention_rows_aligned(const AttentionArgs& args) {
+  const auto aligned = [](const float* pointer, int64_t stride, int64_t offset) {
+    return reinterpret_cast<uintptr_t>(pointer) % 16 == 0 && stride % 4 == 0 && offset % 4 == 0;
+  };
+  return args.head_dim % 4 == 0 && aligned(args.q, args.q_stride, args.q_offset) &&
+         aligned(args.k, args.k_stride, args.k_offset) && aligned(args.v, args.v_stride, args.v_offset) &&
+         aligned(args.y, args.heads * args.head_dim, 0);
+}
+
+bool attention_runs_on_tensor_cores(const AttentionArgs& args) {
+  return args.nk <= kTensorCoreMaxKeys && args.head_dim > kTensorCoreMinHeadDim;
+}
+
 Status launch_attention(const AttentionArgs& args, cudaStream_t stream) {
   LOKA_RETURN_IF_ERROR(attention_check_args(args));
   if (args.batch == 0 || args.nq == 0) return Status::ok();
   if (!args.q || !args.k || !args.v || !args.y) return Status::error("attention: null pointer");
-  if (args.nk <= kShortMaxKeys && args.head_dim > kShortMinHeadDim) {
+  if (attention_runs_on_tensor_cores(args)) {
     bool launched = false;
-    LOKA_RETURN_IF_ERROR(args.nk <= 32   ? launch_short_tier<32>(args, stream, launched)
-                         : args.nk <= 48 ? launch_short_tier<48>(args, stream, launched)
-                                         : launch_short_tier<kShortMaxKeys>(args, stream, launched));
+    LOKA_RETURN_IF_ERROR(launch_attention_on_tensor_cores(args, stream, launched));
     if (launched) return Status::ok();
   }
   const int64_t d = args.head_dim;

@@ -11,11 +11,13 @@
 // scores and three transposed copies to memory; here every input element is
 // read once from DRAM and Y written once, with no score tensor.
 //
-// FP32 throughout: the dot product is summed (FMA) and then multiplied by
+// FP32 accuracy throughout: the dot product is summed and then multiplied by
 // `scale` once, as the MatMul and Mul it replaces. For Nk ≤ 64 and D > 32 the
-// softmax is exact (every score of a row in registers, the row maximum
-// subtracted); otherwise it is online over key tiles (running max m, running
-// sum l, accumulator rescaled by exp(m_old − m_new)). Either way it never
+// products run on the tensor cores as 3xTF32 (each within 3·2^-20 of FP32's,
+// FP32 sums) and the softmax is exact (every score of a row in registers, the
+// row maximum subtracted); otherwise FP32 FMAs and a softmax online over key
+// tiles (running max m, running sum l, accumulator rescaled by
+// exp(m_old − m_new)). Either way it never
 // overflows and equals the CPU reference (runtime/ops/attention.cc) up to
 // rounding. NaN and ±inf propagate as in the unfused ops: a NaN or +inf score
 // makes its row NaN, a row of −inf scores is NaN, a non-finite V element
@@ -55,6 +57,16 @@ Status attention_can_implement(int64_t heads, int64_t head_dim);
 /// in bounds: attention_can_implement, batch and nq ≥ 0, nk ≥ 1, offsets ≥ 0 with
 /// offset + heads·head_dim within each input's last dim.
 Status attention_check_args(const AttentionArgs& args);
+
+/// Whether every head of Q, K, V and Y starts 16-byte aligned (head_dim, strides and offsets
+/// multiples of 4, aligned pointers): then the kernels move rows as float4s.
+bool attention_rows_aligned(const AttentionArgs& args);
+
+/// Whether launch_attention runs `args` on the tensor cores (Nk ≤ 64 and D > 32: kernels/cuda/
+/// attention_tensor_cores.h). Its products are then 3xTF32, each within 3·2^-20 of the FP32
+/// product, instead of FP32 FMAs; the sums are FP32 either way, and rows with a non-finite
+/// input are recomputed in FP32 FMAs.
+bool attention_runs_on_tensor_cores(const AttentionArgs& args);
 
 /// Enqueues Y for every (b, i, h) on `stream` after attention_check_args (nothing when batch
 /// or nq is 0; an error for a null pointer otherwise).

@@ -13,12 +13,13 @@
 // with Nk), not a fixed epsilon. Non-finite cases: a NaN query row reaches
 // exactly its own outputs; scores near ±250 do not overflow; a first tile of
 // -inf scores weighs nothing; +inf or all -inf scores make a row NaN; inf and
-// NaN in V reach their column, as the unfused ops give. The exact-softmax
-// kernel for short key sets (Nk <= 64, D > 32) has its own awkward shapes
-// (one key, odd Nk, the edges of its 32/48/64-key slots and of its limit,
-// D not a multiple of 4, 1/3/8 heads, batch 1 and 65536, query blocks,
-// float4 and scalar staging from one packed or three buffers), the
-// non-finite cases run on both kernels and every lane split, and a shape's
+// NaN in V reach their column, as the unfused ops give. The tensor-core
+// kernel for short key sets (Nk <= 64, D > 32; 3xTF32, so its tolerance adds
+// 2^-18 per product) has its own awkward shapes (one key, odd Nk, the edges of
+// its key tiles and of its limit, D not a multiple of 4, 1/3/8 heads, batch 1
+// and 65536, query blocks and a warp without rows, float4 and scalar staging
+// from one packed or three buffers), the non-finite cases run on both kernels
+// (the tensor-core one recomputing such rows in FP32), and a shape's
 // first launch happens inside a CUDA graph capture. Skips visibly without
 // a GPU.
 // ============================================================================
@@ -59,12 +60,15 @@ struct Reference {
 /// makes the row NaN, exp(-inf - -inf) = NaN makes a row of -inf scores NaN. The bound: a score
 /// is off by up to (D + 2)·u·|scale|·Σ_e|q_e k_e| (FMA chain, the slice sum, the multiply), which
 /// moves each p_j relatively by twice that; the sums over Nk keys, the exps and the rescales add
-/// up to (4·Nk + 32)·u relatively; each relative error reaches Y scaled by max |v|.
+/// up to (4·Nk + 32)·u relatively; each relative error reaches Y scaled by max |v|. The tensor-core
+/// kernel's split products add 2^-18 relatively to each score term and to each sum of Y.
 Reference reference_attention(const float* q, const float* k, const float* v, const cuda::AttentionArgs& a) {
   const int64_t out_stride = a.heads * a.head_dim;
   Reference ref;
   ref.y.assign(static_cast<size_t>(a.batch * a.nq * out_stride), 0.0);
   ref.tolerance.assign(ref.y.size(), 0.0);
+  // On the tensor cores each product of Q·Kᵀ and P·V is 3xTF32, within 3·2^-20 of FP32's.
+  const double product = cuda::attention_runs_on_tensor_cores(a) ? 0x1p-18 : 0.0;
   std::vector<double> s(static_cast<size_t>(a.nk));
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t h = 0; h < a.heads; ++h) {
@@ -93,8 +97,8 @@ Reference reference_attention(const float* q, const float* k, const float* v, co
         double sum = 0;
         for (int64_t j = 0; j < a.nk; ++j) sum += std::exp(s[static_cast<size_t>(j)] - max);
         const double tolerance =
-            v_max * (4.0 * static_cast<double>(a.head_dim + 2) * kUnitRoundoff * magnitude +
-                     static_cast<double>(4 * a.nk + 32) * kUnitRoundoff);
+            v_max * (4.0 * (static_cast<double>(a.head_dim + 2) * kUnitRoundoff + product) * magnitude +
+                     static_cast<double>(4 * a.nk + 32) * kUnitRoundoff + product);
         for (int64_t e = 0; e < a.head_dim; ++e) {
           double acc = 0;
           for (int64_t j = 0; j < a.nk; ++j) acc += std::exp(s[static_cast<size_t>(j)] - max) / sum * value(j)[e];
@@ -300,16 +304,16 @@ TEST_F(CudaAttention, NonFiniteScoresAndValuesPropagateAsTheUnfusedOps) {
 
 // ------------------------------------------- short key sets: exact softmax in registers ---
 
-TEST_F(CudaAttention, TheShortKeyPathMatchesTheSpecOnAwkwardShapes) {
-  // Nk <= 64 with D > 32 takes the exact-softmax kernel (4 or 8 lanes a row by head_dim, score
-  // slots for 32, 48 or 64 keys); Nk = 65 is the first the online kernel takes again, as it takes
-  // every D <= 32. Packed inputs with H·D % 4 == 0 and "aligned" separate ones take its float4
-  // staging, the others its scalar staging.
+TEST_F(CudaAttention, TheTensorCorePathMatchesTheSpecOnAwkwardShapes) {
+  // Nk <= 64 with D > 32 takes the tensor-core kernel (dims padded to 64 or 128, keys to a multiple
+  // of 8, one warp per 16 query rows); Nk = 65 is the first the online kernel takes again, as it
+  // takes every D <= 32. Packed inputs with H·D % 4 == 0 and "aligned" separate ones take its
+  // float4 staging, the others its scalar staging.
   std::mt19937 rng(67);
   for (const Case c : {Case{3, 5, 1, 3, 33, false},            // one key, D not a multiple of 4
                        Case{1, 1, 1, 1, 37, false},            // one key, one query
                        Case{2, 33, 33, 3, 35, true},           // packed but D = 35: scalar staging
-                       Case{2, 35, 35, 1, 128, true},          // DHEN's head: eight lanes a row
+                       Case{2, 35, 35, 1, 128, true},          // DHEN's head: three warps a unit
                        Case{2, 35, 35, 1, 128, false, true},   // ... from three aligned buffers
                        Case{2, 34, 35, 1, 128, false},         // ... unaligned, Nq != Nk
                        Case{3, 41, 41, 8, 36, true},           // eight heads, 41 tokens, D = 36 of 64 padded
@@ -325,6 +329,7 @@ TEST_F(CudaAttention, TheShortKeyPathMatchesTheSpecOnAwkwardShapes) {
                        Case{2, 65, 65, 1, 40, true},           // ... packed
                        Case{2, 17, 33, 3, 33, false},          // Nq != Nk, scalar staging
                        Case{1, 130, 20, 2, 48, false},         // Nq past 64 rows: three query blocks
+                       Case{2, 65, 64, 1, 40, true},           // ... two of 33 and 32: a warp without rows
                        Case{1, 100, 35, 1, 128, false, true},  // ... two of 50 rows, eight lanes a row
                        Case{2, 1, 64, 8, 64, false, true},     // one query against 64 keys
                        Case{65536, 3, 3, 1, 100, true},        // batch 65536, float4 staging
@@ -335,9 +340,9 @@ TEST_F(CudaAttention, TheShortKeyPathMatchesTheSpecOnAwkwardShapes) {
 }
 
 TEST_F(CudaAttention, NonFiniteInputsPropagateOnBothPathsAndEveryLaneSplit) {
-  // The scenario of NonFiniteScoresAndValuesPropagateAsTheUnfusedOps for both head-dim tiers of
-  // the short-key kernel (4 and 8 lanes a row, 48- and 64-key slots) and for the online kernel
-  // (D = 2, and Nk = 100), plus a zero probability times an infinite value. Query rows (1, 0, ...) and (-1, 0, ...) at scale 1 score
+  // The scenario of NonFiniteScoresAndValuesPropagateAsTheUnfusedOps for both head-dim widths of
+  // the tensor-core kernel (whose warps recompute such rows in FP32 FMAs) and for the online
+  // kernel (D = 2, and Nk = 100), plus a zero probability times an infinite value. Query rows (1, 0, ...) and (-1, 0, ...) at scale 1 score
   // ±k_j[0]; the other dims of the queries are 0, so finite keys give finite scores.
   struct Shape {
     int64_t nk, dim;
@@ -391,7 +396,7 @@ TEST_F(CudaAttention, NonFiniteInputsPropagateOnBothPathsAndEveryLaneSplit) {
 
 TEST_F(CudaAttention, AFirstLaunchInsideAGraphCaptureReplaysAsItRunsEagerly) {
   // The runtime's first run of a batch bucket is its capture, so a shape's first launch (when the
-  // short-key path asks the runtime its occupancy and shared-memory limit) happens inside one.
+  // tensor-core path asks the runtime its shared-memory limit) happens inside one.
   // D = 40 from aligned buffers with 6 keys: a kernel and block shape no earlier test here launches.
   std::mt19937 rng(73);
   const Problem p = make_problem(Case{37, 9, 6, 5, 40, false, true}, rng);
