@@ -13,7 +13,9 @@
 // device while serving that batch: weights, the Session's arenas, staging and
 // workspaces (kernels/cuda/device_memory.h counts them) — the figure PyTorch's
 // allocator reports for its side. Each batch gets a fresh Session, as a server
-// for that batch size would. process_mem_mb is everything the process holds
+// for that batch size would. weights_mem_mb is the part the Engine held before
+// any Session (weights, FP8 tables, scales), so the rest of the peak is what
+// serving the batch adds. process_mem_mb is everything the process holds
 // beyond its context after the runs, what the CUDA context and libraries keep
 // for themselves included (module code loaded on first launch, cuDNN's kernels).
 // With --kernel-trace, further runs (never the timed ones) are traced with
@@ -155,6 +157,9 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
   options.batch_buckets = batches;
   options.max_batch = *std::max_element(batches.begin(), batches.end());
   LOKA_ASSIGN_OR_RETURN(auto engine, Engine::load_file(model, options));
+  // What the Engine holds on the device before any Session: weights, FP8 tables and their scales.
+  // A row's peak less this is what serving that batch adds (activation arena, workspaces, scratch).
+  const double weights_mb = static_cast<double>(cuda::device_memory_use().live_bytes) / (1 << 20);
   LOKA_ASSIGN_OR_RETURN(DataSetReader reader, DataSetReader::open(data));
   std::vector<std::string> names;
   for (const TensorInfo& info : engine->inputs()) names.push_back(info.name);
@@ -219,7 +224,7 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
       nlohmann::json item = {{"model", model},           {"batch", row.batch},
                              {"latency_ms", row.median_ms}, {"p90_ms", row.p90_ms},
                              {"samples_per_s", row.samples_per_s}, {"peak_mem_mb", row.peak_mb},
-                             {"process_mem_mb", row.process_mb},
+                             {"process_mem_mb", row.process_mb}, {"weights_mem_mb", weights_mb},
                              {"device", cuda::device_description()}};
       if (!row.kernels.is_null()) item["kernel_trace"] = row.kernels;
       list.push_back(std::move(item));

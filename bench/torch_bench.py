@@ -293,6 +293,7 @@ def main(argv=None) -> int:
                     # (LoKA's figure includes its weights too).
                     weights = impls.weight_bytes(models[precision])
                     row["peak_mem_mb"] = (torch.cuda.max_memory_allocated() - base + weights) / 2 ** 20
+                    row["weights_mem_mb"] = weights / 2 ** 20
                 del impl
             except Exception as e:  # noqa: BLE001 - recorded in the row; the other rows go on
                 row["status"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
