@@ -4,20 +4,22 @@
 //
 // Why: at the zoo's shapes the FP32 kernels issue far more instructions than
 // the bytes need. DHEN's single head of 128 over 34 tokens ran at 219 us a
-// layer at batch 4096 against a 104 us copy floor, the ranker's 8 heads of 16
-// over 40 tokens at 241 us against 119 (H100, 2026-11-28). Here a warp does a
-// row block's 16 x 8 x 8 products in one MMA, so the kernel is bound by the
-// loads of Q, K, V and the store of Y, as attention should be at these sizes.
+// layer at batch 4096 against a 104 us copy floor (H100, 2026-11-28). Here a
+// warp does a row block's 16 x 8 x 8 products in one MMA: 205 us on the
+// benchmark's 35-token shape against the FP32 kernel's 233-237, 175 against
+// 241-245 at 40 tokens of 2 heads of 64 (attention.cu has the table).
 //
 // Accuracy (3xTF32): each FP32 operand x is split into hi, its leading TF32
-// bits (truncated), and lo = x − hi (exact in FP32; the MMA reads its leading
-// TF32 bits), and a·b is summed as hi_a·lo_b + lo_a·hi_b + hi_a·hi_b (lo_a·lo_b,
-// below 2^-20·|a·b|, dropped): each product is within 3·2^-20 of its FP32
-// value, and the tensor cores sum in FP32. The split takes two instructions, as
+// bits (truncated), and lo = x − hi (exact in FP32, passed as is: the MMA
+// uses its leading TF32 bits, within 2^-10 of lo either way), and a·b is summed
+// as hi_a·lo_b + lo_a·hi_b + hi_a·hi_b (lo_a·lo_b, below 2^-20·|a·b|, dropped):
+// each product is within 3·2^-20 of its FP32 value, and the tensor cores sum
+// in FP32. The split takes two instructions, as
 // each operand is split at each use. It turns an inf or NaN input into NaN, so
 // a warp whose rows come out non-finite (such an input, or a true overflow)
 // recomputes them in FP32 FMAs from global memory (exact_rows), with exactly
-// attention.h's NaN and inf semantics; finite inputs never take that path.
+// attention.h's NaN and inf semantics; finite inputs take that path only where
+// a result truly overflows.
 //
 // Work unit: one (b, h) and up to 64 query rows (longer: balanced query
 // blocks). A unit runs on ceil(rows / 16) warps, one MMA row block each, and
@@ -25,27 +27,28 @@
 // and V rows in shared memory by cp.async (float4s when every row is 16-byte
 // aligned): Q and K in one group, V in the next, so V streams in while the
 // scores run. Rows are padded with zeros to the MMA shape (keys to a multiple
-// of 8, dims to the tier's width), so padded keys score 0 and are masked, and
-// padded dims add nothing. Row strides are chosen so the fragment loads hit 32
-// different banks: 4 mod 8 floats for Q, K and the probabilities (a group of 8
-// rows at 4 columns), 8 or 24 mod 32 for V (4 rows at 8 columns).
+// of 8, dims of Q and K to the width, 64 or 128), so padded keys score 0 and
+// are masked, and padded dims add nothing to a score. V's padded dims are left
+// as they are: column c of Y reads only column c of V, and columns past D are
+// neither checked nor stored. Row strides are chosen so the fragment loads hit
+// 32 different banks: 4 mod 8 floats for Q, K and the probabilities (a group of
+// 8 rows at 4 columns), 8 mod 32 for V (4 rows at 8 columns).
 //
 // Per warp: S = Q·Kᵀ for its 16 rows in registers (8 keys a tile), times
 // scale; the exact softmax over the row (masked keys skipped; max and sum
 // across the four lanes that share a row by two xor-shuffles), as
 // attention.cu's: p = exp(s − max), Y = Σ p·v · (1 / Σ p), so a NaN or +inf
 // score, or a row of −inf, makes the row NaN. The probabilities go to the
-// warp's own shared rows (the accumulator layout is not the operand layout),
-// then Y = P·V in registers and straight to global memory. Blocks are small
-// (one DHEN unit, two of the ranker's) so an SM holds several whose loads
-// overlap each other's math; the staging zeroes only the padding.
+// warp's own Q rows, done with once its scores are (the accumulator layout is
+// not the operand layout; at most 64 keys fit a row of 64 or 128 dims), then
+// Y = P·V in registers and straight to global memory. Blocks are small (one
+// unit of DHEN's shape) so an SM holds several whose loads overlap each
+// other's math; the staging zeroes only the padding.
 // ============================================================================
 #include "kernels/cuda/attention_tensor_cores.h"
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
-#include <string>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/device_util.cuh"
@@ -72,7 +75,7 @@ struct TensorCoreLayout {
   int units_per_block = 1;
   int key_tiles = 1;         ///< ceil(Nk / 8)
   int p_stride = 0;          ///< floats from one probability row to the next
-  int q_floats = 0, k_floats = 0, v_floats = 0, p_floats = 0;  ///< one unit's areas
+  int q_floats = 0, k_floats = 0, v_floats = 0;  ///< one unit's areas (the probabilities reuse Q's)
   int unit_floats = 0;
   FastDivmod by_query_blocks, by_heads;  ///< unit -> (head, query block), head -> (b, h)
 };
@@ -83,7 +86,9 @@ template <int kD>
 struct Width {
   static_assert(kD % kTileKeys == 0);
   static constexpr int kQk = kD + 4;                                ///< Q and K rows: 4 mod 8
-  static constexpr int kV = (kD + 8) % 32 == 16 ? kD + 16 : kD + 8;  ///< V rows: 8 or 24 mod 32
+  static constexpr int kV = kD + 8;  ///< V rows: 8 mod 32
+  static_assert(kD % 32 == 0, "the tensor-core widths are 64 and 128");
+  static_assert(kTensorCoreMaxKeys + 4 <= kQk, "a warp's probabilities fit its Q rows");
 };
 
 /// One FP32 operand as the TF32 parts of a 3xTF32 product: hi its leading 10 mantissa bits
@@ -128,7 +133,8 @@ __device__ __forceinline__ void load_a(Tf32Parts (&a)[4], const float* area, int
 
 /// Where a unit's rows live: the first element of its head in its first query row (Q, Y) and
 /// in key 0 (K, V), and its query rows. 32-bit division by multiplication (the host checks
-/// that units fit 32 bits): 64-bit division is a long software routine.
+/// that units stay below 2^31, FastDivmod's exact range): 64-bit division is a long software
+/// routine.
 struct UnitAt {
   const float *q = nullptr, *k = nullptr, *v = nullptr;
   float* y = nullptr;
@@ -224,7 +230,7 @@ __global__ void __launch_bounds__(kTargetWarps * 32, kD >= 128 ? 1 : 2)
   const int keys = layout.key_tiles * kTileKeys, nk = static_cast<int>(a.nk), dims = static_cast<int>(a.head_dim);
 
   // Q and K in one group, V in the next; the padding the copies leave (rows past Nq and Nk,
-  // dims past D) zeroed alongside, so padded keys score 0 and padded dims add nothing.
+  // Q and K dims past D) zeroed alongside, so padded keys score 0 and padded dims add nothing.
   for (int u = 0; u < layout.units_per_block && first_unit + u < layout.units; ++u) {
     const UnitAt at = locate(a, layout, first_unit + u);
     float* const q_area = shared + u * layout.unit_floats;
@@ -256,10 +262,7 @@ __global__ void __launch_bounds__(kTargetWarps * 32, kD >= 128 ? 1 : 2)
   float* const q_area = shared + unit_in_block * layout.unit_floats;
   const float* const k_area = q_area + layout.q_floats;
   const float* const v_area = k_area + layout.k_floats;
-  // The probabilities take the warp's own Q rows once its scores are done, when they fit there.
-  float* const p_area = layout.p_floats == 0 ? q_area + row0 * W::kQk
-                                             : q_area + layout.q_floats + layout.k_floats + layout.v_floats +
-                                                   row0 * layout.p_stride;
+  float* const p_area = q_area + row0 * W::kQk;  // the warp's Q rows, once its scores are done
   const int key_tiles = layout.key_tiles;
 
   wait_async<1>();
@@ -409,9 +412,7 @@ TensorCoreLayout layout_for(const AttentionArgs& args, size_t max_shared) {
   layout.q_floats = layout.warps_per_unit * kTileRows * W::kQk;
   layout.k_floats = keys * W::kQk;
   layout.v_floats = keys * W::kV;
-  // The probabilities take the warp's own Q rows when they fit there (DHEN's head of 128), else an area.
-  layout.p_floats = layout.p_stride <= W::kQk ? 0 : layout.warps_per_unit * kTileRows * layout.p_stride;
-  layout.unit_floats = layout.q_floats + layout.k_floats + layout.v_floats + layout.p_floats;
+  layout.unit_floats = layout.q_floats + layout.k_floats + layout.v_floats;
   const size_t unit_bytes = sizeof(float) * static_cast<size_t>(layout.unit_floats);
   // Whole units up to kTargetWarps warps and 48 KiB a block (at least one unit): smaller blocks
   // let an SM hold several, whose loads then overlap each other's math.
@@ -431,8 +432,7 @@ Status launch_width(const AttentionArgs& args, cudaStream_t stream, bool& launch
   if (layout.units_per_block == 0) return Status::ok();
   const int threads = layout.units_per_block * layout.warps_per_unit * 32;
   const size_t shared_bytes = sizeof(float) * static_cast<size_t>(layout.units_per_block * layout.unit_floats);
-  const int64_t blocks = (layout.units + layout.units_per_block - 1) / layout.units_per_block;
-  if (blocks > INT_MAX) return Status::error("attention (tensor cores): " + std::to_string(blocks) + " blocks exceed the grid");
+  const int64_t blocks = (layout.units + layout.units_per_block - 1) / layout.units_per_block;  // < 2^31, as units
   kernel<<<static_cast<unsigned>(blocks), threads, shared_bytes, stream>>>(args, layout);
   launched = true;
   return launch_status("attention (tensor cores)");
@@ -442,10 +442,11 @@ Status launch_width(const AttentionArgs& args, cudaStream_t stream, bool& launch
 
 Status launch_attention_on_tensor_cores(const AttentionArgs& args, cudaStream_t stream, bool& launched) {
   launched = false;
-  // Units are indexed in 32 bits on the device (FastDivmod); larger launches take the FP32 kernels.
+  // Units are indexed below 2^31 on the device (FastDivmod's exact range); larger launches take the
+  // FP32 kernels.
   const int64_t units = args.batch * args.heads * ((args.nq + kMaxUnitRows - 1) / kMaxUnitRows);
   if (args.nk > kTensorCoreMaxKeys || args.head_dim <= kTensorCoreMinHeadDim ||
-      args.head_dim > kAttentionMaxHeadDim || units > UINT32_MAX)
+      args.head_dim > kAttentionMaxHeadDim || units > INT32_MAX)
     return Status::ok();
   return args.head_dim <= 64 ? launch_width<64>(args, stream, launched) : launch_width<128>(args, stream, launched);
 }
