@@ -2,11 +2,15 @@
 """loka-opt on recommendation architectures the zoo does not have, written here with onnx.helper.
 
 The issue asks for the budget to hold "on every zoo model and on unseen ones (they will be
-tried)". Six models, each with patterns of its own: MMoE (experts stacked, a softmax gate, a
+tried)". Ten models, each with patterns of its own: MMoE (experts stacked, a softmax gate, a
 weighted sum), a two-tower dot product (MatMul + Add linears), DIN's target attention (Gather,
 Expand, a softmax over the history), full-rank DCN v1 cross layers with a LayerNorm written out as
-older exporters do and an erf GELU, a post-norm transformer block (Reshape/Transpose heads), and
-DeepFM at opset 13 (int32 ids, the FM term, BatchNormalization, LeakyReLU, PRelu). Weights are
+older exporters do and an erf GELU, a post-norm transformer block (Reshape/Transpose heads),
+DeepFM at opset 13 (int32 ids, the FM term, BatchNormalization, LeakyReLU, PRelu), xDeepFM's CIN
+(broadcast outer products, a shared-left MatMul, sums over the embedding dim), FiBiNET (SENET
+gating, a bilinear interaction over field pairs picked by constant Gathers), the classic DLRM dot
+interaction (batched MatMul with a Transpose, the lower triangle by a constant Gather) and
+AutoInt-style attention written with Einsum. Weights are
 random (seeded); labels are drawn from each model's own FP32 probabilities (onnxruntime), so the
 data is deterministic.
 
@@ -179,7 +183,78 @@ def deepfm():
     return m
 
 
-MODELS = (mmoe, two_tower, din, dcn_v1_layernorm, transformer_ranker, deepfm)
+def xdeepfm():
+    """xDeepFM's CIN: X_{k+1}[b,h,d] = sum_{i,j} W[h,i,j] X_k[b,i,d] X_0[b,j,d], as an outer product
+    (Unsqueeze, Mul broadcast), a Reshape and a shared-left MatMul (the Conv1d of width 1), then a
+    sum over d; beside it a DNN on the flattened fields."""
+    g = G("xdeepfm")
+    ids = g.inp("ids", TensorProto.INT64, ["batch", 8])
+    table = g.w([1000, 16], 0.5)
+    x0 = g.op("Gather", [table, ids], axis=0)  # [B,8,16]
+    xk, hk, pooled = x0, 8, []
+    for h_next in (12, 12):
+        outer = g.op("Mul", [g.op("Unsqueeze", [xk, g.c([2])]), g.op("Unsqueeze", [x0, g.c([1])])])  # [B,hk,8,16]
+        z = g.op("Reshape", [outer, g.c([0, hk * 8, 16])])  # [B,hk*8,16]
+        xk = g.op("Relu", [g.op("MatMul", [g.w([h_next, hk * 8]), z])])  # [B,h_next,16]
+        hk = h_next
+        pooled.append(g.op("ReduceSum", [xk, g.c([2])], keepdims=0))  # [B,h_next]
+    cin = g.op("Concat", pooled, axis=1)  # [B,24]
+    dnn = g.linear(g.linear(g.op("Flatten", [x0], axis=1), 128, 64), 64, 24)
+    return g.model(g.linear(g.op("Concat", [cin, dnn], axis=1), 48, 1, relu=False))
+
+def fibinet():
+    """FiBiNET: SENET field re-weighting (mean over d, two linears, sigmoid, broadcast Mul) and a
+    field-all bilinear interaction p_ij = (v_i W) * v_j over field pairs picked by constant Gathers."""
+    g = G("fibinet")
+    ids = g.inp("ids", TensorProto.INT64, ["batch", 6])
+    dense = g.inp("dense", TensorProto.FLOAT, ["batch", 5])
+    table = g.w([1000, 16], 0.5)
+    e = g.op("Gather", [table, ids], axis=0)  # [B,6,16]
+    z = g.op("ReduceMean", [e], axes=[2], keepdims=0)  # [B,6]
+    a = g.op("Sigmoid", [g.linear(g.linear(z, 6, 3), 3, 6, relu=False)])
+    v = g.op("Mul", [e, g.op("Unsqueeze", [a, g.c([2])])])  # [B,6,16]
+    pairs = [(i, j) for i in range(6) for j in range(i + 1, 6)]
+    left = g.op("Gather", [g.op("MatMul", [v, g.w([16, 16])]), g.c([p[0] for p in pairs])], axis=1)  # [B,15,16]
+    right = g.op("Gather", [v, g.c([p[1] for p in pairs])], axis=1)
+    bil = g.op("Flatten", [g.op("Mul", [left, right])], axis=1)  # [B,240]
+    top = g.op("Concat", [bil, g.op("Flatten", [e], axis=1), dense], axis=1)  # [B,240+96+5]
+    return g.model(g.linear(g.linear(top, 341, 64), 64, 1, relu=False))
+
+def dlrm_tril():
+    """Classic DLRM dot interaction as exported by older code: the pairwise dots by a batched
+    MatMul with a Transpose, flattened, and the strictly lower triangle picked by a constant Gather."""
+    g = G("dlrm_tril")
+    dense = g.inp("dense", TensorProto.FLOAT, ["batch", 13])
+    ids = g.inp("ids", TensorProto.INT64, ["batch", 7])
+    bottom = g.linear(g.linear(dense, 13, 64), 64, 16)  # [B,16]
+    table = g.w([1000, 16], 0.5)
+    emb = g.op("Gather", [table, ids], axis=0)  # [B,7,16]
+    t = g.op("Concat", [g.op("Unsqueeze", [bottom, g.c([1])]), emb], axis=1)  # [B,8,16]
+    dots = g.op("MatMul", [t, g.op("Transpose", [t], perm=[0, 2, 1])])  # [B,8,8]
+    flat = g.op("Reshape", [dots, g.c([0, 64])])
+    tril = [i * 8 + j for i in range(8) for j in range(i)]
+    inter = g.op("Gather", [flat, g.c(tril)], axis=1)  # [B,28]
+    top = g.op("Concat", [bottom, inter], axis=1)  # [B,44]
+    return g.model(g.linear(g.linear(g.linear(top, 44, 64), 64, 32), 32, 1, relu=False))
+
+def autoint_einsum():
+    """AutoInt-style multi-head self-attention over fields written with Einsum (no scale), a
+    residual projection and ReLU, then a linear on the flattened fields."""
+    g = G("autoint_einsum")
+    ids = g.inp("ids", TensorProto.INT64, ["batch", 6])
+    table = g.w([1000, 16], 0.5)
+    e = g.op("Gather", [table, ids], axis=0)  # [B,6,16]
+    def proj():
+        return g.op("Reshape", [g.op("MatMul", [e, g.w([16, 16])]), g.c([0, 6, 2, 8])])  # [B,6,2,8]
+    q, k, v = proj(), proj(), proj()
+    s = g.op("Softmax", [g.op("Einsum", [q, k], equation="bihd,bjhd->bhij")], axis=-1)  # [B,2,6,6]
+    o = g.op("Reshape", [g.op("Einsum", [s, v], equation="bhij,bjhd->bihd"), g.c([0, 6, 16])])
+    h = g.op("Relu", [g.op("Add", [o, g.op("MatMul", [e, g.w([16, 16])])])])
+    return g.model(g.linear(g.op("Flatten", [h], axis=1), 96, 1, relu=False))
+
+
+MODELS = (mmoe, two_tower, din, dcn_v1_layernorm, transformer_ranker, deepfm, xdeepfm, fibinet, dlrm_tril,
+          autoint_einsum)
 
 
 def feeds(model, batch):
