@@ -274,6 +274,12 @@ def table_lines(rows: List[dict]) -> List[str]:
     return lines
 
 
+def best_bf16_row(rows: List[dict], loka: dict) -> Optional[dict]:
+    """The row of the best BF16 path at `loka`'s (model, batch), or None."""
+    return next((x for x in rows if x["model"] == loka["model"] and x["batch"] == loka["batch"]
+                 and x["impl"] == loka.get("best_bf16_impl")), None)
+
+
 def memory_breakdown(loka: dict, best: Optional[dict], target: float = MEMORY_TARGET) -> Optional[str]:
     """Why LoKA's peak misses the memory target, where it does: each side's peak as its weights
     (what is resident before a batch runs) plus what serving the batch adds (activations,
@@ -305,8 +311,7 @@ def shortfall_lines(data: Dict[str, dict], rows: List[dict], target: float) -> L
         if r["impl"] != "loka":
             continue
         speed = r.get("speedup_vs_best_bf16")
-        best = next((x for x in rows if x["model"] == r["model"] and x["batch"] == r["batch"]
-                     and x["impl"] == r.get("best_bf16_impl")), None)
+        best = best_bf16_row(rows, r)
         memory = memory_breakdown(r, best)
         if speed is not None and speed >= target and memory is None:
             continue
@@ -395,8 +400,7 @@ def build_documents(results: str, zoo: str, models: List[str], batches: List[int
     for r in rows:
         if r["impl"] != "loka":
             continue
-        best = next((x for x in rows if x["model"] == r["model"] and x["batch"] == r["batch"]
-                     and x["impl"] == r.get("best_bf16_impl")), None)
+        best = best_bf16_row(rows, r)
         speed = r.get("speedup_vs_best_bf16")
         unmeasured = sorted(x["impl"] for x in rows if x["model"] == r["model"] and x["batch"] == r["batch"]
                             and x["impl"] in BF16_IMPLS and x.get("status") != "ok")

@@ -84,9 +84,8 @@ struct TensorCoreLayout {
 /// conflict-free (see the banner).
 template <int kD>
 struct Width {
-  static_assert(kD % kTileKeys == 0);
-  static constexpr int kQk = kD + 4;                                ///< Q and K rows: 4 mod 8
-  static constexpr int kV = kD + 8;  ///< V rows: 8 mod 32
+  static constexpr int kQk = kD + 4;  ///< Q and K rows: 4 mod 8
+  static constexpr int kV = kD + 8;   ///< V rows: 8 mod 32
   static_assert(kD % 32 == 0, "the tensor-core widths are 64 and 128");
   static_assert(kTensorCoreMaxKeys + 4 <= kQk, "a warp's probabilities fit its Q rows");
 };
@@ -115,11 +114,13 @@ __device__ __forceinline__ void mma_tf32(float (&acc)[4], uint32_t a0, uint32_t 
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/// acc += a·b at FP32 accuracy: the two cross terms first, the large one last.
-__device__ __forceinline__ void mma_3xtf32(float (&acc)[4], const Tf32Parts (&a)[4], const Tf32Parts (&b)[2]) {
-  mma_tf32(acc, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
-  mma_tf32(acc, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
-  mma_tf32(acc, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
+/// a·b at FP32 accuracy: the two cross terms into `cross` first, the large one into `large`
+/// last. One accumulator for both, or two independent chains to be added afterwards.
+__device__ __forceinline__ void mma_3xtf32(float (&cross)[4], float (&large)[4], const Tf32Parts (&a)[4],
+                                           const Tf32Parts (&b)[2]) {
+  mma_tf32(cross, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
+  mma_tf32(cross, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
+  mma_tf32(large, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
 }
 
 /// The A operand at rows (row, row + 8) and columns (col, col + 4) of a row-major area.
@@ -285,9 +286,7 @@ __global__ void __launch_bounds__(kTargetWarps * 32, kD >= 128 ? 1 : 2)
         if (j < key_tiles) {
           const float* key = k_area + (j * kTileKeys + g) * W::kQk + k0 + t;
           const Tf32Parts kb[2] = {split_tf32(key[0]), split_tf32(key[4])};
-          mma_tf32(s_cross[j], qa[0].hi, qa[1].hi, qa[2].hi, qa[3].hi, kb[0].lo, kb[1].lo);
-          mma_tf32(s_cross[j], qa[0].lo, qa[1].lo, qa[2].lo, qa[3].lo, kb[0].hi, kb[1].hi);
-          mma_tf32(s[j], qa[0].hi, qa[1].hi, qa[2].hi, qa[3].hi, kb[0].hi, kb[1].hi);
+          mma_3xtf32(s_cross[j], s[j], qa, kb);
         }
       }
     }
@@ -356,7 +355,7 @@ __global__ void __launch_bounds__(kTargetWarps * 32, kD >= 128 ? 1 : 2)
       for (int n = 0; n < kDimTiles; ++n) {
         const float* value = v_area + (j * kTileKeys + t) * W::kV + n * kTileKeys + g;
         const Tf32Parts vb[2] = {split_tf32(value[0]), split_tf32(value[4 * W::kV])};
-        mma_3xtf32(acc[n], pa, vb);
+        mma_3xtf32(acc[n], acc[n], pa, vb);
       }
     }
   }
@@ -445,9 +444,7 @@ Status launch_attention_on_tensor_cores(const AttentionArgs& args, cudaStream_t 
   // Units are indexed below 2^31 on the device (FastDivmod's exact range); larger launches take the
   // FP32 kernels.
   const int64_t units = args.batch * args.heads * ((args.nq + kMaxUnitRows - 1) / kMaxUnitRows);
-  if (args.nk > kTensorCoreMaxKeys || args.head_dim <= kTensorCoreMinHeadDim ||
-      args.head_dim > kAttentionMaxHeadDim || units > INT32_MAX)
-    return Status::ok();
+  if (!attention_runs_on_tensor_cores(args) || units > INT32_MAX) return Status::ok();
   return args.head_dim <= 64 ? launch_width<64>(args, stream, launched) : launch_width<128>(args, stream, launched);
 }
 

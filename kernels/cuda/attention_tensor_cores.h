@@ -24,9 +24,9 @@ inline constexpr int64_t kTensorCoreMaxKeys = 64;
 /// 2026-11-28): its units are too small for the per-block staging and barriers.
 inline constexpr int64_t kTensorCoreMinHeadDim = 32;
 
-/// Enqueues `args` (checked by the caller) on the tensor-core kernel and sets `launched`; leaves
-/// it false, enqueuing nothing, for a shape it does not take (Nk > 64, D ≤ 32, 2^31 units or
-/// more) or whose unit does not fit the device's shared memory.
+/// Enqueues `args` (checked by attention_check_args) on the tensor-core kernel and sets `launched`;
+/// leaves it false, enqueuing nothing, for a shape it does not take (attention_runs_on_tensor_cores
+/// false, or 2^31 units or more) or whose unit does not fit the device's shared memory.
 Status launch_attention_on_tensor_cores(const AttentionArgs& args, cudaStream_t stream, bool& launched);
 
 }  // namespace loka::cuda
