@@ -31,7 +31,9 @@
 //   binary, unary-relu, dequant-epi, quantize-fp8, softmax: the memory-bound
 //                 kernels at the zoo's batch-4096 shapes (same shape, row, column,
 //                 scalar and attention-mask broadcasts; odd widths; short softmax
-//                 rows) vs a copy of the bytes each must read and write.
+//                 rows; the scale epilogues of DLRM-DCNv2's cross layers and the
+//                 ranker's GELU FFN, BF16 sums to E4M3 codes) vs a copy of the
+//                 bytes each must read and write.
 //   attention     ai.loka Attention at the zoo's full-size shapes (ranker: 40 tokens,
 //                 8 heads of 16, packed QKV; DHEN: one head of 128) vs a copy of
 //                 Q, K, V and Y once.
@@ -451,6 +453,46 @@ void bench_dequant_epilogue(int64_t rows, int64_t cols) {
   for (void* p : {x_scale, w_scale, bias}) cudaFree(p);
 }
 
+/// The scale epilogues of QuantizedGemm's own op at the zoo's batch-4096 shapes: BF16 sums in,
+/// E4M3 codes out. "dcn": DLRM-DCNv2's cross layer, x0 ⊙ (sum + b) + x into y and codes ("dcn x0":
+/// its first layer, where x is x0: one buffer, read once); "gelu": the ranker's FFN, exact GELU
+/// into codes only.
+void bench_scale_epilogue(const std::string& variant, int64_t rows, int64_t cols) {
+  const size_t count = static_cast<size_t>(rows * cols);
+  const bool dcn = variant != "gelu", shared_x0 = variant == "dcn x0";
+  const size_t terms = dcn ? (shared_x0 ? 1 : 2) : 0;  // FP32 tensors read besides the sums
+  const size_t read = count * (2 + 4 * terms), written = count * (dcn ? 5 : 1);
+  Rotation inputs(count * (2 + 4 * terms)), outputs(written);
+  void* x_scale = device_alloc(4);
+  void* w_scale = device_alloc(static_cast<size_t>(cols) * 4);
+  void* bias = device_alloc(static_cast<size_t>(cols) * 4);
+  bench_memory_bound("dequant-epi", std::to_string(rows) + "x" + std::to_string(cols) + " " + variant, read, written,
+                     [&](int it) {
+    char* in = static_cast<char*>(inputs.at(it));
+    char* out = static_cast<char*>(outputs.at(it));
+    cuda::DequantEpilogueArgs args;
+    args.acc = in;
+    args.acc_type = DType::kBFloat16;
+    args.x_scale = static_cast<const float*>(x_scale);
+    args.w_scale = static_cast<const float*>(w_scale);
+    args.bias = static_cast<const float*>(bias);
+    if (dcn) {
+      args.multiplier = reinterpret_cast<const float*>(in + count * 2);
+      args.residual = shared_x0 ? args.multiplier : args.multiplier + count;
+      args.y = reinterpret_cast<float*>(out);
+      args.codes = reinterpret_cast<uint8_t*>(out + count * 4);
+    } else {
+      args.activation = cuda::GemmEpilogue::kGelu;
+      args.codes = reinterpret_cast<uint8_t*>(out);
+    }
+    args.code_scale = 0.01f;
+    args.rows = rows;
+    args.cols = cols;
+    check_status(cuda::launch_dequant_epilogue(args, nullptr), "dequant epilogue");
+  });
+  for (void* p : {x_scale, w_scale, bias}) cudaFree(p);
+}
+
 void bench_quantize_tensor(int64_t rows, int64_t cols) {
   const size_t elements = static_cast<size_t>(rows * cols);
   Rotation x(elements * 4), codes(elements);
@@ -604,8 +646,12 @@ void bench_memory_bound_kernels(const Selection& wanted) {
     bench_unary(b, 1024);
     bench_unary(b, 1027);
   }
-  if (wanted("dequant-epi"))
+  if (wanted("dequant-epi")) {
     for (int64_t cols : {256, 1024, 3456, 37}) bench_dequant_epilogue(b, cols);
+    bench_scale_epilogue("dcn", b, 3456);
+    bench_scale_epilogue("dcn x0", b, 3456);
+    bench_scale_epilogue("gelu", b * 40, 512);
+  }
   if (wanted("quantize-fp8"))
     for (int64_t cols : {256, 1024, 3456}) bench_quantize_tensor(b, cols);
   if (wanted("softmax")) {
@@ -664,7 +710,9 @@ int main(int argc, char** argv) {
   if (wanted("small-m"))
     for (const auto& [n, k] : std::vector<std::array<int64_t, 2>>{{512, 512}, {1024, 1024}, {256, 2048}})
       for (int64_t m : {1, 16, 64, 256}) bench_small_m(m, n, k, workspace);
-  for (const auto& [rows, cols] : std::vector<std::array<int64_t, 2>>{{65536, 1024}, {16384, 4096}, {4096, 256}, {512, 16384}}) {
+  // 163840x128: the attention ranker's 40 tokens of 128 at batch 4096.
+  for (const auto& [rows, cols] :
+       std::vector<std::array<int64_t, 2>>{{65536, 1024}, {16384, 4096}, {4096, 256}, {512, 16384}, {163840, 128}}) {
     if (wanted("layernorm-fp8")) {
       bench_layer_norm(rows, cols, 0.01f);
       bench_layer_norm(rows, cols, 0.0078125f);

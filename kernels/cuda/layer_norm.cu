@@ -1,7 +1,9 @@
 // ============================================================================
 // kernels/cuda/layer_norm.cu — LayerNorm (FP32 or E4M3 output) kernels.
 //
-// Rows up to 8192 wide are read from memory once: the threads that own a row
+// Rows of at most 128 columns (the zoo's tokens) stay in registers, a float4 a
+// lane and two rows a warp (layer_norm_narrow_kernel). Wider rows up to 8192 are
+// read from memory once: the threads that own a row
 // (a warp up to 1024 columns, eight rows to a block; a block of 256 beyond)
 // stage it in shared memory with cp.async, each thread reading back only what
 // it copied, and reduce the double sums from there; only wider rows re-read
@@ -25,7 +27,7 @@
 //  - QuantizeLinear's v / y_scale is v · (1/y_scale): the same float when
 //    y_scale is a power of two, and otherwise the same E4M3 code except within
 //    a few float steps of a code's rounding boundary, where the kernel divides
-//    (needs_division says why that is exact for every v);
+//    (e4m3_code_needs_division in fp8_codec.cuh says why that is exact for every v);
 //  - scale and bias load as float4 beside x; row offsets are 64-bit once per
 //    row, column indices 32-bit; two codes convert per instruction;
 //  - |v| for amax is one FMA that makes infinities NaN, which fmaxf skips.
@@ -48,6 +50,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/fp8_codec.cuh"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/row_reduce.cuh"
 
@@ -87,46 +90,15 @@ __device__ __forceinline__ float normalized(float x, RowStats stats, float scale
 /// |v|) but NaN for an infinity, so one FMA does the work of isfinite, a select and fabsf.
 __device__ __forceinline__ float finite_abs_or_nan(float v) { return __fmaf_rn(v, 0.0f, fabsf(v)); }
 
-/// True when q = v · inv_y_scale (rounded) might not have the E4M3 code of the IEEE quotient
-/// v / y_scale, so the division must decide.
-///
-/// With y_scale and inv_y_scale normal floats and q in the normal float range, q and the quotient
-/// differ by a factor within 1 ± 3·2^-24 (three roundings of at most half an ulp: the reciprocal,
-/// the product, the quotient), so their bit patterns are at most 3 apart. A code (nearest even,
-/// SATFINITE) changes only at a rounding boundary, so the two codes can differ only if one lies
-/// that close:
-///  - |q| in [2^-6, 448]: the boundaries are the midpoints 2^e · (1 + (2i+1)/16) between normal
-///    codes, the floats whose 20 mantissa bits below E4M3's three are exactly 0x80000; q within
-///    kSlack patterns of one divides (the bit patterns of a sign are ordered like the values, and
-///    midpoints are 2^20 patterns apart, binade edges included).
-///  - |q| above 448: past the last boundary (432) every value saturates to ±448, infinities too;
-///    the test above may divide there needlessly, never wrongly.
-///  - |q| <= 2^-11: both lie below the first boundary (2^-10), a zero code with v's sign.
-///  - 2^-11 < |q| < 2^-6: E4M3 subnormals, boundaries elsewhere: divides (rare when y_scale is
-///    near amax / 448: |v| < amax / 28672).
-///  - q NaN (v NaN, or inv_y_scale NaN for a scale without a normal reciprocal): divides.
-__device__ __forceinline__ bool needs_division(float q) {
-  constexpr uint32_t kSlack = 8;  // patterns either side of a midpoint; 3 would do
-  const float magnitude = fabsf(q);
-  const bool small_or_nan = !(magnitude <= 0x1p-11f || magnitude >= 0x1p-6f);
-  // (bits - (0x80000 - kSlack)) mod 2^20 <= 2·kSlack, the modulo by shifting the 12 high bits out.
-  const bool near_midpoint = (__float_as_uint(q) + (kSlack - 0x80000u)) << 12 <= (2 * kSlack) << 12;
-  return small_or_nan || near_midpoint;
-}
-
 /// The quotients v[e] / y_scale as QuantizeLinear rounds them, or values with the same E4M3 codes:
-/// products with the reciprocal, divided (all kN, rarely) where needs_division asks.
+/// products with the reciprocal, exact for a power-of-two y_scale, else e4m3_quotients.
 template <Output kOut, int kN>
 __device__ __forceinline__ void quotients(const float (&v)[kN], float y_scale, float inv_y_scale, float (&q)[kN]) {
-  bool divide = false;
+  if constexpr (kOut == Output::kCodes) {
+    e4m3_quotients(v, y_scale, inv_y_scale, q);
+  } else {
 #pragma unroll
-  for (int e = 0; e < kN; ++e) {
-    q[e] = __fmul_rn(v[e], inv_y_scale);
-    if constexpr (kOut == Output::kCodes) divide |= needs_division(q[e]);
-  }
-  if (divide) {
-#pragma unroll
-    for (int e = 0; e < kN; ++e) q[e] = __fdiv_rn(v[e], y_scale);
+    for (int e = 0; e < kN; ++e) q[e] = __fmul_rn(v[e], inv_y_scale);
   }
 }
 
@@ -188,16 +160,28 @@ __global__ void add_rows_kernel(const float* x, const float* residual, float* su
     sum[i] = __fadd_rn(x[i], residual[i]);
 }
 
+/// Four columns' sum in double, in the one order every kernel adds them.
+__device__ __forceinline__ double sum_of(float4 v) {
+  return (static_cast<double>(v.x) + static_cast<double>(v.y)) + (static_cast<double>(v.z) + static_cast<double>(v.w));
+}
+
+/// Four columns' squared deviations from `mean` into two FMA chains, so consecutive FMAs do not
+/// wait on each other (the chains are added once a thread's columns are done).
+__device__ __forceinline__ void add_squares_of(float4 v, double mean, double& even, double& odd) {
+  const double d0 = v.x - mean, d1 = v.y - mean, d2 = v.z - mean, d3 = v.w - mean;
+  even = fma(d0, d0, even);
+  odd = fma(d1, d1, odd);
+  even = fma(d2, d2, even);
+  odd = fma(d3, d3, odd);
+}
+
 /// This thread's share of the row's sum, in double, over the columns stage_row gives it (read from
 /// the staged row, or from memory for the widest rows).
 template <int kThreads, bool kVec, typename Index>
 __device__ __forceinline__ double partial_sum(const float* src, int lane, Index n) {
   double sum = 0.0;
   if constexpr (kVec) {
-    for (Index j = lane * 4; j < n; j += kThreads * 4) {
-      const float4 v = *reinterpret_cast<const float4*>(src + j);
-      sum += (static_cast<double>(v.x) + static_cast<double>(v.y)) + (static_cast<double>(v.z) + static_cast<double>(v.w));
-    }
+    for (Index j = lane * 4; j < n; j += kThreads * 4) sum += sum_of(*reinterpret_cast<const float4*>(src + j));
   } else {
     for (Index j = lane; j < n; j += kThreads) sum += src[j];
   }
@@ -205,19 +189,13 @@ __device__ __forceinline__ double partial_sum(const float* src, int lane, Index 
 }
 
 /// This thread's share of the squared deviations from the double mean, over the columns
-/// partial_sum reads (two FMA chains, so consecutive FMAs do not wait on each other).
+/// partial_sum reads.
 template <int kThreads, bool kVec, typename Index>
 __device__ __forceinline__ double partial_squares(const float* src, int lane, Index n, double mean) {
   double even = 0.0, odd = 0.0;
   if constexpr (kVec) {
-    for (Index j = lane * 4; j < n; j += kThreads * 4) {
-      const float4 v = *reinterpret_cast<const float4*>(src + j);
-      const double d0 = v.x - mean, d1 = v.y - mean, d2 = v.z - mean, d3 = v.w - mean;
-      even = fma(d0, d0, even);
-      odd = fma(d1, d1, odd);
-      even = fma(d2, d2, even);
-      odd = fma(d3, d3, odd);
-    }
+    for (Index j = lane * 4; j < n; j += kThreads * 4)
+      add_squares_of(*reinterpret_cast<const float4*>(src + j), mean, even, odd);
   } else {
     for (Index j = lane; j < n; j += kThreads) {
       const double d = static_cast<double>(src[j]) - mean;
@@ -239,6 +217,26 @@ __device__ __forceinline__ RowStats row_stats(double partial, const float* src, 
   return {static_cast<float>(mean), static_cast<float>(rsqrt(variance + static_cast<double>(epsilon)))};
 }
 
+/// Normalizes columns j..j+3 of a row (x) into y or codes (the row's outputs; y 16-byte, codes
+/// 4-byte, scale and bias 16-byte aligned) and returns their largest finite |v| (0 if none).
+template <Output kOut, typename Index>
+__device__ __forceinline__ float normalize_four(const LayerNormArgs& args, const Derived& derived, float4 x, Index j,
+                                                float* y, uint8_t* codes, RowStats stats) {
+  const bool has_bias = args.bias != nullptr;
+  const float4 s = __ldg(reinterpret_cast<const float4*>(args.scale + j));
+  const float4 b = has_bias ? __ldg(reinterpret_cast<const float4*>(args.bias + j)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const float v[4] = {normalized(x.x, stats, s.x, has_bias, b.x), normalized(x.y, stats, s.y, has_bias, b.y),
+                      normalized(x.z, stats, s.z, has_bias, b.z), normalized(x.w, stats, s.w, has_bias, b.w)};
+  if constexpr (kOut == Output::kFloat) {
+    *reinterpret_cast<float4*>(y + j) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    float q[4];
+    quotients<kOut>(v, args.y_scale, derived.inv_y_scale, q);
+    *reinterpret_cast<uint32_t*>(codes + j) = e4m3_pair(q[0], q[1]) | e4m3_pair(q[2], q[3]) << 16;
+  }
+  return fmaxf(fmaxf(finite_abs_or_nan(v[0]), finite_abs_or_nan(v[1])), fmaxf(finite_abs_or_nan(v[2]), finite_abs_or_nan(v[3])));
+}
+
 /// Normalizes this thread's columns of row `row` from `src` (the staged row, or the row in memory)
 /// and stores them: float4s / four codes in 32 bits when kVec (y 16-byte, codes 4-byte, scale and
 /// bias 16-byte aligned), else one at a time. Returns the largest finite |v| (0 if none).
@@ -251,22 +249,8 @@ __device__ __forceinline__ float normalize_row(const LayerNormArgs& args, const 
   const bool has_bias = args.bias != nullptr;
   float amax = 0.0f;
   if constexpr (kVec) {
-    for (Index j = lane * 4; j < n; j += kThreads * 4) {
-      const float4 x = *reinterpret_cast<const float4*>(src + j);
-      const float4 s = __ldg(reinterpret_cast<const float4*>(args.scale + j));
-      const float4 b = has_bias ? __ldg(reinterpret_cast<const float4*>(args.bias + j)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      const float v[4] = {normalized(x.x, stats, s.x, has_bias, b.x), normalized(x.y, stats, s.y, has_bias, b.y),
-                          normalized(x.z, stats, s.z, has_bias, b.z), normalized(x.w, stats, s.w, has_bias, b.w)};
-      amax = fmaxf(amax, fmaxf(fmaxf(finite_abs_or_nan(v[0]), finite_abs_or_nan(v[1])),
-                               fmaxf(finite_abs_or_nan(v[2]), finite_abs_or_nan(v[3]))));
-      if constexpr (kOut == Output::kFloat) {
-        *reinterpret_cast<float4*>(y + j) = make_float4(v[0], v[1], v[2], v[3]);
-      } else {
-        float q[4];
-        quotients<kOut>(v, args.y_scale, derived.inv_y_scale, q);
-        *reinterpret_cast<uint32_t*>(codes + j) = e4m3_pair(q[0], q[1]) | e4m3_pair(q[2], q[3]) << 16;
-      }
-    }
+    for (Index j = lane * 4; j < n; j += kThreads * 4)
+      amax = fmaxf(amax, normalize_four<kOut>(args, derived, *reinterpret_cast<const float4*>(src + j), j, y, codes, stats));
   } else {
     for (Index j = lane; j < n; j += kThreads) {
       const float v[1] = {normalized(src[j], stats, __ldg(args.scale + j), has_bias, has_bias ? __ldg(args.bias + j) : 0.0f)};
@@ -308,6 +292,64 @@ __global__ void __launch_bounds__(kRowBlockThreads<kThreads>) layer_norm_staged_
   if (args.amax) publish_amax(args.amax, amax);
 }
 
+/// Rows of at most kNarrowCols columns, float4-aligned: a float4 a lane, held in registers, and
+/// kNarrowRows rows a warp, all loaded before any is reduced, their reductions interleaved. The
+/// staged kernel gives such a row one load a lane and a warp of its own, so each warp waits on
+/// one load and then on two serial chains of shuffles: at 163840x128 (the attention ranker's
+/// tokens at batch 4096) to FP8 it ran at 34% of the copy rate (H200, 2026-11-28; two rows a
+/// warp measured best, against one, four and eight). The same operations in the same order as
+/// the staged kernel's, so the two give the same bits.
+constexpr int kNarrowCols = 128;
+constexpr int kNarrowRows = 2;
+
+template <Output kOut>
+__global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_narrow_kernel(LayerNormArgs args, Derived derived) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * (kThreadsPerBlock / 32) + threadIdx.x / 32) * kNarrowRows;
+  const int j = lane * 4;
+  const bool owns_columns = j < args.cols;  // a lane past the row's columns adds nothing
+  float4 x[kNarrowRows];
+  double sum[kNarrowRows], squares[kNarrowRows];
+#pragma unroll
+  for (int r = 0; r < kNarrowRows; ++r) {
+    const bool live = owns_columns && first + r < args.rows;
+    const int64_t at = (first + r) * args.cols + j;
+    x[r] = live ? __ldg(reinterpret_cast<const float4*>(args.x + at)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (live && args.residual) {
+      const float4 residual = __ldg(reinterpret_cast<const float4*>(args.residual + at));
+      x[r] = make_float4(__fadd_rn(x[r].x, residual.x), __fadd_rn(x[r].y, residual.y), __fadd_rn(x[r].z, residual.z),
+                         __fadd_rn(x[r].w, residual.w));
+    }
+    sum[r] = sum_of(x[r]);  // zeros add nothing
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+#pragma unroll
+    for (int r = 0; r < kNarrowRows; ++r) sum[r] += shuffle_xor(sum[r], offset);
+#pragma unroll
+  for (int r = 0; r < kNarrowRows; ++r) {
+    double even = 0.0, odd = 0.0;
+    if (owns_columns) add_squares_of(x[r], sum[r] * derived.inv_cols, even, odd);
+    squares[r] = even + odd;
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+#pragma unroll
+    for (int r = 0; r < kNarrowRows; ++r) squares[r] += shuffle_xor(squares[r], offset);
+  float amax = 0.0f;  // rows past the end still join the block's amax reduction
+#pragma unroll
+  for (int r = 0; r < kNarrowRows; ++r) {
+    if (!owns_columns || first + r >= args.rows) continue;
+    const double variance = squares[r] * derived.inv_cols;
+    const RowStats stats{static_cast<float>(sum[r] * derived.inv_cols),
+                         static_cast<float>(rsqrt(variance + static_cast<double>(args.epsilon)))};
+    const int64_t start = (first + r) * args.cols;
+    amax = fmaxf(amax, normalize_four<kOut>(args, derived, x[r], j, kOut == Output::kFloat ? args.y + start : nullptr,
+                                            kOut == Output::kFloat ? nullptr : args.y_codes + start, stats));
+  }
+  if (args.amax) publish_amax(args.amax, amax);
+}
+
 /// Rows too wide for shared memory: one block per row, three passes over memory.
 template <bool kVec, Output kOut>
 __global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_wide_kernel(LayerNormArgs args, Derived derived) {
@@ -341,6 +383,12 @@ void enqueue(const LayerNormArgs& args, const Derived& derived, bool vec, cudaSt
     kernel<<<static_cast<unsigned>(args.rows), kThreadsPerBlock, 0, stream>>>(wide, derived);
     return;
   }
+  if (vec && args.cols <= kNarrowCols) {
+    constexpr int kRowsPerBlock = kThreadsPerBlock / 32 * kNarrowRows;
+    const int64_t blocks = (args.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    layer_norm_narrow_kernel<kOut><<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(args, derived);
+    return;
+  }
   const auto staged = [&](auto threads) {
     constexpr int kThreads = decltype(threads)::value;
     constexpr int kRowsPerBlock = kRowBlockThreads<kThreads> / kThreads;
@@ -361,8 +409,7 @@ Output fp8_output(float y_scale, float& inv_y_scale) {
     inv_y_scale = reciprocal;
     return Output::kCodesExactScale;
   }
-  const bool normal = std::fpclassify(y_scale) == FP_NORMAL && std::fpclassify(reciprocal) == FP_NORMAL;
-  inv_y_scale = normal ? reciprocal : std::numeric_limits<float>::quiet_NaN();  // NaN: every code divides
+  inv_y_scale = e4m3_inverse_scale(y_scale);
   return Output::kCodes;
 }
 

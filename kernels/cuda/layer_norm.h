@@ -14,9 +14,10 @@
 // The same operations in the same order as kernels/cpu/layer_norm.h, so the
 // GPU matches the CPU reference to the last bit except where the double
 // statistics' rounding (the sums' order; 1/cols and rsqrt for the divisions)
-// changes the float rounding of mean or inv_std. One warp per row up to
-// 1024 columns, a block per row beyond; rows up to 8192 wide are read from
-// memory once. Enqueue only: graph-capturable.
+// changes the float rounding of mean or inv_std. Two rows a warp in registers
+// up to 128 columns, one warp per row up to 1024 columns, a block per row
+// beyond; rows up to 8192 wide are read from memory once. Enqueue only:
+// graph-capturable.
 // ============================================================================
 #pragma once
 

@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -75,8 +77,11 @@ TEST_F(CudaDequantEpilogue, DcnCrossAndResidualTermsMatchTheHostFormula) {
   std::mt19937 rng(12);
   std::uniform_real_distribution<float> value(-3.0f, 3.0f), scale(0.001f, 0.1f);
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {4097, 13}, {300, 216}}) {
-    for (int terms = 1; terms <= 3; ++terms) {  // multiplier only, residual only, both (the DCN cross)
-      const bool with_multiplier = terms & 1, with_residual = terms & 2;
+    // Multiplier only, residual only, both (the DCN cross), and both one buffer (its first layer,
+    // x0 ⊙ (x0 W + b) + x0, which the kernel reads once).
+    for (int terms = 1; terms <= 4; ++terms) {
+      const bool one_buffer = terms == 4;
+      const bool with_multiplier = one_buffer || (terms & 1), with_residual = one_buffer || (terms & 2);
       SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " terms " + std::to_string(terms));
       const size_t count = static_cast<size_t>(rows * cols);
       std::vector<float> acc(count), x0(count), x(count), xs(static_cast<size_t>(rows)), ws(static_cast<size_t>(cols)),
@@ -93,7 +98,7 @@ TEST_F(CudaDequantEpilogue, DcnCrossAndResidualTermsMatchTheHostFormula) {
       args.w_scale = d_ws.as<float>();
       args.bias = d_b.as<float>();
       args.multiplier = with_multiplier ? d_x0.as<float>() : nullptr;
-      args.residual = with_residual ? d_x.as<float>() : nullptr;
+      args.residual = with_residual ? (one_buffer ? d_x0 : d_x).as<float>() : nullptr;
       args.y = d_acc.as<float>();  // in place, as QuantizedGemm runs it
       args.rows = rows;
       args.cols = cols;
@@ -104,7 +109,7 @@ TEST_F(CudaDequantEpilogue, DcnCrossAndResidualTermsMatchTheHostFormula) {
         const size_t r = i / static_cast<size_t>(cols), n = i % static_cast<size_t>(cols);
         float v = acc[i] * xs[r] * ws[n] + b[n];
         if (with_multiplier) v *= x0[i];
-        if (with_residual) v += x[i];
+        if (with_residual) v += one_buffer ? x0[i] : x[i];
         if (y[i] != v && mismatches++ < 5) ADD_FAILURE() << "element " << i << ": " << y[i] << " vs " << v;
       }
       EXPECT_EQ(mismatches, 0u);
@@ -222,6 +227,52 @@ void check_path_case(const PathCase& c, std::mt19937& rng) {
   for (size_t i = 0; i < codes_off; ++i) EXPECT_EQ(codes[i], 0xAB) << "code " << i << " before the view";
   if (c.codes_offset < 0) {
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(codes[i], 0xAB) << "no codes asked for, code " << i << " written";
+  }
+}
+
+/// Unit scales and no bias make y the sums exactly, so the codes must be those of the IEEE quotient
+/// y / code_scale (the kernel multiplies by the reciprocal and divides only near a boundary): the
+/// sums put it on, and a few float steps either side of, every E4M3 rounding boundary (the
+/// subnormal ones included), around 2^-11, zero, 448 and beyond, and at infinity and NaN, with
+/// both signs; code scales with a normal reciprocal, powers of two, and ones without (division).
+TEST_F(CudaDequantEpilogue, CodesAtRoundingBoundariesAreThoseOfTheIeeeQuotient) {
+  std::vector<float> code_values;  // the non-negative E4M3 values, increasing
+  for (int code = 0; code <= 0x7E; ++code) code_values.push_back(fp8e4m3fn_to_float(static_cast<uint8_t>(code)));
+  std::vector<float> targets = {0.0f, 0x1p-12f, 0x1p-11f, 0x1p-6f, 432.0f, 448.0f, 464.0f, 500.0f, 1e6f};
+  for (size_t c = 0; c + 1 < code_values.size(); ++c) targets.push_back((code_values[c] + code_values[c + 1]) / 2);
+  for (const float code_scale : {0.01f, 1.0f / 3.0f, 3.0f, 0.0078125f, 0x1p127f, 6e-39f, 3e38f}) {
+    SCOPED_TRACE("code_scale " + std::to_string(code_scale));
+    std::vector<float> sums;
+    for (const float target : targets) {
+      for (int steps = -4; steps <= 4; ++steps) {
+        float v = target * code_scale;
+        for (int s = 0; s < std::abs(steps); ++s) v = std::nextafter(v, steps < 0 ? 0.0f : INFINITY);
+        if (std::isfinite(v)) sums.insert(sums.end(), {v, -v});
+      }
+    }
+    sums.insert(sums.end(), {INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN(), FLT_MAX});
+    const int64_t cols = 12;  // the float4 path; the scalar one encodes through the same function
+    while (sums.size() % cols != 0) sums.push_back(0.0f);
+    const int64_t rows = static_cast<int64_t>(sums.size()) / cols;
+    const std::vector<float> ones(static_cast<size_t>(std::max(rows, cols)), 1.0f);
+    testing::DeviceBytes d_acc(sums), d_ones(ones), d_codes(std::vector<uint8_t>(sums.size(), 0xAB));
+    cuda::DequantEpilogueArgs args;
+    args.acc = d_acc.as<float>();
+    args.x_scale = d_ones.as<float>();
+    args.w_scale = d_ones.as<float>();
+    args.codes = d_codes.as<uint8_t>();
+    args.code_scale = code_scale;
+    args.rows = rows;
+    args.cols = cols;
+    ASSERT_TRUE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
+    const std::vector<uint8_t> codes = d_codes.download_vector<uint8_t>(sums.size());
+    size_t mismatches = 0;
+    for (size_t i = 0; i < sums.size(); ++i) {
+      const uint8_t expected = float_to_fp8e4m3fn(sums[i] / code_scale);
+      if (codes[i] != expected && mismatches++ < 5)
+        ADD_FAILURE() << "sum " << sums[i] << ": code " << int{codes[i]} << " vs " << int{expected};
+    }
+    EXPECT_EQ(mismatches, 0u);
   }
 }
 

@@ -8,8 +8,10 @@
 // float mean or inv_std by an ulp: FP32 outputs are compared within a few
 // ulps of the row's scale, and FP8 codes may move by one step only where the
 // CPU's value lies that close to a rounding boundary. Widths on both sides of
-// each kernel switch (a warp to 1024, a block to 8192, three passes beyond),
-// float4 and scalar widths, one row, 65536 rows, with and without bias; FP8
+// each kernel switch (registers to 128 with row counts that leave a warp's
+// second row or a block's last warps empty, a warp to 1024, a block to 8192,
+// three passes beyond), float4 and scalar widths, one row, 65536 rows, with
+// and without bias; FP8
 // scales that
 // are powers of two (codes from an exact product) and others (a product,
 // divided near rounding boundaries). Rows of ±1 with epsilon 0 have exact
@@ -175,6 +177,9 @@ void check(int64_t rows, int64_t cols, bool with_bias, bool fp8) {
 TEST_F(CudaLayerNorm, Fp32OutputMatchesCpuReference) {
   for (bool bias : {false, true}) {
     check(1, 1, bias, false);
+    check(1, 4, bias, false);     // registers: one lane of one warp's first row
+    check(3, 128, bias, false);   // registers: a second row past the end
+    check(17, 124, bias, false);  // registers: the last lane idle, a block mostly empty
     check(1, 256, bias, false);
     check(65536, 64, bias, false);
     check(33, 1024, bias, false);
@@ -215,6 +220,8 @@ TEST_F(CudaLayerNorm, Fp8OutputWithAPowerOfTwoScaleMatchesCpuQuantization) {
 TEST_F(CudaLayerNorm, Fp8OutputWithOtherScalesMatchesCpuQuantizationOnEveryKernel) {
   for (bool bias : {false, true}) {
     check(1, 387, bias, true);
+    check(1, 8, bias, true);      // registers
+    check(17, 128, bias, true);   // registers, a block mostly empty
     check(65536, 66, bias, true);
     check(33, 1024, bias, true);
     check(5, 1030, bias, true);   // a block per row, scalar
@@ -248,8 +255,8 @@ TEST_F(CudaLayerNorm, Fp8CodesAtRoundingBoundariesAreThoseOfTheIeeeQuotient) {
     }
     values.push_back(std::numeric_limits<float>::infinity());
     values.push_back(std::numeric_limits<float>::max());
-    // A warp row (float4, scalar), a block row, three passes; each sees every value.
-    for (const int64_t cols : {1000, 998, 4000, 20000}) {
+    // Registers, a warp row (float4, scalar), a block row, three passes; each sees every value.
+    for (const int64_t cols : {128, 1000, 998, 4000, 20000}) {
       for (size_t first = 0; first < values.size(); first += static_cast<size_t>(cols)) {
         char trace[96];
         std::snprintf(trace, sizeof trace, "y_scale=%g cols=%lld first=%zu", y_scale, static_cast<long long>(cols), first);
@@ -269,7 +276,7 @@ TEST_F(CudaLayerNorm, Fp8CodesAtRoundingBoundariesAreThoseOfTheIeeeQuotient) {
 
 TEST_F(CudaLayerNorm, ResidualIsAddedAsRowsAreStagedAndOnWideRows) {
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
-           {1, 1}, {7, 63}, {4096, 64}, {33, 1024}, {5, 1025}, {3, 8192}, {2, 8193}, {1, 20000}}) {
+           {1, 1}, {7, 63}, {4096, 64}, {17, 128}, {1, 124}, {33, 1024}, {5, 1025}, {3, 8192}, {2, 8193}, {1, 20000}}) {
     for (bool bias : {false, true}) {
       SCOPED_TRACE("rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) + (bias ? " bias" : ""));
       Inputs in = random_inputs(rows, cols, bias);
