@@ -131,7 +131,7 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
                 row = {"model": name, "batch": b["batch"], "impl": "loka", "latency_ms": b["latency_ms"],
                        "p90_ms": b.get("p90_ms"), "samples_per_s": b.get("samples_per_s"),
                        "peak_mem_mb": b.get("peak_mem_mb"), "process_mem_mb": b.get("process_mem_mb"),
-                       "weights_mem_mb": b.get("weights_mem_mb"),
+                       "weights_mem_mb": b.get("weights_mem_mb"), "arena": b.get("arena"),
                        "device": b.get("device"), "status": "ok",
                        "fp8_flop_share": 0.0 if plain else fp8_share}
                 if plain:
@@ -302,7 +302,23 @@ def memory_breakdown(loka: dict, best: Optional[dict], target: float = MEMORY_TA
     if w is not None and bf16_w is not None and bf16_peak > bf16_w:
         line += (f": LoKA's weights are {w / bf16_w:.2f}× the BF16 path's and what it adds to serve the batch "
                  f"{(peak - w) / (bf16_peak - bf16_w):.2f}×")
-    return line + "."
+    line += "."
+    arena = arena_peak_text(loka.get("arena"))
+    return f"{line} {arena}" if arena else line
+
+
+def arena_peak_text(arena: Optional[dict]) -> Optional[str]:
+    """What LoKA's activation arena holds at its peak (loka_model_bench's Session::arena_report):
+    the node running then and the largest buffers alive, so the memory line says what to shrink."""
+    if not isinstance(arena, dict) or not arena.get("live_at_peak"):
+        return None
+    parts = [f"`{b['name']}` {b['mb']:.0f}" for b in arena["live_at_peak"]]
+    others = arena.get("others")
+    if others:
+        parts.append(f"{others['count']} more {others['mb']:.0f}")
+    node = f" (at node `{arena['peak_node']}`)" if arena.get("peak_node") else ""
+    return (f"Its activation arena is {arena['arena_mb']:.0f} MB; at its peak{node} {arena['peak_mb']:.0f} MB are "
+            f"alive at once, in MB: {', '.join(parts)}.")
 
 
 def shortfall_lines(data: Dict[str, dict], rows: List[dict], target: float) -> List[str]:

@@ -15,7 +15,8 @@
 // allocator reports for its side. Each batch gets a fresh Session, as a server
 // for that batch size would. weights_mem_mb is the part the Engine held before
 // any Session (weights, FP8 tables, scales), so the rest of the peak is what
-// serving the batch adds. process_mem_mb is everything the process holds
+// serving the batch adds; "arena" names what the activation arena holds at its
+// peak (Session::arena_report). process_mem_mb is everything the process holds
 // beyond its context after the runs, what the CUDA context and libraries keep
 // for themselves included (module code loaded on first launch, cuDNN's kernels).
 // With --kernel-trace, further runs (never the timed ones) are traced with
@@ -117,7 +118,31 @@ struct Row {
   int64_t batch = 0;
   double median_ms = 0, p90_ms = 0, samples_per_s = 0, peak_mb = 0, process_mb = 0;
   nlohmann::json kernels;  ///< the kernel trace per run, or {"error": why} (null without --kernel-trace)
+  nlohmann::json arena;    ///< Session::arena_report of the batch's bucket, or {"error": why}
 };
+
+/// The arena at its peak: its size, the node running then, and the largest buffers alive then
+/// (the rest summed), so a report can say what the activation memory is spent on.
+nlohmann::json arena_json(Session& session, int64_t batch) {
+  constexpr size_t kListed = 8;
+  auto report = session.arena_report(batch);
+  if (!report) return {{"error", report.status().message()}};
+  const auto mb = [](size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  nlohmann::json out = {{"arena_mb", mb(report->arena_bytes)}, {"peak_mb", mb(report->peak_bytes)},
+                        {"peak_node", report->peak_node}, {"live_at_peak", nlohmann::json::array()}};
+  size_t rest = 0, rest_count = 0;
+  for (size_t i = 0; i < report->live_at_peak.size(); ++i) {
+    const ArenaBuffer& buffer = report->live_at_peak[i];
+    if (i < kListed) {
+      out["live_at_peak"].push_back({{"name", buffer.name}, {"mb", mb(buffer.bytes)}});
+    } else {
+      rest += buffer.bytes;
+      ++rest_count;
+    }
+  }
+  if (rest_count > 0) out["others"] = {{"count", rest_count}, {"mb", mb(rest)}};
+  return out;
+}
 
 /// Per-run kernel times over `runs` graph launches of a fresh Session, planned (its CUDA graph
 /// instantiated) while tracing is on so every graph node reports; or why there are none.
@@ -208,6 +233,7 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
     inputs.reset();
     row.peak_mb = static_cast<double>(cuda::device_memory_use().peak_bytes) / (1 << 20);
     row.process_mb = static_cast<double>(device_used_bytes() - baseline) / (1 << 20);
+    row.arena = arena_json(*session, batch);
     session.reset();
     if (trace_runs > 0) {  // after the memory figure: the traced Session holds arenas of its own
       DeviceInputs traced;
@@ -227,6 +253,7 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
                              {"process_mem_mb", row.process_mb}, {"weights_mem_mb", weights_mb},
                              {"device", cuda::device_description()}};
       if (!row.kernels.is_null()) item["kernel_trace"] = row.kernels;
+      item["arena"] = row.arena;
       list.push_back(std::move(item));
     }
     std::ofstream out(json);

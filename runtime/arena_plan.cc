@@ -49,4 +49,28 @@ ArenaPlan plan_arena(const std::vector<ArenaRequest>& requests, size_t alignment
   return plan;
 }
 
+ArenaPeak arena_peak(const std::vector<ArenaRequest>& requests) {
+  // The live bytes change only where a request starts, so the peak is at some request's first step.
+  std::vector<int> starts;
+  for (const ArenaRequest& r : requests) starts.push_back(r.first_step);
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  ArenaPeak peak;
+  for (int step : starts) {
+    size_t bytes = 0;
+    for (const ArenaRequest& r : requests)
+      if (r.first_step <= step && step <= r.last_step) bytes += r.bytes;
+    if (bytes > peak.live_bytes) {
+      peak.step = step;
+      peak.live_bytes = bytes;
+    }
+  }
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (peak.live_bytes > 0 && requests[i].first_step <= peak.step && peak.step <= requests[i].last_step)
+      peak.live.push_back(i);
+  std::stable_sort(peak.live.begin(), peak.live.end(),
+                   [&](size_t a, size_t b) { return requests[a].bytes > requests[b].bytes; });
+  return peak;
+}
+
 }  // namespace loka

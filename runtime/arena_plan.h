@@ -32,4 +32,14 @@ inline constexpr size_t kArenaAlignment = 256;
 
 ArenaPlan plan_arena(const std::vector<ArenaRequest>& requests, size_t alignment = kArenaAlignment);
 
+/// The step at which the most requested bytes are alive together (the first such step; -1 when
+/// that is before the first step), those bytes, and the requests alive then, largest first: what
+/// any arena must hold at once, and so what a smaller one has to do without.
+struct ArenaPeak {
+  int step = -1;
+  size_t live_bytes = 0;
+  std::vector<size_t> live;  ///< request indices
+};
+ArenaPeak arena_peak(const std::vector<ArenaRequest>& requests);
+
 }  // namespace loka

@@ -38,6 +38,8 @@ class DeviceSession {
   virtual void* stream() const = 0;
   /// Device bytes this Session holds (arenas, staging): flat in steady state.
   virtual size_t device_bytes() const = 0;
+  /// The arena of the bucket for `batch` (>= 1) at its peak, planning the bucket if needed.
+  virtual Result<ArenaReport> arena_report(int64_t batch) = 0;
 };
 
 /// The Engine-wide device state for `engine` (whose CPU plan is built).

@@ -75,6 +75,14 @@ size_t Session::pooled_bytes() const { return pool_->held_bytes(); }
 void* Session::cuda_stream() const { return device_ ? device_->stream() : nullptr; }
 size_t Session::device_bytes() const { return device_ ? device_->device_bytes() : 0; }
 
+Result<ArenaReport> Session::arena_report(int64_t batch) {
+  if (engine_.device_model() == nullptr)
+    return Status::error("arena_report needs an Engine loaded with device = Device::kCuda (the CPU runtime has no arena)");
+  if (!device_) return device_status_;
+  if (batch < 1) return Status::error("arena_report: the batch must be >= 1, got " + std::to_string(batch));
+  return device_->arena_report(batch);
+}
+
 Result<std::vector<DeviceView>> Session::run_on_device(std::span<const DeviceView> inputs) {
   if (engine_.device_model() == nullptr)
     return Status::error("run_on_device needs an Engine loaded with device = Device::kCuda");

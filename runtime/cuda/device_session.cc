@@ -38,6 +38,7 @@ struct CudaDeviceSession::Bucket {
   DeviceBuffer uploads;      ///< host-computed values the ops read
   DeviceBuffer error_flags;  ///< one int per step
   PinnedBuffer staging;      ///< inputs, then outputs, then the error flags
+  ArenaReport arena_report;  ///< the arena at its peak, named
   std::vector<size_t> input_offsets, output_offsets;
   size_t flags_offset = 0;
   cudaGraphExec_t graph = nullptr;
@@ -96,6 +97,11 @@ size_t CudaDeviceSession::device_bytes() const {
   for (const auto& bucket : buckets_)
     if (bucket) total += bucket->device_bytes();
   return total;
+}
+
+Result<ArenaReport> CudaDeviceSession::arena_report(int64_t batch) {
+  LOKA_ASSIGN_OR_RETURN(const Bucket* bucket, bucket_for(batch));
+  return bucket->arena_report;
 }
 
 Result<CudaDeviceSession::Bucket*> CudaDeviceSession::bucket_for(int64_t batch) {
@@ -241,6 +247,20 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
   }
   const ArenaPlan arena = plan_arena(requests);
   LOKA_ASSIGN_OR_RETURN(bucket->arena, DeviceBuffer::allocate(arena.total_bytes));
+  {  // Named for Session::arena_report: each request is a root value's buffer or a step's scratch.
+    std::vector<std::string> request_name(requests.size());
+    for (size_t v = 0; v < value_count; ++v)
+      if (request_of[v] >= 0) request_name[static_cast<size_t>(request_of[v])] = plan.values()[v].name;
+    for (size_t s = 0; s < steps.size(); ++s)
+      if (scratch_request[s] >= 0) request_name[static_cast<size_t>(scratch_request[s])] = "scratch of " + steps[s].name;
+    const ArenaPeak peak = arena_peak(requests);
+    ArenaReport& report = bucket->arena_report;
+    report.batch = bucket->batch;
+    report.arena_bytes = arena.total_bytes;
+    report.peak_bytes = peak.live_bytes;
+    report.peak_node = peak.step >= 0 ? steps[static_cast<size_t>(peak.step)].name : "";
+    for (size_t r : peak.live) report.live_at_peak.push_back({request_name[r], requests[r].bytes});
+  }
   bucket->run_scratch.assign(steps.size(), nullptr);
   for (size_t s = 0; s < steps.size(); ++s)
     if (scratch_request[s] >= 0)

@@ -36,6 +36,7 @@ class CudaDeviceSession final : public DeviceSession {
   Result<std::vector<DeviceView>> run_on_device(std::span<const DeviceView> inputs) override;
   void* stream() const override { return stream_; }
   size_t device_bytes() const override;
+  Result<ArenaReport> arena_report(int64_t batch) override;
 
  private:
   struct Bucket;

@@ -5,6 +5,7 @@
 // matches the CPU runtime; batches between buckets are padded and sliced
 // back; run_on_device agrees with run; out-of-range ids fail naming the node;
 // 8 serving threads give the single-thread outputs with flat device memory;
+// the arena report names the buffers alive at the arena's peak;
 // the hostile run-time inputs of tests/runtime (zoo_inputs_cases_util.cc) on
 // the GPU.
 // Skips visibly without a GPU.
@@ -13,6 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -188,6 +190,42 @@ TEST_F(CudaRuntime, ABatchAboveTheLargestBucketIsRefused) {
   auto result = (*engine)->new_session()->run(inputs);
   ASSERT_FALSE(result);
   EXPECT_NE(result.status().message().find("exceeds"), std::string::npos) << result.status().message();
+}
+
+/// a = Relu(x), b = Relu(a), c = a + b, y = Relu(c): a, b and c are alive together at the Add,
+/// and nowhere else are three buffers alive at once.
+TEST_F(CudaRuntime, TheArenaReportNamesWhatIsAliveAtThePeak) {
+  testing::ModelBuilder builder(17);
+  builder.input("x", DType::kFloat32, {-1, 64});
+  builder.node("Relu", {"x"}, {"a"}, {}, "first");
+  builder.node("Relu", {"a"}, {"b"}, {}, "second");
+  builder.node("Add", {"a", "b"}, {"c"}, {}, "add");
+  builder.node("Relu", {"c"}, {"y"}, {}, "last");
+  builder.output("y", DType::kFloat32, {-1, 64});
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.batch_buckets = {16, 64};
+  options.max_batch = 64;
+  auto engine = builder.build_engine(options);
+  ASSERT_TRUE(engine) << engine.status().message();
+  auto session = (*engine)->new_session();
+  auto report = session->arena_report(10);  // planned here: no run has needed the bucket yet
+  ASSERT_TRUE(report) << report.status().message();
+  EXPECT_EQ(report->batch, 16);
+  const size_t buffer = 16 * 64 * sizeof(float);
+  EXPECT_EQ(report->peak_node, "add");
+  EXPECT_EQ(report->peak_bytes, 3 * buffer);
+  EXPECT_GE(report->arena_bytes, report->peak_bytes);
+  std::vector<std::string> names;
+  for (const ArenaBuffer& b : report->live_at_peak) {
+    names.push_back(b.name);
+    EXPECT_EQ(b.bytes, buffer) << b.name;
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(session->arena_report(64)->batch, 64);
+  EXPECT_FALSE(session->arena_report(65));  // above the largest bucket
+  EXPECT_FALSE(session->arena_report(0));
 }
 
 /// The serving pattern: one Engine, a Session per thread, many runs.

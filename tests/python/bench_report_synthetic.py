@@ -75,7 +75,10 @@ def make_results(root):
         {"batch": 512, "latency_ms": 0.2, "p90_ms": 0.21, "samples_per_s": 2.56e6, "peak_mem_mb": 900,
          "device": "Fake H100", "kernel_trace": trace},
         {"batch": 4096, "latency_ms": 0.405, "p90_ms": 0.41, "samples_per_s": 1e7, "peak_mem_mb": 1000,
-         "weights_mem_mb": 20.0, "device": "Fake H100", "kernel_trace": trace}])
+         "weights_mem_mb": 20.0, "device": "Fake H100", "kernel_trace": trace,
+         "arena": {"arena_mb": 950.0, "peak_mb": 930.0, "peak_node": "cross_3",
+                   "live_at_peak": [{"name": "x0", "mb": 400.0}, {"name": "x2", "mb": 300.0}],
+                   "others": {"count": 3, "mb": 230.0}}}])
     # dhen: the optimized model failed on the GPU, so LoKA's rows time the FP32 model.
     write_json(os.path.join(results, "torch", "dhen.json"),
                {"model": "dhen", "device": "Fake H100", "errors": [], "rows": torch_rows("dhen", 512, {"torch-bf16-graph": 1.0})})
@@ -190,6 +193,11 @@ class BenchReportTest(unittest.TestCase):
                       "weights are 0.50× the BF16 path's and what it adds to serve the batch 16.33×.", section)
         self.assertIn("the speed target met", section)
         self.assertNotIn("Top kernels", section)
+        # What the activation arena holds at its peak, from loka_model_bench's arena report.
+        self.assertIn("Its activation arena is 950 MB; at its peak (at node `cross_3`) 930 MB are alive at once, "
+                      "in MB: `x0` 400, `x2` 300, 3 more 230.", section)
+        self.assertIsNone(self.report.arena_peak_text({"error": "no CUDA"}))
+        self.assertIsNone(self.report.arena_peak_text(None))
         # Without a weights figure the line says so instead of splitting.
         line = self.report.memory_breakdown({"peak_mem_mb": 300.0}, {"impl": "torch-bf16-graph", "peak_mem_mb": 100.0})
         self.assertIn("LoKA 300 MB (no weights figure recorded)", line)

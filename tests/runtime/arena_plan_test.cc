@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <random>
+#include <vector>
 
 #include "runtime/arena_plan.h"
 
@@ -66,6 +68,49 @@ TEST(ArenaPlan, EmptyRequestsStillGetDistinctAlignedSlots) {
   const ArenaPlan plan = plan_arena({{0, 0, 1}, {0, 0, 1}});
   EXPECT_NE(plan.offsets[0], plan.offsets[1]);
   EXPECT_EQ(plan.total_bytes, 2 * kArenaAlignment);
+}
+
+TEST(ArenaPeak, NamesTheStepWhereMostBytesLiveAndWhatLivesThenLargestFirst) {
+  // A graph input alive to the end (a graph output), a chain, and a large late buffer.
+  const std::vector<ArenaRequest> requests = {
+      {10, -1, INT_MAX}, {100, 0, 2}, {50, 1, 1}, {200, 3, 4}, {30, 4, 5}};
+  const ArenaPeak peak = arena_peak(requests);
+  EXPECT_EQ(peak.step, 4);  // 10 + 200 + 30; step 1 holds 10 + 100 + 50
+  EXPECT_EQ(peak.live_bytes, 240u);
+  EXPECT_EQ(peak.live, (std::vector<size_t>{3, 4, 0}));
+}
+
+TEST(ArenaPeak, EqualsTheBruteForcePeakOfRandomChains) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int steps = 1 + static_cast<int>(rng() % 40);
+    std::vector<ArenaRequest> requests;
+    for (int s = -1; s < steps; ++s)
+      requests.push_back({static_cast<size_t>(1 + rng() % 1000), s, std::min(s + 1 + static_cast<int>(rng() % 5), steps)});
+    const ArenaPeak peak = arena_peak(requests);
+    size_t brute = 0;
+    for (int s = -1; s <= steps; ++s) {
+      size_t live = 0;
+      for (const ArenaRequest& r : requests)
+        if (r.first_step <= s && s <= r.last_step) live += r.bytes;
+      brute = std::max(brute, live);
+    }
+    EXPECT_EQ(peak.live_bytes, brute) << "trial " << trial;
+    size_t listed = 0;
+    for (size_t i : peak.live) {
+      EXPECT_TRUE(requests[i].first_step <= peak.step && peak.step <= requests[i].last_step);
+      listed += requests[i].bytes;
+    }
+    EXPECT_EQ(listed, peak.live_bytes) << "trial " << trial;
+    EXPECT_TRUE(std::is_sorted(peak.live.begin(), peak.live.end(),
+                               [&](size_t a, size_t b) { return requests[a].bytes > requests[b].bytes; }));
+  }
+}
+
+TEST(ArenaPeak, NoRequestsNoPeak) {
+  const ArenaPeak peak = arena_peak({});
+  EXPECT_EQ(peak.live_bytes, 0u);
+  EXPECT_TRUE(peak.live.empty());
 }
 
 }  // namespace

@@ -119,6 +119,16 @@ TEST(Session, SteadyStateRunsReusePooledBuffers) {
   EXPECT_LE(after_first, 3u * 32 * 64 * sizeof(float));
 }
 
+TEST(Session, TheArenaReportIsForCudaEnginesAndSaysSoOnTheCpu) {
+  ModelBuilder builder;
+  builder.input("x", DType::kFloat32, {-1, 4}).node("Relu", {"x"}, {"y"}).output("y", DType::kFloat32, {-1, 4});
+  auto engine = builder.build_engine();
+  ASSERT_TRUE(engine);
+  auto report = (*engine)->new_session()->arena_report(8);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.status().message().find("Device::kCuda"), std::string::npos) << report.status().message();
+}
+
 }  // namespace
 }  // namespace loka
 

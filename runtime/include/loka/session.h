@@ -31,6 +31,22 @@ struct DeviceView {
   void* data = nullptr;
 };
 
+/// What a CUDA Session's activation arena for one batch bucket must hold at once: the step at
+/// which the most of its buffers are alive together, and those buffers. For finding where a
+/// bucket's memory goes (the arena is planned so that buffers alive at different steps share
+/// bytes, so this peak, not the sum of all activations, is what it costs).
+struct ArenaBuffer {
+  std::string name;  ///< the value (a view's or a Concat input's bytes count under the buffer they live in), or "scratch of NODE"
+  size_t bytes = 0;
+};
+struct ArenaReport {
+  int64_t batch = 0;          ///< the bucket's batch size (the planned size a run of the asked batch uses)
+  size_t arena_bytes = 0;     ///< the allocation (aligned, packed greedily: at or above the peak)
+  size_t peak_bytes = 0;      ///< the most bytes alive at one step: no arena can be smaller
+  std::string peak_node;      ///< the node running then ("" when that is before the first node)
+  std::vector<ArenaBuffer> live_at_peak;  ///< largest first
+};
+
 class Session {
  public:
   explicit Session(const Engine& engine);
@@ -65,6 +81,9 @@ class Session {
   void* cuda_stream() const;
   /// Device bytes this Session holds: arenas, staging and workspace (0 on the CPU).
   size_t device_bytes() const;
+  /// The arena of the bucket a run of `batch` rows uses, at its peak (plans the bucket if no run
+  /// has). CUDA engines only: the CPU runtime allocates each value from a pool instead.
+  Result<ArenaReport> arena_report(int64_t batch);
 
  private:
   const Engine& engine_;
