@@ -3,7 +3,7 @@
 LoKA's speed-up over the best BF16 PyTorch path, quality drift against FP32, the share of GEMM
 FLOPs LoKA runs in FP8, and, wherever LoKA falls short of the target speed-up, why (its per-kernel
 time against the model's FLOP and byte floor), and of the memory target, why (each side's peak as
-its weights plus what serving the batch adds).
+its weights plus what serving the batch adds, and what LoKA's activation arena holds at its peak).
 
     bench_report.py RESULTS_DIR --zoo ZOO [--md docs/benchmarks.md] [--json docs/benchmarks.json]
                     [--mode full|quick|dry-run] [--target 1.6]
@@ -283,8 +283,8 @@ def best_bf16_row(rows: List[dict], loka: dict) -> Optional[dict]:
 def memory_breakdown(loka: dict, best: Optional[dict], target: float = MEMORY_TARGET) -> Optional[str]:
     """Why LoKA's peak misses the memory target, where it does: each side's peak as its weights
     (what is resident before a batch runs) plus what serving the batch adds (activations,
-    workspaces, graph pools), and the budget the target leaves. None when the target is met or a
-    figure is missing."""
+    workspaces, graph pools), the budget the target leaves, and what LoKA's activation arena holds
+    at its peak (arena_peak_text). None when the target is met or a figure is missing."""
     if not best or not loka.get("peak_mem_mb") or not best.get("peak_mem_mb"):
         return None
     peak, bf16_peak = loka["peak_mem_mb"], best["peak_mem_mb"]

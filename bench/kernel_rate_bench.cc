@@ -59,6 +59,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -82,6 +83,7 @@
 #include "kernels/cuda/shape_plan.h"
 #include "kernels/cuda/softmax.h"
 #include "kernels/registry/gemm_kernel_key.h"
+#include "loka/bfloat16.h"
 
 namespace {
 
@@ -116,6 +118,11 @@ class Rotation {
   ~Rotation() { cudaFree(base_); }
   void* at(int iteration) const {
     return static_cast<char*>(base_) + static_cast<size_t>(iteration) % copies_ * stride_;
+  }
+  /// Every copy starts with `bytes` (at most a copy's size) of `host`.
+  void upload(const void* host, size_t bytes) {
+    for (size_t c = 0; c < copies_; ++c)
+      check_cuda(cudaMemcpy(at(static_cast<int>(c)), host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
   }
 
  private:
@@ -455,17 +462,37 @@ void bench_dequant_epilogue(int64_t rows, int64_t cols) {
 
 /// The scale epilogues of QuantizedGemm's own op at the zoo's batch-4096 shapes: BF16 sums in,
 /// E4M3 codes out. "dcn": DLRM-DCNv2's cross layer, x0 ⊙ (sum + b) + x into y and codes ("dcn x0":
-/// its first layer, where x is x0: one buffer, read once); "gelu": the ranker's FFN, exact GELU
-/// into codes only.
+/// its first layer, where x is x0: one buffer); "gelu": the ranker's FFN, exact GELU into codes
+/// only. Random sums in [-8, 8] and terms in [-2, 2], unit scales, a bias of 0.25 and a code
+/// scale that puts the largest |y| near 448, so the GELU's erf and the codes' rounding see
+/// what a model gives them (uniform inputs take one branch of each).
 void bench_scale_epilogue(const std::string& variant, int64_t rows, int64_t cols) {
   const size_t count = static_cast<size_t>(rows * cols);
   const bool dcn = variant != "gelu", shared_x0 = variant == "dcn x0";
   const size_t terms = dcn ? (shared_x0 ? 1 : 2) : 0;  // FP32 tensors read besides the sums
   const size_t read = count * (2 + 4 * terms), written = count * (dcn ? 5 : 1);
-  Rotation inputs(count * (2 + 4 * terms)), outputs(written);
-  void* x_scale = device_alloc(4);
-  void* w_scale = device_alloc(static_cast<size_t>(cols) * 4);
-  void* bias = device_alloc(static_cast<size_t>(cols) * 4);
+  Rotation inputs(read), outputs(written);
+  {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> sum(-8.0f, 8.0f), term(-2.0f, 2.0f);
+    std::vector<uint16_t> host(read / 2);  // the sums as BF16, then the terms as FP32 (two halves each)
+    for (size_t i = 0; i < count; ++i) host[i] = float_to_bf16(sum(rng));
+    for (size_t i = 0; i < count * terms; ++i) {
+      const float value = term(rng);
+      std::memcpy(&host[count + 2 * i], &value, sizeof value);
+    }
+    inputs.upload(host.data(), read);
+  }
+  const auto constant = [](size_t n, float value) {
+    void* p = device_alloc(n * 4);
+    const std::vector<float> host(n, value);
+    check_cuda(cudaMemcpy(p, host.data(), n * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+    return p;
+  };
+  void* x_scale = constant(1, 1.0f);
+  void* w_scale = constant(static_cast<size_t>(cols), 1.0f);
+  void* bias = constant(static_cast<size_t>(cols), 0.25f);
+  const float code_scale = (dcn ? 2.0f * 8.25f + 2.0f : 8.25f) / 448.0f;
   bench_memory_bound("dequant-epi", std::to_string(rows) + "x" + std::to_string(cols) + " " + variant, read, written,
                      [&](int it) {
     char* in = static_cast<char*>(inputs.at(it));
@@ -485,7 +512,7 @@ void bench_scale_epilogue(const std::string& variant, int64_t rows, int64_t cols
       args.activation = cuda::GemmEpilogue::kGelu;
       args.codes = reinterpret_cast<uint8_t*>(out);
     }
-    args.code_scale = 0.01f;
+    args.code_scale = code_scale;
     args.rows = rows;
     args.cols = cols;
     check_status(cuda::launch_dequant_epilogue(args, nullptr), "dequant epilogue");

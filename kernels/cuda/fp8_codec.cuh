@@ -37,8 +37,9 @@ __device__ __forceinline__ float2 e4m3x2_decode(uint16_t codes) {
 /// finite values: amax / 448, or 1 when that amax is 0 (or the row has no finite value).
 __device__ __forceinline__ float e4m3_row_scale(float amax) { return amax > 0.0f ? amax / 448.0f : 1.0f; }
 
-/// The E4M3 code of v / scale. Divide, not multiply by a reciprocal: bit-exact with ONNX
-/// QuantizeLinear and the CPU reference's row recipe.
+/// The E4M3 code of v / scale, dividing every time: for scales made on the device (the row
+/// recipe's), which have no host reciprocal for e4m3_quotients, and kernels not moved to it.
+/// Bit-exact with ONNX QuantizeLinear and the CPU reference's row recipe.
 __device__ __forceinline__ uint8_t e4m3_encode_divided(float v, float scale) { return fp8_encode(v / scale, true); }
 
 /// True when q = v · inv_scale (rounded) might not have the E4M3 code of the IEEE quotient
@@ -67,7 +68,6 @@ __device__ __forceinline__ bool e4m3_code_needs_division(float q) {
   const bool near_midpoint = (__float_as_uint(q) + (kSlack - 0x80000u)) << 12 <= (2 * kSlack) << 12;
   return small_or_nan || near_midpoint;
 }
-
 
 /// The quotients v[e] / scale as QuantizeLinear rounds them before encoding, or values with the
 /// same E4M3 codes: products with inv_scale (e4m3_inverse_scale), and the exact divisions (all kN,

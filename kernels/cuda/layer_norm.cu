@@ -1,14 +1,14 @@
 // ============================================================================
 // kernels/cuda/layer_norm.cu — LayerNorm (FP32 or E4M3 output) kernels.
 //
-// Rows of at most 128 columns (the zoo's tokens) stay in registers, a float4 a
-// lane and two rows a warp (layer_norm_narrow_kernel). Wider rows up to 8192 are
-// read from memory once: the threads that own a row
+// Rows of at most 128 columns (the zoo's tokens), float4-aligned, stay in
+// registers, a float4 a lane and two rows a warp (layer_norm_narrow_kernel).
+// Other rows up to 8192 are read from memory once: the threads that own a row
 // (a warp up to 1024 columns, eight rows to a block; a block of 256 beyond)
 // stage it in shared memory with cp.async, each thread reading back only what
 // it copied, and reduce the double sums from there; only wider rows re-read
 // memory (three passes, as the CPU reference). Shared memory rather than
-// registers: a row kept in registers (32 values per thread) took 192
+// registers for those: a 1024-column row kept in registers (32 values per thread) took 192
 // registers, one block per SM, and ran 3.5x slower on an H100 than re-reading
 // memory (measured 2026-11-24). Measured and not kept (2026-11-26): a block of
 // 128 per 4096-column row (137 vs 122 us on an H100 at 16384x4096), four warp
@@ -45,7 +45,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -205,16 +204,27 @@ __device__ __forceinline__ double partial_squares(const float* src, int lane, In
   return even + odd;
 }
 
+/// The double mean from the row's sum. Every kernel derives its statistics through this and
+/// stats_of, with intrinsics nvcc cannot contract into an FMA with the code around them, so a row
+/// gets the same bits from each kernel.
+__device__ __forceinline__ double mean_of(double sum, const Derived& derived) { return __dmul_rn(sum, derived.inv_cols); }
+
+/// mean and 1/sqrt(variance + epsilon), rounded to float once, from the double mean and the sum of
+/// squared deviations from it.
+__device__ __forceinline__ RowStats stats_of(double mean, double squares, const Derived& derived, float epsilon) {
+  const double variance = __dmul_rn(squares, derived.inv_cols);
+  return {static_cast<float>(mean), static_cast<float>(rsqrt(__dadd_rn(variance, static_cast<double>(epsilon))))};
+}
+
 /// The row's mean and 1/sqrt(variance + epsilon) from this thread's partial sum and its columns
 /// in `src`. Every thread of the row calls it (the reductions shuffle and, for block rows, sync).
 template <int kThreads, bool kVec, typename Index>
 __device__ __forceinline__ RowStats row_stats(double partial, const float* src, int lane, Index n, const Derived& derived,
                                               float epsilon, double* shared) {
   const auto plus = [](double a, double b) { return a + b; };
-  const double mean = row_reduce<kThreads>(partial, plus, shared) * derived.inv_cols;
+  const double mean = mean_of(row_reduce<kThreads>(partial, plus, shared), derived);
   const double squares = row_reduce<kThreads>(partial_squares<kThreads, kVec>(src, lane, n, mean), plus, shared);
-  const double variance = squares * derived.inv_cols;
-  return {static_cast<float>(mean), static_cast<float>(rsqrt(variance + static_cast<double>(epsilon)))};
+  return stats_of(mean, squares, derived, epsilon);
 }
 
 /// Normalizes columns j..j+3 of a row (x) into y or codes (the row's outputs; y 16-byte, codes
@@ -293,43 +303,47 @@ __global__ void __launch_bounds__(kRowBlockThreads<kThreads>) layer_norm_staged_
 }
 
 /// Rows of at most kNarrowCols columns, float4-aligned: a float4 a lane, held in registers, and
-/// kNarrowRows rows a warp, all loaded before any is reduced, their reductions interleaved. The
-/// staged kernel gives such a row one load a lane and a warp of its own, so each warp waits on
-/// one load and then on two serial chains of shuffles: at 163840x128 (the attention ranker's
-/// tokens at batch 4096) to FP8 it ran at 34% of the copy rate (H200, 2026-11-28; two rows a
-/// warp measured best, against one, four and eight). The same operations in the same order as
-/// the staged kernel's, so the two give the same bits.
+/// kNarrowRows rows a warp.
 constexpr int kNarrowCols = 128;
 constexpr int kNarrowRows = 2;
 
+/// Every row's float4s are loaded before any is reduced, and the rows' reductions are
+/// interleaved. The staged kernel gave such a row one load a lane and a warp of its own, so each
+/// warp waited on one load and then on two serial chains of shuffles: at 163840x128 (the
+/// attention ranker's tokens at batch 4096) to FP8 it ran at 34% of the copy rate, this kernel
+/// at 64% (H200, 2026-11-28; two rows a warp measured best, against one, four and eight). The
+/// same operations in the same order as the staged kernel's (sum_of, add_squares_of, mean_of,
+/// stats_of, normalize_four), so the two give the same bits.
 template <Output kOut>
 __global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_narrow_kernel(LayerNormArgs args, Derived derived) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) * (kThreadsPerBlock / 32) + threadIdx.x / 32) * kNarrowRows;
+  const int64_t first_row = (static_cast<int64_t>(blockIdx.x) * (kThreadsPerBlock / 32) + threadIdx.x / 32) * kNarrowRows;
   const int j = lane * 4;
   const bool owns_columns = j < args.cols;  // a lane past the row's columns adds nothing
   float4 x[kNarrowRows];
   double sum[kNarrowRows], squares[kNarrowRows];
 #pragma unroll
   for (int r = 0; r < kNarrowRows; ++r) {
-    const bool live = owns_columns && first + r < args.rows;
-    const int64_t at = (first + r) * args.cols + j;
+    const bool live = owns_columns && first_row + r < args.rows;
+    const int64_t at = (first_row + r) * args.cols + j;
     x[r] = live ? __ldg(reinterpret_cast<const float4*>(args.x + at)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (live && args.residual) {
       const float4 residual = __ldg(reinterpret_cast<const float4*>(args.residual + at));
       x[r] = make_float4(__fadd_rn(x[r].x, residual.x), __fadd_rn(x[r].y, residual.y), __fadd_rn(x[r].z, residual.z),
                          __fadd_rn(x[r].w, residual.w));
     }
-    sum[r] = sum_of(x[r]);  // zeros add nothing
+    sum[r] = 0.0 + sum_of(x[r]);  // as partial_sum: from +0, so a row of -0 has mean +0; zeros add nothing
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2)
 #pragma unroll
     for (int r = 0; r < kNarrowRows; ++r) sum[r] += shuffle_xor(sum[r], offset);
+  double mean[kNarrowRows];
 #pragma unroll
   for (int r = 0; r < kNarrowRows; ++r) {
+    mean[r] = mean_of(sum[r], derived);
     double even = 0.0, odd = 0.0;
-    if (owns_columns) add_squares_of(x[r], sum[r] * derived.inv_cols, even, odd);
+    if (owns_columns) add_squares_of(x[r], mean[r], even, odd);
     squares[r] = even + odd;
   }
 #pragma unroll
@@ -339,11 +353,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_narrow_kernel(Lay
   float amax = 0.0f;  // rows past the end still join the block's amax reduction
 #pragma unroll
   for (int r = 0; r < kNarrowRows; ++r) {
-    if (!owns_columns || first + r >= args.rows) continue;
-    const double variance = squares[r] * derived.inv_cols;
-    const RowStats stats{static_cast<float>(sum[r] * derived.inv_cols),
-                         static_cast<float>(rsqrt(variance + static_cast<double>(args.epsilon)))};
-    const int64_t start = (first + r) * args.cols;
+    if (!owns_columns || first_row + r >= args.rows) continue;
+    const RowStats stats = stats_of(mean[r], squares[r], derived, args.epsilon);
+    const int64_t start = (first_row + r) * args.cols;
     amax = fmaxf(amax, normalize_four<kOut>(args, derived, x[r], j, kOut == Output::kFloat ? args.y + start : nullptr,
                                             kOut == Output::kFloat ? nullptr : args.y_codes + start, stats));
   }
@@ -363,8 +375,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_wide_kernel(Layer
   if (args.amax) publish_amax(args.amax, amax);
 }
 
-/// Enqueues the kernel for the row width: staged with a warp (up to 1024 columns) or a block per
-/// row, or the three-pass kernel beyond 8192.
+/// Enqueues the kernel for the row width: in registers (float4 rows up to 128 columns), staged
+/// with a warp (up to 1024 columns) or a block per row, or the three-pass kernel beyond 8192.
 template <Output kOut>
 void enqueue(const LayerNormArgs& args, const Derived& derived, bool vec, cudaStream_t stream) {
   const size_t row_bytes = static_cast<size_t>(args.cols) * sizeof(float);

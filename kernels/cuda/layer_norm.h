@@ -15,7 +15,7 @@
 // GPU matches the CPU reference to the last bit except where the double
 // statistics' rounding (the sums' order; 1/cols and rsqrt for the divisions)
 // changes the float rounding of mean or inv_std. Two rows a warp in registers
-// up to 128 columns, one warp per row up to 1024 columns, a block per row
+// up to 128 columns (float4 rows), one warp per row up to 1024 columns, a block per row
 // beyond; rows up to 8192 wide are read from memory once. Enqueue only:
 // graph-capturable.
 // ============================================================================

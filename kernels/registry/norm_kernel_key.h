@@ -9,8 +9,8 @@
 // op, normalized width, bias, residual, output dtype — and every kernel that
 // computes exactly that is a candidate with a stable name:
 //
-//   loka.layernorm             LoKA's kernel (kernels/cuda/layer_norm.h): a warp per row up to
-//                              1024 columns, a block per row beyond
+//   loka.layernorm             LoKA's kernel (kernels/cuda/layer_norm.h): two rows a warp in
+//                              registers up to 128 columns, a warp per row up to 1024, a block beyond
 //   cudnn.layernorm.engine0    a cuDNN graph (kernels/cuda/cudnn_layer_norm.h), engine configuration
 //                              0 of cuDNN's heuristic (an index valid for one problem and device);
 //                              FP32 outputs only

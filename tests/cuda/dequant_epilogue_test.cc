@@ -78,7 +78,7 @@ TEST_F(CudaDequantEpilogue, DcnCrossAndResidualTermsMatchTheHostFormula) {
   std::uniform_real_distribution<float> value(-3.0f, 3.0f), scale(0.001f, 0.1f);
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {4097, 13}, {300, 216}}) {
     // Multiplier only, residual only, both (the DCN cross), and both one buffer (its first layer,
-    // x0 ⊙ (x0 W + b) + x0, which the kernel reads once).
+    // x0 ⊙ (x0 W + b) + x0).
     for (int terms = 1; terms <= 4; ++terms) {
       const bool one_buffer = terms == 4;
       const bool with_multiplier = one_buffer || (terms & 1), with_residual = one_buffer || (terms & 2);
@@ -251,28 +251,31 @@ TEST_F(CudaDequantEpilogue, CodesAtRoundingBoundariesAreThoseOfTheIeeeQuotient) 
       }
     }
     sums.insert(sums.end(), {INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN(), FLT_MAX});
-    const int64_t cols = 12;  // the float4 path; the scalar one encodes through the same function
-    while (sums.size() % cols != 0) sums.push_back(0.0f);
-    const int64_t rows = static_cast<int64_t>(sums.size()) / cols;
-    const std::vector<float> ones(static_cast<size_t>(std::max(rows, cols)), 1.0f);
-    testing::DeviceBytes d_acc(sums), d_ones(ones), d_codes(std::vector<uint8_t>(sums.size(), 0xAB));
-    cuda::DequantEpilogueArgs args;
-    args.acc = d_acc.as<float>();
-    args.x_scale = d_ones.as<float>();
-    args.w_scale = d_ones.as<float>();
-    args.codes = d_codes.as<uint8_t>();
-    args.code_scale = code_scale;
-    args.rows = rows;
-    args.cols = cols;
-    ASSERT_TRUE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
-    const std::vector<uint8_t> codes = d_codes.download_vector<uint8_t>(sums.size());
-    size_t mismatches = 0;
-    for (size_t i = 0; i < sums.size(); ++i) {
-      const uint8_t expected = float_to_fp8e4m3fn(sums[i] / code_scale);
-      if (codes[i] != expected && mismatches++ < 5)
-        ADD_FAILURE() << "sum " << sums[i] << ": code " << int{codes[i]} << " vs " << int{expected};
+    for (const int64_t cols : {12, 13}) {  // the float4 path and the scalar one
+      SCOPED_TRACE("cols " + std::to_string(cols));
+      std::vector<float> padded = sums;
+      while (padded.size() % cols != 0) padded.push_back(0.0f);
+      const int64_t rows = static_cast<int64_t>(padded.size()) / cols;
+      const std::vector<float> ones(static_cast<size_t>(std::max(rows, cols)), 1.0f);
+      testing::DeviceBytes d_acc(padded), d_ones(ones), d_codes(std::vector<uint8_t>(padded.size(), 0xAB));
+      cuda::DequantEpilogueArgs args;
+      args.acc = d_acc.as<float>();
+      args.x_scale = d_ones.as<float>();
+      args.w_scale = d_ones.as<float>();
+      args.codes = d_codes.as<uint8_t>();
+      args.code_scale = code_scale;
+      args.rows = rows;
+      args.cols = cols;
+      ASSERT_TRUE(cuda::launch_dequant_epilogue(args, nullptr).is_ok());
+      const std::vector<uint8_t> codes = d_codes.download_vector<uint8_t>(padded.size());
+      size_t mismatches = 0;
+      for (size_t i = 0; i < padded.size(); ++i) {
+        const uint8_t expected = float_to_fp8e4m3fn(padded[i] / code_scale);
+        if (codes[i] != expected && mismatches++ < 5)
+          ADD_FAILURE() << "sum " << padded[i] << ": code " << int{codes[i]} << " vs " << int{expected};
+      }
+      EXPECT_EQ(mismatches, 0u);
     }
-    EXPECT_EQ(mismatches, 0u);
   }
 }
 
@@ -297,15 +300,18 @@ TEST_F(CudaDequantEpilogue, VectorizedAndScalarPathsMatchTheHostFormula) {
            PathCase{300, 216, 0, true, true, true, GemmEpilogue::kNone, 2},     // misaligned codes alone: scalar
            PathCase{33, 37, 0, false, true, true, GemmEpilogue::kRelu, 0},      // cols % 4 != 0: scalar
            PathCase{1, 16, 0, false, false, true, GemmEpilogue::kNone, 0},      // batch 1
+           PathCase{300, 216, 0, true, true, false, GemmEpilogue::kGelu, 0},    // GELU into y and codes, float4
            // BF16 sums (QuantizedGemm's own op), y beside them:
            PathCase{4096, 3456, 0, false, true, true, GemmEpilogue::kNone, 0, true},   // DLRM-DCNv2's cross
            PathCase{300, 216, 2, true, true, true, GemmEpilogue::kNone, 0, true},      // 8-byte aligned sums: 4 a thread
            PathCase{300, 216, 1, true, true, true, GemmEpilogue::kRelu, 1, true},      // misaligned: scalar
            PathCase{33, 37, 0, true, true, false, GemmEpilogue::kGelu, -1, true},      // cols % 4 != 0, no codes
+           PathCase{33, 37, 0, true, true, false, GemmEpilogue::kGelu, 0, true},       // GELU into y and codes, scalar
            // ... writing the codes alone (a node that leaves Y out: the ranker's FFN hidden layer):
            PathCase{4096, 512, 0, false, true, false, GemmEpilogue::kGelu, 0, true, true},
            PathCase{1, 16, 0, false, true, false, GemmEpilogue::kRelu, 0, true, true},       // batch 1
            PathCase{7, 13, 1, true, false, false, GemmEpilogue::kNone, 3, true, true},       // scalar path
+           PathCase{64, 24, 0, true, true, false, GemmEpilogue::kGelu, 0, false, true},     // FP32 sums, GELU
        })
     check_path_case(c, rng);
 }

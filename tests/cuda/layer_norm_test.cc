@@ -206,6 +206,7 @@ TEST_F(CudaLayerNorm, Fp8OutputWithAPowerOfTwoScaleMatchesCpuQuantization) {
     check(1, 384, bias, YScale::kPowerOfTwo);
     check(1, 387, bias, YScale::kPowerOfTwo);
     check(65536, 128, bias, YScale::kPowerOfTwo);
+    check(17, 128, bias, YScale::kPowerOfTwo);  // registers, a block mostly empty
     check(65536, 66, bias, YScale::kPowerOfTwo);
     check(100, 13, bias, YScale::kPowerOfTwo);
     check(9, 1024, bias, YScale::kPowerOfTwo);
@@ -270,6 +271,24 @@ TEST_F(CudaLayerNorm, Fp8CodesAtRoundingBoundariesAreThoseOfTheIeeeQuotient) {
         for (int64_t j = 0; j < cols; ++j) in.scale.push_back(values[(first + static_cast<size_t>(j)) % values.size()]);
         check_inputs(in, y_scale, /*exact_stats=*/true);
       }
+    }
+  }
+}
+
+/// A row of -0.0: the CPU's double sum starts at +0, so the mean is +0 and every value -0, code
+/// 0x80. Each kernel must agree to the sign (a sum that started from the row's first -0 would
+/// make the mean -0 and the codes +0). Widths for registers, a warp row and a block row, with a
+/// power-of-two scale (an exact product) and another (a checked one).
+TEST_F(CudaLayerNorm, RowsOfNegativeZeroKeepTheSignOfTheReference) {
+  for (const int64_t cols : {128, 64, 1024, 2048}) {
+    for (const float y_scale : {0.25f, 0.01f}) {
+      SCOPED_TRACE("cols=" + std::to_string(cols) + " y_scale=" + std::to_string(y_scale));
+      Inputs in;
+      in.rows = 3;
+      in.cols = cols;
+      in.x.assign(static_cast<size_t>(in.rows * cols), -0.0f);
+      in.scale.assign(static_cast<size_t>(cols), 1.5f);
+      check_inputs(in, y_scale, /*exact_stats=*/true);
     }
   }
 }

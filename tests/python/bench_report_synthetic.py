@@ -196,6 +196,9 @@ class BenchReportTest(unittest.TestCase):
         # What the activation arena holds at its peak, from loka_model_bench's arena report.
         self.assertIn("Its activation arena is 950 MB; at its peak (at node `cross_3`) 930 MB are alive at once, "
                       "in MB: `x0` 400, `x2` 300, 3 more 230.", section)
+        self.assertEqual(self.report.arena_peak_text({"arena_mb": 10.0, "peak_mb": 9.0,
+                                                      "live_at_peak": [{"name": "x", "mb": 9.0}]}),
+                         "Its activation arena is 10 MB; at its peak 9 MB are alive at once, in MB: `x` 9.")
         self.assertIsNone(self.report.arena_peak_text({"error": "no CUDA"}))
         self.assertIsNone(self.report.arena_peak_text(None))
         # Without a weights figure the line says so instead of splitting.

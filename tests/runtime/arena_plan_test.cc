@@ -1,5 +1,6 @@
 // ============================================================================
-// tests/runtime/arena_plan_test.cc — no two live buffers share bytes.
+// tests/runtime/arena_plan_test.cc — no two live buffers share bytes; the peak
+// (arena_peak) is the most bytes alive at one step, named by what is alive then.
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -107,8 +108,27 @@ TEST(ArenaPeak, EqualsTheBruteForcePeakOfRandomChains) {
   }
 }
 
+TEST(ArenaPeak, TiesGoToTheFirstStepAndEqualBuffersKeepTheirOrder) {
+  // Steps 0 and 2 both hold 100 bytes: the first is named.
+  ArenaPeak peak = arena_peak({{100, 0, 0}, {100, 2, 2}});
+  EXPECT_EQ(peak.step, 0);
+  EXPECT_EQ(peak.live, (std::vector<size_t>{0}));
+  // Equal buffers alive together are listed in request order.
+  peak = arena_peak({{50, 0, 3}, {50, 1, 3}, {20, 1, 1}});
+  EXPECT_EQ(peak.step, 1);
+  EXPECT_EQ(peak.live, (std::vector<size_t>{0, 1, 2}));
+}
+
+TEST(ArenaPeak, AGraphInputNothingReadsCanBeThePeakBeforeTheFirstStep) {
+  const ArenaPeak peak = arena_peak({{300, -1, -1}, {10, 0, 1}});
+  EXPECT_EQ(peak.step, -1);
+  EXPECT_EQ(peak.live_bytes, 300u);
+  EXPECT_EQ(peak.live, (std::vector<size_t>{0}));
+}
+
 TEST(ArenaPeak, NoRequestsNoPeak) {
   const ArenaPeak peak = arena_peak({});
+  EXPECT_EQ(peak.step, -1);
   EXPECT_EQ(peak.live_bytes, 0u);
   EXPECT_TRUE(peak.live.empty());
 }
