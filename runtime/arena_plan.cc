@@ -4,6 +4,7 @@
 #include "runtime/arena_plan.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 namespace loka {
@@ -50,19 +51,27 @@ ArenaPlan plan_arena(const std::vector<ArenaRequest>& requests, size_t alignment
 }
 
 ArenaPeak arena_peak(const std::vector<ArenaRequest>& requests) {
-  // The live bytes change only where a request starts, so the peak is at some request's first step.
-  std::vector<int> starts;
-  for (const ArenaRequest& r : requests) starts.push_back(r.first_step);
-  std::sort(starts.begin(), starts.end());
-  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  // A sweep over the steps where the live bytes change: a request adds its bytes at its first step
+  // and takes them away after its last (64-bit steps: a last step may be INT_MAX).
+  struct Change {
+    int64_t step;
+    int64_t bytes;
+  };
+  std::vector<Change> changes;
+  changes.reserve(2 * requests.size());
+  for (const ArenaRequest& r : requests) {
+    changes.push_back({r.first_step, static_cast<int64_t>(r.bytes)});
+    changes.push_back({static_cast<int64_t>(r.last_step) + 1, -static_cast<int64_t>(r.bytes)});
+  }
+  std::sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) { return a.step < b.step; });
   ArenaPeak peak;
-  for (int step : starts) {
-    size_t bytes = 0;
-    for (const ArenaRequest& r : requests)
-      if (r.first_step <= step && step <= r.last_step) bytes += r.bytes;
-    if (bytes > peak.live_bytes) {
-      peak.step = step;
-      peak.live_bytes = bytes;
+  int64_t alive = 0;
+  for (size_t i = 0; i < changes.size();) {
+    const int64_t step = changes[i].step;
+    for (; i < changes.size() && changes[i].step == step; ++i) alive += changes[i].bytes;
+    if (alive > static_cast<int64_t>(peak.live_bytes)) {  // strictly: ties keep the first step
+      peak.step = static_cast<int>(step);
+      peak.live_bytes = static_cast<size_t>(alive);
     }
   }
   for (size_t i = 0; i < requests.size(); ++i)

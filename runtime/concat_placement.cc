@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "runtime/arena_plan.h"
 #include "runtime/ops/op_helpers.h"
 #include "runtime/view_ops.h"
 
@@ -56,17 +57,13 @@ class LiveBuffers {
       first[r] = std::min(first[r], producer[v]);
       last[r] = std::max({last[r], values[v].last_reader, values[v].is_graph_output ? steps : -1, producer[v]});
     }
-    // Bytes alive at step s (s + 1 here, so a graph input's -1 has a slot): a difference array.
-    std::vector<int64_t> change(static_cast<size_t>(steps) + 3, 0);
+    std::vector<ArenaRequest> buffers;
     for (size_t r = 0; r < values.size(); ++r) {
       if (last[r] < first[r]) continue;
-      const int64_t bytes = element_count(shapes.shapes[r]) * static_cast<int64_t>(dtype_size(shapes.dtypes[r]));
-      change[static_cast<size_t>(first[r] + 1)] += bytes;
-      change[static_cast<size_t>(last[r] + 2)] -= bytes;
+      const size_t bytes = static_cast<size_t>(element_count(shapes.shapes[r])) * dtype_size(shapes.dtypes[r]);
+      buffers.push_back({bytes, first[r], last[r]});
     }
-    int64_t alive = 0, most = 0;
-    for (int64_t delta : change) most = std::max(most, alive += delta);
-    return static_cast<size_t>(most);
+    return arena_peak(buffers).live_bytes;
   }
 
  private:

@@ -334,10 +334,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_narrow_kernel(Lay
     }
     sum[r] = 0.0 + sum_of(x[r]);  // as partial_sum: from +0, so a row of -0 has mean +0; zeros add nothing
   }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2)
-#pragma unroll
-    for (int r = 0; r < kNarrowRows; ++r) sum[r] += shuffle_xor(sum[r], offset);
+  const auto plus = [](double a, double b) { return a + b; };
+  warp_reduce_each(sum, plus);
   double mean[kNarrowRows];
 #pragma unroll
   for (int r = 0; r < kNarrowRows; ++r) {
@@ -346,10 +344,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) layer_norm_narrow_kernel(Lay
     if (owns_columns) add_squares_of(x[r], mean[r], even, odd);
     squares[r] = even + odd;
   }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2)
-#pragma unroll
-    for (int r = 0; r < kNarrowRows; ++r) squares[r] += shuffle_xor(squares[r], offset);
+  warp_reduce_each(squares, plus);
   float amax = 0.0f;  // rows past the end still join the block's amax reduction
 #pragma unroll
   for (int r = 0; r < kNarrowRows; ++r) {

@@ -40,4 +40,15 @@ __device__ __forceinline__ T row_reduce(T value, Op op, T* shared) {
   return value;
 }
 
+/// Reduces each of `values` with `op` over a warp, as row_reduce<32> would one at a time, the
+/// kN reductions interleaved so that one's shuffle waits while the others' run (a warp holding
+/// several rows); every lane gets the results.
+template <int kN, typename T, typename Op>
+__device__ __forceinline__ void warp_reduce_each(T (&values)[kN], Op op) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+#pragma unroll
+    for (int i = 0; i < kN; ++i) values[i] = op(values[i], shuffle_xor(values[i], offset));
+}
+
 }  // namespace loka::cuda
