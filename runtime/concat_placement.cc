@@ -4,6 +4,7 @@
 #include "runtime/concat_placement.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "runtime/arena_plan.h"
 #include "runtime/ops/op_helpers.h"
@@ -27,7 +28,12 @@ int64_t product(const Shape& shape, size_t from) {
 class LiveBuffers {
  public:
   LiveBuffers(const ExecutionPlan& plan, const BucketShapes& shapes, const std::vector<int>& producer)
-      : plan_(&plan), shapes_(&shapes), producer_(&producer), root_(plan.values().size()) {
+      : plan_(&plan),
+        shapes_(&shapes),
+        producer_(&producer),
+        root_(plan.values().size()),
+        ends_at_(plan.values().size(), -2),
+        starts_by_(plan.values().size(), INT_MAX) {
     for (size_t v = 0; v < root_.size(); ++v) root_[v] = static_cast<int>(v);
     for (const PlanStep& step : plan.steps())
       if (is_view_op(step.domain, step.op_type) && !step.inputs.empty() && step.inputs[0] != kNoValue &&
@@ -40,6 +46,16 @@ class LiveBuffers {
     const int from = root_[static_cast<size_t>(value)];
     for (int& r : root_)
       if (r == from) r = concat_output;
+  }
+
+  /// `value`'s buffer is read for the last time at `step` (an early encode: its later reader, a
+  /// ConcatQuant, finds the codes in its output instead).
+  void end_at(int value, int step) { ends_at_[static_cast<size_t>(root_[static_cast<size_t>(value)])] = step; }
+
+  /// `value`'s buffer is written from `step` on, at the latest (an early encode into it).
+  void start_by(int value, int step) {
+    int& start = starts_by_[static_cast<size_t>(root_[static_cast<size_t>(value)])];
+    start = std::min(start, step);
   }
 
   /// The most bytes alive at once: what no arena can go below.
@@ -57,6 +73,10 @@ class LiveBuffers {
       first[r] = std::min(first[r], producer[v]);
       last[r] = std::max({last[r], values[v].last_reader, values[v].is_graph_output ? steps : -1, producer[v]});
     }
+    for (size_t r = 0; r < values.size(); ++r) {
+      if (ends_at_[r] != -2) last[r] = ends_at_[r];
+      first[r] = std::min(first[r], starts_by_[r]);
+    }
     std::vector<ArenaRequest> buffers;
     for (size_t r = 0; r < values.size(); ++r) {
       if (last[r] < first[r]) continue;
@@ -71,6 +91,59 @@ class LiveBuffers {
   const BucketShapes* shapes_;
   const std::vector<int>* producer_;
   std::vector<int> root_;
+  std::vector<int> ends_at_;    ///< per root: its last step when an early encode moved it (-2: none)
+  std::vector<int> starts_by_;  ///< per root: the step it is written by at the latest (INT_MAX: its producer's)
+};
+
+/// Who makes and reads each value of a plan at one bucket, and which values may give their bytes
+/// to another buffer.
+struct PlanFacts {
+  PlanFacts(const ExecutionPlan& plan, const BucketShapes& shapes)
+      : plan(plan),
+        shapes(shapes),
+        reads(plan.values().size(), 0),
+        producer(plan.values().size(), -1),
+        output_slot(plan.values().size(), -1) {
+    // Reads per value (once per input slot: a Concat reading a value twice reads it twice), and
+    // which step and output slot produce it.
+    const auto& steps = plan.steps();
+    for (size_t s = 0; s < steps.size(); ++s) {
+      for (int id : steps[s].inputs)
+        if (id != kNoValue) ++reads[static_cast<size_t>(id)];
+      for (size_t j = 0; j < steps[s].outputs.size(); ++j)
+        if (const int id = steps[s].outputs[j]; id != kNoValue) {
+          producer[static_cast<size_t>(id)] = static_cast<int>(s);
+          output_slot[static_cast<size_t>(id)] = static_cast<int>(j);
+        }
+    }
+  }
+
+  /// Made on the device by a step, read once, and nobody else's to keep.
+  bool movable(int id) const {
+    const size_t v = static_cast<size_t>(id);
+    const auto& values = plan.values();
+    return id != kNoValue && producer[v] >= 0 && reads[v] == 1 && !values[v].is_graph_output &&
+           !values[v].is_constant && !shapes.host_resident[v] && shapes.dtypes[v] != DType::kUndefined;
+  }
+
+  /// Back through views from `id` to the value whose bytes a step makes, when every value on the
+  /// way is movable; kNoValue otherwise.
+  int movable_source(int id) const {
+    const auto& steps = plan.steps();
+    int source = id;
+    bool ok = movable(source);
+    while (ok) {
+      const PlanStep& step = steps[static_cast<size_t>(producer[static_cast<size_t>(source)])];
+      if (!is_view_op(step.domain, step.op_type)) break;
+      source = step.inputs.empty() ? kNoValue : step.inputs[0];
+      ok = movable(source);
+    }
+    return ok ? source : kNoValue;
+  }
+
+  const ExecutionPlan& plan;
+  const BucketShapes& shapes;
+  std::vector<int> reads, producer, output_slot;
 };
 
 }  // namespace
@@ -81,25 +154,8 @@ std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const Executi
   const auto& steps = plan.steps();
   const auto& values = plan.values();
   std::vector<std::optional<ConcatPlacement>> placements(values.size());
-  // Reads per value (once per input slot: a Concat reading a value twice reads it twice), and
-  // which step and output slot produce it.
-  std::vector<int> reads(values.size(), 0), producer(values.size(), -1), output_slot(values.size(), -1);
-  for (size_t s = 0; s < steps.size(); ++s) {
-    for (int id : steps[s].inputs)
-      if (id != kNoValue) ++reads[static_cast<size_t>(id)];
-    for (size_t j = 0; j < steps[s].outputs.size(); ++j)
-      if (const int id = steps[s].outputs[j]; id != kNoValue) {
-        producer[static_cast<size_t>(id)] = static_cast<int>(s);
-        output_slot[static_cast<size_t>(id)] = static_cast<int>(j);
-      }
-  }
-  // A value whose bytes may live in another value's buffer: made on the device by a step, read
-  // once, and nobody else's to keep.
-  const auto movable = [&](int id) {
-    const size_t v = static_cast<size_t>(id);
-    return id != kNoValue && producer[v] >= 0 && reads[v] == 1 && !values[v].is_graph_output &&
-           !values[v].is_constant && !shapes.host_resident[v] && shapes.dtypes[v] != DType::kUndefined;
-  };
+  const PlanFacts facts(plan, shapes);
+  const std::vector<int>& producer = facts.producer;
 
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
@@ -127,18 +183,11 @@ std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const Executi
       const int64_t columns = in_shape[axis] * inner;
       along += in_shape[axis];
       // Back through views to the node that makes the bytes.
-      int source = id;
-      bool placeable = movable(source);
-      while (placeable && is_view_op(steps[static_cast<size_t>(producer[static_cast<size_t>(source)])].domain,
-                                     steps[static_cast<size_t>(producer[static_cast<size_t>(source)])].op_type)) {
-        const PlanStep& view = steps[static_cast<size_t>(producer[static_cast<size_t>(source)])];
-        source = view.inputs.empty() ? kNoValue : view.inputs[0];
-        placeable = movable(source);
-      }
-      if (!placeable) continue;
+      const int source = facts.movable_source(id);
+      if (source == kNoValue) continue;
       const size_t v = static_cast<size_t>(source);
       const Shape& produced = shapes.shapes[v];
-      if (output_slot[v] != 0 || shapes.dtypes[v] != shapes.dtypes[o] || produced.empty() || columns == 0 ||
+      if (facts.output_slot[v] != 0 || shapes.dtypes[v] != shapes.dtypes[o] || produced.empty() || columns == 0 ||
           pitched_row_width(steps[static_cast<size_t>(producer[v])], shapes) != columns)
         continue;
       if ((offset * element_bytes) % kPlacementAlignmentBytes != 0 ||
@@ -166,6 +215,41 @@ std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const Executi
     peak = placed_peak;
   }
   return placements;
+}
+
+std::vector<EarlyEncode> plan_early_encodes(const ExecutionPlan& plan, const BucketShapes& shapes,
+                                            const std::vector<std::optional<ConcatPlacement>>& placements) {
+  const PlanFacts facts(plan, shapes);
+  LiveBuffers buffers(plan, shapes, facts.producer);
+  for (size_t v = 0; v < placements.size(); ++v)
+    if (placements[v]) buffers.place(static_cast<int>(v), placements[v]->concat_output);
+  size_t peak = buffers.peak();
+  std::vector<EarlyEncode> encodes;
+  const auto& steps = plan.steps();
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PlanStep& step = steps[s];
+    if (step.op_type != "ConcatQuant" || step.domain != "ai.loka" || step.outputs.empty()) continue;
+    const int out = step.outputs[0];
+    if (out == kNoValue || shapes.host_resident[static_cast<size_t>(out)] ||
+        shapes.dtypes[static_cast<size_t>(out)] == DType::kUndefined)
+      continue;
+    for (size_t i = 1; i < step.inputs.size(); ++i) {
+      const int id = step.inputs[i];
+      if (id == kNoValue || facts.movable_source(id) == kNoValue) continue;
+      const int after = facts.producer[static_cast<size_t>(id)];
+      // Encoded after its maker, the input's buffer is free from then on, but the codes are alive
+      // from then: with other large values made in between, the peak can grow.
+      LiveBuffers trial = buffers;
+      trial.end_at(id, after);
+      trial.start_by(out, after);
+      const size_t encoded_peak = trial.peak();
+      if (encoded_peak > peak) continue;
+      buffers = std::move(trial);
+      peak = encoded_peak;
+      encodes.push_back(EarlyEncode{static_cast<int>(s), static_cast<int>(i), after});
+    }
+  }
+  return encodes;
 }
 
 }  // namespace loka

@@ -49,7 +49,8 @@ struct DeviceValueInfo {
   /// (a GEMM's last dim, a sample of EmbeddingBags); 0: packed. An op that honours it says so in
   /// DevicePlan::output_pitched, else it writes packed rows elsewhere.
   int64_t row_pitch = 0;
-  /// A Concat's input its producer already wrote into the Concat's output (nothing to copy).
+  /// A Concat's input its producer already wrote into the Concat's output (nothing to copy), or a
+  /// ConcatQuant's input encoded by its DevicePlan::input_parts entry right after it was made.
   bool written_in_place = false;
 };
 
@@ -100,6 +101,11 @@ struct DevicePlan {
   /// lent in DeviceRunContext::run_scratch from the bucket's arena, live for this step only, so
   /// the steps share them instead of each op keeping its own.
   size_t run_scratch_bytes = 0;
+  /// Per input slot, work that writes that input's share of the output alone, enqueued with the
+  /// op's own inputs and outputs: a session may run it right after the input is made and plan
+  /// the op with that input written_in_place (ai.loka ConcatQuant, runtime/concat_placement.h's
+  /// EarlyEncode). Empty, or null entries, where an op has none.
+  std::vector<std::unique_ptr<DeviceOp>> input_parts;
 };
 
 using DeviceOpFactory = std::function<Result<DevicePlan>(const DeviceOpInit&)>;
@@ -150,6 +156,11 @@ class FunctionDeviceOp final : public DeviceOp {
 template <typename Fn>
 DevicePlan device_function(Fn fn) {
   return DevicePlan{std::make_unique<FunctionDeviceOp<Fn>>(std::move(fn)), -1, false};
+}
+
+template <typename Fn>
+std::unique_ptr<DeviceOp> device_op(Fn fn) {
+  return std::make_unique<FunctionDeviceOp<Fn>>(std::move(fn));
 }
 
 inline DevicePlan device_view(int input = 0) { return DevicePlan{nullptr, input, false}; }

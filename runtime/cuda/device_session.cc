@@ -39,6 +39,8 @@ struct CudaDeviceSession::Bucket {
   DeviceBuffer error_flags;  ///< one int per step
   PinnedBuffer staging;      ///< inputs, then outputs, then the error flags
   ArenaReport arena_report;  ///< the arena at its peak, named
+  /// Per step: the (ConcatQuant step, input slot) encodes enqueued right after it (EarlyEncode).
+  std::vector<std::vector<std::pair<int, int>>> encodes_after;
   std::vector<size_t> input_offsets, output_offsets;
   size_t flags_offset = 0;
   cudaGraphExec_t graph = nullptr;
@@ -146,6 +148,20 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
     placements = plan_concat_placements(plan, shapes, [&](const PlanStep& producer, const BucketShapes& at) {
       return registry.pitched_row_width(producer, at);
     });
+  // ConcatQuant inputs encoded right after the step that makes them: their buffers end there, the
+  // ConcatQuant's codes start at the first such step, and the ConcatQuant encodes only the rest.
+  const std::vector<EarlyEncode> early_encodes =
+      engine_.options().concat_in_place ? plan_early_encodes(plan, shapes, placements) : std::vector<EarlyEncode>{};
+  std::vector<int> encoded_after(value_count, -1);       // per ConcatQuant input: the step it follows
+  std::vector<int> first_encode(value_count, INT_MAX);   // per ConcatQuant output: its first early encode's step
+  bucket->encodes_after.assign(steps.size(), {});
+  for (const EarlyEncode& e : early_encodes) {
+    const PlanStep& concat = steps[static_cast<size_t>(e.concat_quant_step)];
+    encoded_after[static_cast<size_t>(concat.inputs[static_cast<size_t>(e.input)])] = e.after_step;
+    int& first = first_encode[static_cast<size_t>(concat.outputs[0])];
+    first = std::min(first, e.after_step);
+    bucket->encodes_after[static_cast<size_t>(e.after_step)].emplace_back(e.concat_quant_step, e.input);
+  }
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
     const bool device_step =
@@ -162,9 +178,11 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
       const DeviceTensor& value = bucket->values[static_cast<size_t>(id)];
       init.inputs.push_back(DeviceValueInfo{value.dtype, value.shape, is_host(id) ? host_contents(id) : Tensor(), true});
       if (is_host(id) && !plan.values()[static_cast<size_t>(id)].is_constant) uploaded[static_cast<size_t>(id)] = true;
-      // Its producer wrote it into this step's output already (a Concat's placed input).
+      // Its producer wrote it into this step's output already (a Concat's placed input), or an
+      // early encode will have (a ConcatQuant's input).
       init.inputs.back().written_in_place =
-          !step.outputs.empty() && step.outputs[0] != kNoValue && root[static_cast<size_t>(id)] == step.outputs[0];
+          (!step.outputs.empty() && step.outputs[0] != kNoValue && root[static_cast<size_t>(id)] == step.outputs[0]) ||
+          (encoded_after[static_cast<size_t>(id)] >= 0 && step.op_type == "ConcatQuant");
     }
     for (int id : step.outputs) {
       if (id == kNoValue) {
@@ -180,6 +198,10 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
     if (placement) init.outputs[0].row_pitch = placement->row_pitch;
     auto planned = (*factory)(init);
     if (!planned) return planned.status().with_context(where);
+    for (const EarlyEncode& e : early_encodes)
+      if (e.concat_quant_step == static_cast<int>(s) &&
+          (static_cast<size_t>(e.input) >= planned->input_parts.size() || !planned->input_parts[static_cast<size_t>(e.input)]))
+        return Status::error(where + "input " + std::to_string(e.input) + " was planned to be encoded early, which the op cannot do");
     if (planned->output_pitched) {
       if (!placement) return Status::error(where + "wrote a pitched output it was not asked for");
       root[static_cast<size_t>(first_output)] = placement->concat_output;
@@ -232,9 +254,13 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
     }
     ArenaRequest& request = requests[static_cast<size_t>(request_of[r])];
     const PlanValue& value = plan.values()[v];
-    // A Concat's output is written first by the earliest GEMM placed in it.
+    // A Concat's output is written first by the earliest GEMM placed in it; a ConcatQuant's by its
+    // first early encode.
     if (producer[v] >= 0) request.first_step = std::min(request.first_step, producer[v]);
-    request.last_step = std::max({request.last_step, value.last_reader, value.is_graph_output ? INT_MAX : -1});
+    request.first_step = std::min(request.first_step, first_encode[v]);
+    // An input encoded early is done with after the step it follows; the ConcatQuant reads the codes.
+    const int last_reader = encoded_after[v] >= 0 ? encoded_after[v] : value.last_reader;
+    request.last_step = std::max({request.last_step, last_reader, value.is_graph_output ? INT_MAX : -1});
   }
   // Each step's run scratch: alive during that step alone, so steps share the bytes, and share
   // them with values that are dead by then (an op's own scratch would stay allocated for good).
@@ -312,17 +338,30 @@ Status CudaDeviceSession::enqueue_steps(const Bucket& bucket) const {
   const auto& steps = engine_.plan().steps();
   DeviceRunContext context{stream_, workspace_.data(), workspace_.bytes(), static_cast<int*>(bucket.error_flags.data())};
   std::vector<DeviceTensor> inputs, outputs;
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const DevicePlan& planned = bucket.ops[s];
-    if (!planned.op) continue;
+  const auto tensors_of = [&](size_t s) {
     inputs.clear();
     outputs.clear();
     for (int id : steps[s].inputs) inputs.push_back(id == kNoValue ? DeviceTensor{} : bucket.values[static_cast<size_t>(id)]);
     for (int id : steps[s].outputs)
       outputs.push_back(id == kNoValue ? DeviceTensor{} : bucket.values[static_cast<size_t>(id)]);
-    context.run_scratch = bucket.run_scratch[s];
-    if (Status status = planned.op->enqueue(inputs, outputs, context, static_cast<int>(s)); !status)
-      return status.with_context("node '" + steps[s].name + "' (" + steps[s].op_type + "): ");
+  };
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const DevicePlan& planned = bucket.ops[s];
+    if (planned.op) {
+      tensors_of(s);
+      context.run_scratch = bucket.run_scratch[s];
+      if (Status status = planned.op->enqueue(inputs, outputs, context, static_cast<int>(s)); !status)
+        return status.with_context("node '" + steps[s].name + "' (" + steps[s].op_type + "): ");
+    }
+    // ConcatQuant inputs this step made (a view step too), encoded now rather than at the ConcatQuant.
+    for (const auto& [concat, slot] : bucket.encodes_after[s]) {
+      tensors_of(static_cast<size_t>(concat));
+      context.run_scratch = nullptr;
+      const DeviceOp& part = *bucket.ops[static_cast<size_t>(concat)].input_parts[static_cast<size_t>(slot)];
+      if (Status status = part.enqueue(inputs, outputs, context, concat); !status)
+        return status.with_context("node '" + steps[static_cast<size_t>(concat)].name + "' (early encode of input " +
+                                   std::to_string(slot) + "): ");
+    }
   }
   return cuda_status(cudaGetLastError(), "launching the bucket's kernels");
 }

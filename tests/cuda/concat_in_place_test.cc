@@ -5,7 +5,8 @@
 // DHEN's pattern (MatMul outputs joined along their rows, a Relu's copied
 // beside them), Wukong's (a Gemm's output reshaped into tokens, joined with a
 // graph input), DLRM's (EmbeddingBags' samples after the bottom MLP's token)
-// and a Gemm whose broadcast addend keeps it packed: outputs
+// and a Gemm whose broadcast addend keeps it packed; ai.loka ConcatQuant's inputs
+// encoded right after the steps that make them (a view's step too): outputs
 // match the CPU runtime at batch 1, 7, 64 and 1000 with EngineOptions::
 // concat_in_place on and off (eager launches and CUDA graphs), and placing
 // saves the placed outputs' bytes — the negative twin, a model with nothing
@@ -105,6 +106,25 @@ testing::ModelBuilder nothing_placed(std::mt19937& rng) {
   return b;
 }
 
+/// DHEN's later layers: module outputs joined by an ai.loka ConcatQuant. Exact elementwise
+/// producers (Relu, Neg, and Abs through a Reshape pair), so the codes match the CPU's exactly.
+testing::ModelBuilder concat_quant_like() {
+  testing::ModelBuilder b(17);
+  b.opset("ai.loka", 1);
+  b.input("x", DType::kFloat32, {-1, 6, 32});
+  b.initializer("scale", Tensor::scalar_float(0.05f));
+  b.initializer("flat", Tensor::from_int64s({2}, std::vector<int64_t>{-1, 32}));
+  b.initializer("back", Tensor::from_int64s({3}, std::vector<int64_t>{-1, 6, 32}));
+  b.node("Relu", {"x"}, {"a"});
+  b.node("Neg", {"x"}, {"n"});
+  b.node("Abs", {"x"}, {"m"});
+  b.node("Reshape", {"m", "flat"}, {"m_flat"});
+  b.node("Reshape", {"m_flat", "back"}, {"r"});
+  b.node("ConcatQuant", {"scale", "a", "n", "r"}, {"q"}, {{"axis", int64_t{-1}}}, "join", "ai.loka");
+  b.output("q", DType::kFloat8E4M3FN, {-1, 6, 96});
+  return b;
+}
+
 /// Runs the model at several batches on the CPU and the GPU (placing or not); returns the GPU
 /// Session's device bytes after the runs.
 size_t check_against_cpu(const testing::ModelBuilder& b, bool in_place, bool graphs) {
@@ -172,6 +192,17 @@ TEST_F(CudaConcatInPlace, EmbeddingBagsWriteEachSampleIntoItsTokensAndTheOutputs
     // bytes: the arena saves more than bottom alone could (96.5 kB on an H100, 2026-11-27; the
     // greedy packing keeps it under the peak arithmetic's 164 kB).
     EXPECT_LT(placed + 65'536, copied) << "placed " << placed << " bytes, copied " << copied;
+  }
+}
+
+TEST_F(CudaConcatInPlace, ConcatQuantInputsAreEncodedAsTheyAreMadeAndTheCodesMatchTheCpu) {
+  const testing::ModelBuilder model = concat_quant_like();
+  for (bool graphs : {true, false}) {
+    const size_t early = check_against_cpu(model, true, graphs), late = check_against_cpu(model, false, graphs);
+    // Encoded at the ConcatQuant, x and three FP32 inputs are alive together (4 x 768 B a sample);
+    // encoded as made, x, one input and the codes (2 x 768 + 576 B): at the bucket of 1024 the
+    // arena holds at least 800 kB less (983 kB by the peak arithmetic).
+    EXPECT_LE(early + 800'000, late) << "early " << early << " bytes, at the ConcatQuant " << late;
   }
 }
 

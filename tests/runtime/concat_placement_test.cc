@@ -8,7 +8,9 @@
 // offsets and pitch; each condition has a negative twin: a value read twice,
 // a graph output, a graph input, a view on the chain read twice or returned,
 // a slice that is not the producer's rows, a misaligned slice, the same value
-// twice in one Concat, a placement that would raise the peak of live bytes.
+// twice in one Concat, a placement that would raise the peak of live bytes. And
+// which ConcatQuant inputs are encoded right after the step that makes them,
+// with the same negative twins and peak rule.
 // ============================================================================
 #include "runtime/concat_placement.h"
 
@@ -16,6 +18,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "model_builder.h"
 
@@ -23,6 +27,11 @@ namespace loka {
 namespace {
 
 Tensor weights(int64_t k, int64_t n) { return Tensor::zeros(DType::kFloat32, {k, n}); }
+
+/// A 1-D int64 constant (a Reshape's target).
+Tensor ints(std::vector<int64_t> values) {
+  return Tensor::from_int64s({static_cast<int64_t>(values.size())}, values);
+}
 
 /// Each value's placement, by name, at batch 4 (from the traced shapes).
 struct Placed {
@@ -244,6 +253,91 @@ TEST(ConcatPlacement, APlacementThatWouldRaiseThePeakOfLiveBytesIsDropped) {
   const Placed kept = place(gemm_then_concat(false));
   EXPECT_TRUE(kept.of("g"));
   EXPECT_TRUE(kept.of("s"));
+}
+
+// ---------------------------------------------------- ConcatQuant inputs encoded early --
+
+/// The early encodes planned for `b` at batch 4, as (input name, name of the node it follows).
+std::vector<std::pair<std::string, std::string>> early_encodes(const testing::ModelBuilder& b) {
+  auto engine = b.build_engine();
+  EXPECT_TRUE(engine) << engine.status().message();
+  if (!engine) return {};
+  auto shapes = BatchShapeModel::trace(**engine);
+  EXPECT_TRUE(shapes) << shapes.status().message();
+  auto at = shapes->at(4);
+  EXPECT_TRUE(at) << at.status().message();
+  const ExecutionPlan& plan = (*engine)->plan();
+  const std::vector<std::optional<ConcatPlacement>> none(plan.values().size());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const EarlyEncode& e : plan_early_encodes(plan, *at, none)) {
+    const PlanStep& concat = plan.steps()[static_cast<size_t>(e.concat_quant_step)];
+    EXPECT_EQ(concat.op_type, "ConcatQuant");
+    const int input = concat.inputs[static_cast<size_t>(e.input)];
+    out.emplace_back(plan.values()[static_cast<size_t>(input)].name, plan.steps()[static_cast<size_t>(e.after_step)].name);
+  }
+  return out;
+}
+
+/// x [B,6,32] and a ConcatQuant of `inputs` along the last axis into q.
+testing::ModelBuilder concat_quant_model(const std::vector<std::string>& inputs, int64_t width) {
+  testing::ModelBuilder b(17);
+  b.opset("ai.loka", 1);
+  b.input("x", DType::kFloat32, {-1, 6, 32});
+  b.initializer("scale", Tensor::scalar_float(0.05f));
+  std::vector<std::string> names = {"scale"};
+  names.insert(names.end(), inputs.begin(), inputs.end());
+  b.node("ConcatQuant", names, {"q"}, {{"axis", int64_t{-1}}}, "join", "ai.loka");
+  b.output("q", DType::kFloat8E4M3FN, {-1, 6, width});
+  return b;
+}
+
+TEST(EarlyEncode, DhenLikeModuleOutputsAreEncodedRightAfterTheStepsThatMakeThem) {
+  // Three module outputs (a GEMM, a Relu through a Reshape pair, a GEMM): each is encoded after
+  // its own step (the Reshape's, for the view), and no FP32 input lives until the ConcatQuant.
+  testing::ModelBuilder b = concat_quant_model({"a", "r", "c"}, 96);
+  b.initializer("w1", weights(32, 32)).initializer("w2", weights(32, 32));
+  b.initializer("flat", ints({-1, 32})).initializer("back", ints({-1, 6, 32}));
+  b.node("MatMul", {"x", "w1"}, {"a"}, {}, "module_a");
+  b.node("Relu", {"x"}, {"relu"}, {}, "module_r");
+  b.node("Reshape", {"relu", "flat"}, {"relu_flat"}, {}, "flatten");
+  b.node("Reshape", {"relu_flat", "back"}, {"r"}, {}, "unflatten");
+  b.node("MatMul", {"x", "w2"}, {"c"}, {}, "module_c");
+  const auto encodes = early_encodes(b);
+  EXPECT_EQ(encodes, (std::vector<std::pair<std::string, std::string>>{
+                         {"a", "module_a"}, {"r", "unflatten"}, {"c", "module_c"}}));
+}
+
+TEST(EarlyEncode, NegativeTwinsInputsSomethingElseKeepsAreEncodedAtTheConcatQuant) {
+  // a is also read by a Relu; g is a graph output; x is a graph input; d is joined twice; the
+  // view chain of v is read twice on the way.
+  testing::ModelBuilder b = concat_quant_model({"a", "g", "x", "d", "d", "v"}, 192);
+  b.initializer("w", weights(32, 32)).initializer("shape", ints({-1, 6, 32}));
+  b.node("MatMul", {"x", "w"}, {"a"});
+  b.node("Relu", {"a"}, {"a_too"});
+  b.node("MatMul", {"x", "w"}, {"g"});
+  b.node("MatMul", {"x", "w"}, {"d"});
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Reshape", {"m", "shape"}, {"v"});
+  b.node("Relu", {"m"}, {"m_too"});
+  b.output("a_too", DType::kFloat32, {-1, 6, 32}).output("g", DType::kFloat32, {-1, 6, 32});
+  b.output("m_too", DType::kFloat32, {-1, 6, 32});
+  EXPECT_TRUE(early_encodes(b).empty());
+}
+
+TEST(EarlyEncode, AnEncodeThatWouldRaiseThePeakOfLiveBytesIsLeftToTheConcatQuant) {
+  // s (8 wide) is made before a 512-wide temporary, b1 and b2 (128 wide) beside it. Encoding s
+  // early keeps the codes of all three (264 bytes a token) alive across the temporary where s's
+  // 32 bytes were: the peak grows, so s waits for the ConcatQuant. b1 and b2, encoded early,
+  // shrink the peak, and are.
+  testing::ModelBuilder b = concat_quant_model({"s", "b1", "b2"}, 264);
+  b.initializer("ws", weights(32, 8)).initializer("wh", weights(32, 512)).initializer("wb", weights(32, 128));
+  b.node("MatMul", {"x", "ws"}, {"s"}, {}, "small");
+  b.node("MatMul", {"x", "wh"}, {"h"}, {}, "temporary");
+  b.node("MatMul", {"x", "wb"}, {"b1"}, {}, "big_1");
+  b.node("MatMul", {"x", "wb"}, {"b2"}, {}, "big_2");
+  b.node("ReduceMean", {"h"}, {"g"}, {{"axes", std::vector<int64_t>{-1}}}, "reduce");
+  b.output("g", DType::kFloat32, {-1, 6, 1});
+  EXPECT_EQ(early_encodes(b), (std::vector<std::pair<std::string, std::string>>{{"b1", "big_1"}, {"b2", "big_2"}}));
 }
 
 }  // namespace

@@ -56,7 +56,8 @@ Result<DevicePlan> plan_quantize_linear(const DeviceOpInit& init) {
 
 /// ai.loka ConcatQuant: each input's codes written straight into its slice of the output, so the
 /// FP32 concatenation is never formed (4 bytes read and 1 written an element, where Concat's copy
-/// and a quantize pass moved 13).
+/// and a quantize pass moved 13); each input's share is also an input_parts entry, for a session
+/// that encodes it as soon as it is made.
 Result<DevicePlan> plan_concat_quant(const DeviceOpInit& init) {
   if (init.inputs.size() < 2) return Status::error("needs Y_scale and at least one input");
   LOKA_ASSIGN_OR_RETURN(const float scale, constant_scale(init, 0, "Y_scale"));
@@ -73,6 +74,7 @@ Result<DevicePlan> plan_concat_quant(const DeviceOpInit& init) {
   const int64_t rows = row == 0 ? 0 : element_count(out_shape) / row;
   struct Part {
     int64_t cols, offset;
+    bool encoded_early;  ///< written by input_parts right after the input was made
   };
   std::vector<Part> parts;
   int64_t offset = 0;
@@ -84,20 +86,29 @@ Result<DevicePlan> plan_concat_quant(const DeviceOpInit& init) {
     if (!fits)
       return Status::error("input " + std::to_string(i) + " " + shape_to_string(shape) + " differs from the output " +
                            shape_to_string(out_shape) + " outside axis " + std::to_string(axis));
-    parts.push_back({product(shape, static_cast<size_t>(axis)), offset});
+    parts.push_back({product(shape, static_cast<size_t>(axis)), offset, init.inputs[i].written_in_place});
     offset += parts.back().cols;
   }
   if (offset != row) return Status::error("the inputs do not add up to the output along the axis");
-  return device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
-    for (size_t i = 0; i < parts.size(); ++i) {
-      const cudaError_t error = launch_quantize_e4m3_rows_into(static_cast<const float*>(in[i + 1].data), rows,
-                                                               parts[i].cols, scale,
-                                                               static_cast<uint8_t*>(out[0].data) + parts[i].offset, row,
-                                                               context.stream);
-      LOKA_RETURN_IF_ERROR(cuda_status(error, "ConcatQuant kernel"));
-    }
+  // Input i's codes into its slice; a session may enqueue it on its own, right after input i is
+  // made, so that input's FP32 buffer is free from then on (runtime/concat_placement.h).
+  const auto encode = [=](size_t i, auto in, auto out, cudaStream_t stream) {
+    return cuda_status(launch_quantize_e4m3_rows_into(static_cast<const float*>(in[i + 1].data), rows, parts[i].cols,
+                                                      scale, static_cast<uint8_t*>(out[0].data) + parts[i].offset, row,
+                                                      stream),
+                       "ConcatQuant kernel");
+  };
+  DevicePlan plan = device_function([=](auto in, auto out, const DeviceRunContext& context, int) {
+    for (size_t i = 0; i < parts.size(); ++i)
+      if (!parts[i].encoded_early) LOKA_RETURN_IF_ERROR(encode(i, in, out, context.stream));
     return Status::ok();
   });
+  plan.input_parts.resize(init.inputs.size());
+  for (size_t i = 0; i < parts.size(); ++i)
+    plan.input_parts[i + 1] = device_op([=](auto in, auto out, const DeviceRunContext& context, int) {
+      return encode(i, in, out, context.stream);
+    });
+  return plan;
 }
 
 }  // namespace
