@@ -193,11 +193,14 @@ if (( ! have_tools )); then record tools missing 0 "no loka-opt/loka-run in $bui
 # PyTorch, so no baseline is timed on a shared GPU. What PyTorch may spend leaves loka-opt its
 # reserve (LOKA_BENCH_OPT_RESERVE_S: the slowest full-size model took 97 s on an H200 with four
 # running at once, 2026-11-26; with 8 calibration sets for DHEN and the ranker 105-111 s there,
-# and more than 117 s on an H100, 2026-11-27) and LoKA's GPU stages theirs. In a full run that leaves PyTorch
-# about 50-60 s a model (44-66 s on an H200, 2026-11-26; on an H100, where training the zoo took
-# 113 s, 46-57 s, 2026-11-27); a model out of time skips its remaining rows, compiled ones first
-# (bench/torch_impls.py, SLOW_IMPLS), and the table says so.
-OPT_RESERVE_S=${LOKA_BENCH_OPT_RESERVE_S:-140}
+# and more than 117 s on an H100, 2026-11-27; 128-129 s on one H200 and more than the 142 s a
+# reserve of 140 s left them on another, 2026-11-28, where every stage ran ~10% slower) and
+# LoKA's GPU stages theirs. In a full run that leaves PyTorch
+# about 45-55 s a model (the 140 s reserve left it 44-66 s on an H200, 2026-11-26, and 46-57 s on
+# an H100, where training the zoo took 113 s, 2026-11-27); a model out of time skips its remaining
+# rows, compiled ones first (bench/torch_impls.py, SLOW_IMPLS), and the table says so. A loka-opt
+# out of time leaves its model without FP8 (LoKA then runs the FP32 model), so its reserve errs long.
+OPT_RESERVE_S=${LOKA_BENCH_OPT_RESERVE_S:-175}
 dry=()
 [ "$mode" = dry-run ] && dry=(--dry-run)
 n_models=${#model_list[@]}
