@@ -105,7 +105,7 @@ struct DevicePlan {
   /// op's own inputs and outputs: a session may run it right after the input is made and plan
   /// the op with that input written_in_place (ai.loka ConcatQuant, runtime/concat_placement.h's
   /// EarlyEncode). Empty, or null entries, where an op has none.
-  std::vector<std::unique_ptr<DeviceOp>> input_parts;
+  std::vector<std::unique_ptr<DeviceOp>> input_parts = {};
 };
 
 using DeviceOpFactory = std::function<Result<DevicePlan>(const DeviceOpInit&)>;
