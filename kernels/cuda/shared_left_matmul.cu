@@ -6,8 +6,15 @@
 // bound) and then walks samples b = blockIdx.y, blockIdx.y + gridDim.y, ...:
 // staging A per block costs M·K loads from L2, so a block serves many samples;
 // the grid is one wave of resident blocks (kernel_fit.h).
-// K is a template tier (16, 32, 48, 64): the column lives in kMaxK registers,
-// and the padding FMAs (K = 34 runs the 48 tier) are cheap next to the bytes.
+// K is a template tier (multiples of 8 up to 64): the column lives in kMaxK
+// registers, zero-padded (K = 34 runs the 40 tier).
+//
+// Issue-bound, not waiting on memory: on an H200 at Wukong's M = 32, K = 64
+// the FMAs and broadcast loads are ~45 µs of issue beside ~47 µs of bytes,
+// and streaming the next sample's column into shared memory (cp.async) while
+// this one is summed made it slower (108 -> 116.5 µs, 2026-11-28). Fewer
+// FMAs is what helps, hence tiers every 8 (K = 34 ran the 48 tier); what
+// would help further is the tensor cores (3xTF32 keeps FP32's accuracy).
 // ============================================================================
 #include "kernels/cuda/shared_left_matmul.h"
 
@@ -37,10 +44,10 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
   if (column >= n) return;  // no barrier below
   for (int64_t b = blockIdx.y; b < args.batch; b += gridDim.y) {
     const float* x = args.x + b * k * n + column;
-    float* y = args.y + b * sample_stride + column;
     float x_column[kMaxK];
 #pragma unroll
     for (int j = 0; j < kMaxK; ++j) x_column[j] = j < k ? x[j * n] : 0.0f;
+    float* y = args.y + b * sample_stride + column;
     for (int64_t row = 0; row < m; ++row) {
       // Four A values a load, every lane reading the same address (a broadcast): a shared-memory
       // load instruction costs the SM a cycle whatever its width.
@@ -59,7 +66,7 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
   }
 }
 
-int k_tier(int64_t k) { return k <= 16 ? 16 : (k <= 32 ? 32 : (k <= 48 ? 48 : 64)); }
+int k_tier(int64_t k) { return static_cast<int>(std::max<int64_t>(8, (k + 7) / 8 * 8)); }
 
 template <int kMaxK>
 Status launch(const SharedLeftMatMulArgs& args, cudaStream_t stream) {
@@ -98,9 +105,13 @@ Status launch_shared_left_matmul(const SharedLeftMatMulArgs& args, cudaStream_t 
   if (args.batch == 0 || args.n == 0) return Status::ok();
   if (!args.a || !args.x || !args.y) return Status::error("shared-left MatMul: null pointer");
   switch (k_tier(args.k)) {
+    case 8: return launch<8>(args, stream);
     case 16: return launch<16>(args, stream);
+    case 24: return launch<24>(args, stream);
     case 32: return launch<32>(args, stream);
+    case 40: return launch<40>(args, stream);
     case 48: return launch<48>(args, stream);
+    case 56: return launch<56>(args, stream);
     default: return launch<64>(args, stream);
   }
 }

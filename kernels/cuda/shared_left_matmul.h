@@ -16,9 +16,14 @@
 // H100 (2026-11-27, kernel_rate_bench shared-left): 84.5 µs on DHEN's
 // M = K = 34 (64% of the copy rate; 94.0 µs with float loads and a fixed
 // 8 blocks per SM), 109.0 µs on Wukong's M = 32, K = 64 (67%; was 116.7) and
-// 141.4 µs on its M = 64, K = 34 (53%; was 159.8). What bounds it further
-// was not found: four independent row sums, or A in the kernel's parameters
-// (each FMA reading the constant bank), measured slower or no faster. Products accumulate in FP32 with FMA, k ascending
+// 141.4 µs on its M = 64, K = 34 (53%; was 159.8). It is issue-bound (FMAs
+// and broadcast loads), not waiting on memory, so K tiers are 8 apart (K = 34
+// pads to 40, not 48): Wukong's five launches at B = 4096 went from 0.529 to
+// 0.494 ms a run in the full benchmark (two H200 runs, 2026-11-28). Measured
+// slower or no faster: the next sample cp.async'd into shared memory during
+// the sums (at M = 32, K = 64 108 -> 116.5 µs on an H200), four independent
+// row sums, A in the kernel's parameters (each FMA reading the constant
+// bank). Products accumulate in FP32 with FMA, k ascending
 // (the CPU reference rounds mul and add apart: results agree to FP32
 // accumulation error, as cuBLASLt's do). Enqueue only: graph-capturable.
 // ============================================================================

@@ -2,8 +2,9 @@
 // tests/cuda/shared_left_matmul_test.cc — Y[b] = A · X[b] on the GPU
 // (kernels/cuda/shared_left_matmul.h) against the CPU runtime's MatMul.
 //
-// Fresh random operands per case; every K tier and its edges (1, 16, 17, 34,
-// 48, 49, 64), M from 1 to the shared-memory limit, N below, at and above a
+// Fresh random operands per case; every K tier (multiples of 8) and its edges
+// (1, 5, 16, 17, 25, 32, 34, 48, 49, 56, 64), M from 1 to the shared-memory
+// limit, N below, at and above a
 // column block (1, 127, 128, 129), batch 1 and 65536; the CUDA MatMul op
 // takes the kernel for a 2-D left operand and keeps cuBLASLt beyond K = 64,
 // both matching the CPU. Skips visibly without a GPU.
@@ -47,7 +48,9 @@ TEST_F(CudaSharedLeftMatMul, MatchesTheCpuMatMulOnEveryTierAndAwkwardShape) {
   std::mt19937 rng(29);
   for (const Shape4 s : {Shape4{1, 1, 1, 1}, Shape4{3, 7, 16, 127}, Shape4{2, 34, 17, 128}, Shape4{5, 34, 34, 129},
                          Shape4{4, 32, 48, 130}, Shape4{2, 64, 49, 33}, Shape4{3, 192, 64, 100},
-                         Shape4{1, 256, 48, 5}, Shape4{65536, 3, 5, 2}, Shape4{7, 1, 64, 1000}}) {
+                         Shape4{1, 256, 48, 5}, Shape4{65536, 3, 5, 2}, Shape4{7, 1, 64, 1000},
+                         Shape4{3, 32, 32, 128}, Shape4{2, 9, 25, 40}, Shape4{2, 5, 56, 129},
+                         Shape4{4099, 32, 64, 128}}) {  // samples walked with the next one in flight
     SCOPED_TRACE("batch=" + std::to_string(s.batch) + " M=" + std::to_string(s.m) + " K=" + std::to_string(s.k) +
                  " N=" + std::to_string(s.n));
     ASSERT_TRUE(cuda::shared_left_matmul_can_implement(s.m, s.k)) << cuda::shared_left_matmul_can_implement(s.m, s.k).message();
