@@ -47,14 +47,27 @@ struct Placed {
   std::string name_of(int value) const { return engine->plan().values()[static_cast<size_t>(value)].name; }
 };
 
-Placed place(const testing::ModelBuilder& b) {
+/// `b`'s engine and its shapes at batch 4; nothing (a test failure said why) when either fails.
+struct AtBatchFour {
+  std::shared_ptr<const Engine> engine;
+  BucketShapes shapes;
+};
+std::optional<AtBatchFour> at_batch_four(const testing::ModelBuilder& b) {
   auto engine = b.build_engine();
   EXPECT_TRUE(engine) << engine.status().message();
-  if (!engine) return {};
+  if (!engine) return std::nullopt;
   auto shapes = BatchShapeModel::trace(**engine);
   EXPECT_TRUE(shapes) << shapes.status().message();
+  if (!shapes) return std::nullopt;
   auto at = shapes->at(4);
   EXPECT_TRUE(at) << at.status().message();
+  if (!at) return std::nullopt;
+  return AtBatchFour{*engine, std::move(*at)};
+}
+
+Placed place(const testing::ModelBuilder& b) {
+  const std::optional<AtBatchFour> traced = at_batch_four(b);
+  if (!traced) return {};
   // As the CUDA backend's ops (their PitchedRowRules, runtime/cuda/device_op.h): MatMul and Gemm write rows of
   // their last dim with a pitch, EmbeddingBags a sample's [T, D], a Relu packed rows only.
   const auto row_width = [](const PlanStep& step, const BucketShapes& shapes) -> int64_t {
@@ -63,7 +76,7 @@ Placed place(const testing::ModelBuilder& b) {
     if (step.op_type == "EmbeddingBags") return out[1] * out[2];
     return 0;
   };
-  return Placed{*engine, plan_concat_placements((*engine)->plan(), *at, row_width)};
+  return Placed{traced->engine, plan_concat_placements(traced->engine->plan(), traced->shapes, row_width)};
 }
 
 TEST(ConcatPlacement, GemmOutputsJoinedAlongTheirRowsGoInPlace) {
@@ -259,17 +272,12 @@ TEST(ConcatPlacement, APlacementThatWouldRaiseThePeakOfLiveBytesIsDropped) {
 
 /// The early encodes planned for `b` at batch 4, as (input name, name of the node it follows).
 std::vector<std::pair<std::string, std::string>> early_encodes(const testing::ModelBuilder& b) {
-  auto engine = b.build_engine();
-  EXPECT_TRUE(engine) << engine.status().message();
-  if (!engine) return {};
-  auto shapes = BatchShapeModel::trace(**engine);
-  EXPECT_TRUE(shapes) << shapes.status().message();
-  auto at = shapes->at(4);
-  EXPECT_TRUE(at) << at.status().message();
-  const ExecutionPlan& plan = (*engine)->plan();
+  const std::optional<AtBatchFour> traced = at_batch_four(b);
+  if (!traced) return {};
+  const ExecutionPlan& plan = traced->engine->plan();
   const std::vector<std::optional<ConcatPlacement>> none(plan.values().size());
   std::vector<std::pair<std::string, std::string>> out;
-  for (const EarlyEncode& e : plan_early_encodes(plan, *at, none)) {
+  for (const EarlyEncode& e : plan_early_encodes(plan, traced->shapes, none)) {
     const PlanStep& concat = plan.steps()[static_cast<size_t>(e.concat_quant_step)];
     EXPECT_EQ(concat.op_type, "ConcatQuant");
     const int input = concat.inputs[static_cast<size_t>(e.input)];
