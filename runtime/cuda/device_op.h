@@ -154,13 +154,13 @@ class FunctionDeviceOp final : public DeviceOp {
 };
 
 template <typename Fn>
-DevicePlan device_function(Fn fn) {
-  return DevicePlan{std::make_unique<FunctionDeviceOp<Fn>>(std::move(fn)), -1, false};
+std::unique_ptr<DeviceOp> device_op(Fn fn) {
+  return std::make_unique<FunctionDeviceOp<Fn>>(std::move(fn));
 }
 
 template <typename Fn>
-std::unique_ptr<DeviceOp> device_op(Fn fn) {
-  return std::make_unique<FunctionDeviceOp<Fn>>(std::move(fn));
+DevicePlan device_function(Fn fn) {
+  return DevicePlan{device_op(std::move(fn)), -1, false};
 }
 
 inline DevicePlan device_view(int input = 0) { return DevicePlan{nullptr, input, false}; }

@@ -50,7 +50,7 @@ TEST_F(CudaSharedLeftMatMul, MatchesTheCpuMatMulOnEveryTierAndAwkwardShape) {
                          Shape4{4, 32, 48, 130}, Shape4{2, 64, 49, 33}, Shape4{3, 192, 64, 100},
                          Shape4{1, 256, 48, 5}, Shape4{65536, 3, 5, 2}, Shape4{7, 1, 64, 1000},
                          Shape4{3, 32, 32, 128}, Shape4{2, 9, 25, 40}, Shape4{2, 5, 56, 129},
-                         Shape4{4099, 32, 64, 128}}) {  // samples walked with the next one in flight
+                         Shape4{4099, 32, 64, 128}}) {  // Wukong's shape, many samples a block
     SCOPED_TRACE("batch=" + std::to_string(s.batch) + " M=" + std::to_string(s.m) + " K=" + std::to_string(s.k) +
                  " N=" + std::to_string(s.n));
     ASSERT_TRUE(cuda::shared_left_matmul_can_implement(s.m, s.k)) << cuda::shared_left_matmul_can_implement(s.m, s.k).message();
