@@ -47,7 +47,8 @@
 //                 whole-matrix cap, in tiles; vs a copy of the bytes.
 //   shared-left   Y[b] = A · X[b] with A staged in shared memory: Wukong's linear
 //                 compression [32, 64], its first residual projection [64, 34] and DHEN's
-//                 linear module [34, 34], N = 128, batch 4096 and 16384; vs a copy of X and Y.
+//                 linear module [34, 34], N = 128, batch 4096 and 16384, on the SIMT kernel and
+//                 on the tensor cores (3xTF32); vs a copy of X and Y.
 //
 // `kernel_rate_bench [SECTION...]` runs the sections named (every one when none
 // is). Prints one table: LoKA median µs, reference median µs, and LoKA's rate as a
@@ -625,19 +626,21 @@ void bench_transpose(int64_t b, int64_t rows, int64_t cols) {
 }
 
 /// Y[b] = A · X[b] with A [m, k] shared (Wukong's and DHEN's token mixing) as the MatMul op launches it.
-void bench_shared_left(int64_t b, int64_t m, int64_t k, int64_t n) {
+void bench_shared_left(int64_t b, int64_t m, int64_t k, int64_t n, cuda::SharedLeftPath path) {
   const size_t read = static_cast<size_t>(b * k * n) * 4, written = static_cast<size_t>(b * m * n) * 4;
   Rotation x(read), y(written);
   void* a = device_alloc(static_cast<size_t>(m * k) * 4);
   check_cuda(cudaMemset(a, 0, static_cast<size_t>(m * k) * 4), "A");
+  const char* kernel = path == cuda::SharedLeftPath::kSimt ? " simt" : " tensor cores";
   bench_memory_bound("shared-left", std::to_string(b) + "x[" + std::to_string(m) + "x" + std::to_string(k) + "]x" +
-                                        std::to_string(n),
+                                        std::to_string(n) + kernel,
                      read, written, [&](int it) {
                        cuda::SharedLeftMatMulArgs args;
                        args.a = static_cast<const float*>(a);
                        args.x = static_cast<const float*>(x.at(it));
                        args.y = static_cast<float*>(y.at(it));
                        args.batch = b, args.m = m, args.k = k, args.n = n;
+                       args.path = path;
                        check_status(cuda::launch_shared_left_matmul(args, nullptr), "shared-left MatMul");
                      });
   cudaFree(a);
@@ -700,11 +703,12 @@ void bench_memory_bound_kernels(const Selection& wanted) {
     bench_transpose(b / 8, 300, 170);  // 204 000 bytes a matrix: the tiles
   }
   if (wanted("shared-left"))
-    for (int64_t batch : {b, 4 * b}) {
-      bench_shared_left(batch, 32, 64, 128);  // Wukong's linear compression
-      bench_shared_left(batch, 64, 34, 128);  // Wukong's first residual projection
-      bench_shared_left(batch, 34, 34, 128);  // DHEN's linear module
-    }
+    for (int64_t batch : {b, 4 * b})
+      for (const cuda::SharedLeftPath path : {cuda::SharedLeftPath::kSimt, cuda::SharedLeftPath::kTensorCores}) {
+        bench_shared_left(batch, 32, 64, 128, path);  // Wukong's linear compression
+        bench_shared_left(batch, 64, 34, 128, path);  // Wukong's first residual projection
+        bench_shared_left(batch, 34, 34, 128, path);  // DHEN's linear module
+      }
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // ============================================================================
-// kernels/cuda/shared_left_matmul.cu — Y[b] = A · X[b], a column per thread.
+// kernels/cuda/shared_left_matmul.cu — Y[b] = A · X[b]: SIMT, a column per
+// thread, and on the tensor cores (3xTF32, below).
 //
-// Grid: x = column blocks of kThreads columns, y = sample groups; a block
+// SIMT grid: x = column blocks of kThreads columns, y = sample groups; a block
 // stages A once (zero-padded to [M, kMaxK], so the unrolled K loop needs no
 // bound) and then walks samples b = blockIdx.y, blockIdx.y + gridDim.y, ...:
 // staging A per block costs M·K loads from L2, so a block serves many samples;
@@ -23,6 +24,7 @@
 
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/kernel_fit.h"
+#include "kernels/cuda/tf32_mma.cuh"
 
 namespace loka::cuda {
 namespace {
@@ -66,6 +68,137 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
   }
 }
 
+// ------------------------------------------------------- tensor cores --
+//
+// The same product in 3xTF32 MMAs (tf32_mma.cuh: each product within 3·2^-20
+// of FP32's, sums in FP32): the SIMT kernel issues M·K FMAs and M·K/4 shared
+// loads a column, about its bytes' worth of time (~45 µs beside ~47 µs of
+// bytes at Wukong's M = 32, K = 64, batch 4096 on an H200), and the two do
+// not overlap; here a warp's m16n8k8 MMA does 1024 products.
+//
+// A is split into its TF32 parts once per block and kept in shared memory,
+// rows padded with zeros to a multiple of 16 and K to the step count's 8s.
+// A warp's unit is one sample's slab of 16 columns: it loads the slab's X
+// straight into the B fragments (rows t and t + 4 of each 8-row step, column
+// g of each 8-column tile: a load instruction covers four 32-byte runs) and
+// splits them once, then for each 16-row tile of A sums two 16x8 tiles over
+// K and stores them. Slabs of 16, not 32: a slab's parts live in registers
+// through every row tile (128 of them at K = 64 for 32 columns: 255 registers
+// a thread, two blocks an SM). A result that comes out inf or NaN (an inf or NaN input, which the
+// split makes NaN, or a true overflow) is recomputed in FP32 FMAs in the
+// SIMT kernel's order, so the semantics are FP32's exactly there.
+
+constexpr int kTensorCoreWarps = 4;
+constexpr int kSlabColumns = 16;                ///< a warp's columns of one sample
+constexpr int kSlabTiles = kSlabColumns / 8;    ///< its 8-column MMA tiles
+
+/// Row stride of A's parts in shared memory (8-byte {hi, lo} pairs): K padded to the steps,
+/// plus 4, an odd multiple of 4, so the 16 lanes of a half-warp's fragment load (rows g < 4 at
+/// columns t < 4) read 16 different bank pairs.
+__host__ __device__ constexpr int parts_stride(int k_steps) { return k_steps * 8 + 4; }
+
+size_t tensor_core_shared_bytes(int64_t m, int k_steps) {
+  return static_cast<size_t>((m + 15) / 16 * 16 * parts_stride(k_steps)) * sizeof(uint2);
+}
+
+/// Σ_j a[row, j]·x[j, column] over j < k in FP32 FMAs, j ascending from +0: the SIMT kernel's
+/// sum. Not inlined: it runs only where a result is inf or NaN.
+__device__ __noinline__ float exact_sum(const float* a, const float* x, int64_t k, int64_t n, int64_t row,
+                                        int64_t column) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < k; ++j) sum = fmaf(a[row * k + j], x[j * n + column], sum);
+  return sum;
+}
+
+template <int kKSteps>
+__global__ void shared_left_tensor_core_kernel(SharedLeftMatMulArgs args) {
+  constexpr int kStride = parts_stride(kKSteps);
+  extern __shared__ uint2 a_parts[];  // [M rounded up to 16, kStride]
+  const int64_t m = args.m, k = args.k, n = args.n;
+  const int m_tiles = static_cast<int>((m + 15) / 16);
+  for (int i = threadIdx.x; i < m_tiles * 16 * kStride; i += blockDim.x) {
+    const int row = i / kStride, col = i % kStride;
+    const Tf32Parts parts = split_tf32(row < m && col < k ? args.a[row * k + col] : 0.0f);
+    a_parts[i] = make_uint2(parts.hi, parts.lo);
+  }
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  const int64_t slabs = (n + kSlabColumns - 1) / kSlabColumns, units = args.batch * slabs;
+  const int64_t sample_stride = args.y_sample_stride > 0 ? args.y_sample_stride : m * n;
+  for (int64_t unit = static_cast<int64_t>(blockIdx.x) * kTensorCoreWarps + threadIdx.x / 32; unit < units;
+       unit += static_cast<int64_t>(gridDim.x) * kTensorCoreWarps) {
+    const int64_t b = unit / slabs, first_column = unit % slabs * kSlabColumns;
+    const float* x = args.x + b * k * n;
+    float x_fragment[kKSteps][kSlabTiles][2];  // every load in flight before the first split
+#pragma unroll
+    for (int step = 0; step < kKSteps; ++step)
+#pragma unroll
+      for (int tile = 0; tile < kSlabTiles; ++tile)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int64_t row = step * 8 + t + 4 * half, column = first_column + tile * 8 + g;
+          x_fragment[step][tile][half] = row < k && column < n ? x[row * n + column] : 0.0f;
+        }
+    Tf32Parts x_parts[kKSteps][kSlabTiles][2];  // split once, read by every row tile
+#pragma unroll
+    for (int step = 0; step < kKSteps; ++step)
+#pragma unroll
+      for (int tile = 0; tile < kSlabTiles; ++tile)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) x_parts[step][tile][half] = split_tf32(x_fragment[step][tile][half]);
+    float* y = args.y + b * sample_stride;
+    for (int m_tile = 0; m_tile < m_tiles; ++m_tile) {
+      float acc[kSlabTiles][4] = {};
+#pragma unroll
+      for (int step = 0; step < kKSteps; ++step) {
+        const uint2* at = a_parts + (m_tile * 16 + g) * kStride + step * 8 + t;
+        const uint2 a0 = at[0], a1 = at[8 * kStride], a2 = at[4], a3 = at[8 * kStride + 4];
+        const Tf32Parts a[4] = {{a0.x, a0.y}, {a1.x, a1.y}, {a2.x, a2.y}, {a3.x, a3.y}};
+#pragma unroll
+        for (int tile = 0; tile < kSlabTiles; ++tile) {
+          mma_3xtf32(acc[tile], acc[tile], a, x_parts[step][tile]);
+        }
+      }
+#pragma unroll
+      for (int tile = 0; tile < kSlabTiles; ++tile)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {  // rows g, g, g + 8, g + 8 at columns 2t, 2t + 1
+          const int64_t row = m_tile * 16 + g + 8 * (i / 2), column = first_column + tile * 8 + 2 * t + i % 2;
+          if (row >= m || column >= n) continue;
+          const float value = acc[tile][i];
+          y[row * n + column] = isfinite(value) ? value : exact_sum(args.a, x, k, n, row, column);
+        }
+    }
+  }
+}
+
+template <int kKSteps>
+Status launch_tensor_cores(const SharedLeftMatMulArgs& args, cudaStream_t stream) {
+  const auto kernel = shared_left_tensor_core_kernel<kKSteps>;
+  const size_t shared_bytes = tensor_core_shared_bytes(args.m, kKSteps);
+  LOKA_ASSIGN_OR_RETURN(const KernelFit fit, kernel_fit(reinterpret_cast<const void*>(kernel), kTensorCoreWarps * 32,
+                                                        shared_bytes, "shared-left MatMul (tensor cores)"));
+  const int64_t units = args.batch * ((args.n + kSlabColumns - 1) / kSlabColumns);
+  const int64_t blocks = std::min<int64_t>({(units + kTensorCoreWarps - 1) / kTensorCoreWarps, fit.resident, INT32_MAX});
+  kernel<<<static_cast<unsigned>(blocks), kTensorCoreWarps * 32, shared_bytes, stream>>>(args);
+  return launch_status("shared-left MatMul (tensor cores)");
+}
+
+Status launch_on_tensor_cores(const SharedLeftMatMulArgs& args, cudaStream_t stream) {
+  switch ((args.k + 7) / 8) {
+    case 1: return launch_tensor_cores<1>(args, stream);
+    case 2: return launch_tensor_cores<2>(args, stream);
+    case 3: return launch_tensor_cores<3>(args, stream);
+    case 4: return launch_tensor_cores<4>(args, stream);
+    case 5: return launch_tensor_cores<5>(args, stream);
+    case 6: return launch_tensor_cores<6>(args, stream);
+    case 7: return launch_tensor_cores<7>(args, stream);
+    default: return launch_tensor_cores<8>(args, stream);
+  }
+}
+
+// ------------------------------------------------------------ dispatch --
+
 int k_tier(int64_t k) { return static_cast<int>(std::max<int64_t>(8, (k + 7) / 8 * 8)); }
 
 template <int kMaxK>
@@ -97,6 +230,11 @@ Status shared_left_matmul_can_implement(int64_t m, int64_t k) {
   return Status::ok();
 }
 
+bool shared_left_fits_tensor_cores(int64_t m, int64_t k) {
+  return m >= 1 && k >= 1 && k <= kSharedLeftMaxK &&
+         tensor_core_shared_bytes(m, static_cast<int>((k + 7) / 8)) <= kSharedLeftTensorCoreBytes;
+}
+
 Status launch_shared_left_matmul(const SharedLeftMatMulArgs& args, cudaStream_t stream) {
   if (args.batch < 0 || args.n < 0) return Status::error("shared-left MatMul: negative shape");
   if (args.y_sample_stride != 0 && args.y_sample_stride < args.m * args.n)
@@ -104,6 +242,14 @@ Status launch_shared_left_matmul(const SharedLeftMatMulArgs& args, cudaStream_t 
   LOKA_RETURN_IF_ERROR(shared_left_matmul_can_implement(args.m, args.k));
   if (args.batch == 0 || args.n == 0) return Status::ok();
   if (!args.a || !args.x || !args.y) return Status::error("shared-left MatMul: null pointer");
+  const bool tensor_cores = args.path == SharedLeftPath::kTensorCores ||
+                            (args.path == SharedLeftPath::kAuto && shared_left_fits_tensor_cores(args.m, args.k));
+  if (tensor_cores) {
+    if (!shared_left_fits_tensor_cores(args.m, args.k))
+      return Status::error("shared-left MatMul on the tensor cores holds A's TF32 parts [" + std::to_string(args.m) +
+                           "," + std::to_string(args.k) + "] in 48 KiB of shared memory: too large");
+    return launch_on_tensor_cores(args, stream);
+  }
   switch (k_tier(args.k)) {
     case 8: return launch<8>(args, stream);
     case 16: return launch<16>(args, stream);

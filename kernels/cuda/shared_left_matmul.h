@@ -8,7 +8,11 @@
 // ONNX exports `torch.matmul(W, x)` with W [M,K] and x [B,K,N] as a MatMul
 // whose left operand broadcasts over the batch. cuBLASLt runs it as `batch`
 // tiny SIMT GEMMs with a stride-0 operand, tiles mostly idle for M = 34,
-// K = 34. Here each thread owns one column n of one sample: it keeps
+// K = 34. Two kernels here, both FP32-accurate:
+//   * tensor cores (M up to 64 at K = 64): 3xTF32 MMAs, A split into its TF32
+//     parts once per block, a warp summing one sample's 16 columns (see the
+//     .cu); inf and NaN results are recomputed in FP32 FMAs, so they are FP32's;
+//   * SIMT, for larger A: each thread owns one column n of one sample: it keeps
 // X[b][:, n] (K ≤ 64 values) in registers and writes Y[b][:, n] one row at a
 // time, with A in shared memory read as a broadcast by the whole warp, four
 // values a load. Every X and Y element crosses memory once, coalesced; the
@@ -37,6 +41,13 @@
 
 namespace loka::cuda {
 
+/// Which kernel runs the product: both are FP32-accurate (see the .cu for how each sums).
+enum class SharedLeftPath {
+  kAuto,         ///< the tensor cores where A's parts fit (shared_left_fits_tensor_cores), else SIMT
+  kSimt,         ///< FP32 FMAs, a column a thread
+  kTensorCores,  ///< 3xTF32 MMAs; an error where A's parts do not fit
+};
+
 struct SharedLeftMatMulArgs {
   const float* a = nullptr;  ///< [M,K], shared by every sample
   const float* x = nullptr;  ///< [batch,K,N]
@@ -46,12 +57,20 @@ struct SharedLeftMatMulArgs {
   /// sample's [M,N] into its slice of a Concat's output along the token axis (Wukong's
   /// concat(FMB, LCB)): runtime/concat_placement.h.
   int64_t y_sample_stride = 0;
+  SharedLeftPath path = SharedLeftPath::kAuto;
 };
 
 /// The largest K a thread keeps in registers.
 inline constexpr int64_t kSharedLeftMaxK = 64;
 /// The largest M·K (A padded to the kernel's K tier) held in shared memory: 48 KiB.
 inline constexpr int64_t kSharedLeftMaxElements = 12288;
+
+/// The largest shared memory A's TF32 parts take on the tensor-core path ([M rounded up to 16,
+/// K rounded up to 8, plus 4] pairs of 4-byte parts): M up to 64 at K = 64.
+inline constexpr size_t kSharedLeftTensorCoreBytes = 48 * 1024;
+
+/// True when the tensor-core path can hold A (1 ≤ K ≤ 64 and its parts within the bytes above).
+bool shared_left_fits_tensor_cores(int64_t m, int64_t k);
 
 /// Ok when the kernel can run the shape (1 ≤ K ≤ 64, M·K within the shared-memory tile);
 /// otherwise why not, so a caller can fall back to a general GEMM.

@@ -2,10 +2,12 @@
 // tests/cuda/shared_left_matmul_test.cc — Y[b] = A · X[b] on the GPU
 // (kernels/cuda/shared_left_matmul.h) against the CPU runtime's MatMul.
 //
-// Fresh random operands per case; every K tier (multiples of 8) and its edges
-// (1, 5, 16, 17, 25, 32, 34, 48, 49, 56, 64), M from 1 to the shared-memory
-// limit, N below, at and above a
-// column block (1, 127, 128, 129), batch 1 and 65536; the CUDA MatMul op
+// Both kernels (SIMT and the 3xTF32 tensor cores, each where it holds A) on
+// fresh random operands per case; every K tier (multiples of 8) and its edges
+// (1, 5, 8, 16, 17, 25, 32, 34, 40, 48, 49, 56, 64), M from 1 to the
+// shared-memory limit (M not a multiple of 16), N below, at and above a slab
+// and a column block (1, 15, 16, 17, 127, 128, 129), batch 1 and 65536; a sum
+// that overflows; the CUDA MatMul op
 // takes the kernel for a 2-D left operand and keeps cuBLASLt beyond K = 64,
 // both matching the CPU. Skips visibly without a GPU.
 // ============================================================================
@@ -31,18 +33,48 @@ using testing::DeviceBytes;
 class CudaSharedLeftMatMul : public testing::CudaTest {};
 
 /// FP32 sums of K products in another order (FMA against mul + add) differ by a few units of
-/// the largest partial sum: K · 2⁻²³ · Σ|a·x| bounds it, with room.
+/// the largest partial sum: K · 2⁻²³ · Σ|a·x| bounds it, with room. The tensor cores' 3xTF32
+/// products are each within 3 · 2⁻²⁰ of FP32's (kernels/cuda/tf32_mma.cuh): K of them more.
 float tolerance(const Tensor& a, const Tensor& x, int64_t k) {
   float largest = 0;
   for (float v : a.to_floats()) largest = std::max(largest, std::fabs(v));
   float largest_x = 0;
   for (float v : x.to_floats()) largest_x = std::max(largest_x, std::fabs(v));
-  return 4.0f * static_cast<float>(k) * static_cast<float>(k) * largest * largest_x * 0x1p-23f;
+  const float kf = static_cast<float>(k);
+  return (4.0f * kf * kf * 0x1p-23f + 4.0f * kf * 0x1p-20f) * largest * largest_x;
 }
 
 struct Shape4 {
   int64_t batch, m, k, n;
 };
+
+/// Both kernels, each where it can hold A.
+constexpr cuda::SharedLeftPath kPaths[] = {cuda::SharedLeftPath::kSimt, cuda::SharedLeftPath::kTensorCores};
+
+const char* path_name(cuda::SharedLeftPath path) {
+  return path == cuda::SharedLeftPath::kSimt ? "SIMT" : "tensor cores";
+}
+
+/// Y = A · X[b] on `path` against the CPU runtime's MatMul.
+void expect_path_matches_cpu(const Shape4& s, cuda::SharedLeftPath path, std::mt19937& rng) {
+  SCOPED_TRACE(std::string(path_name(path)) + " batch=" + std::to_string(s.batch) + " M=" + std::to_string(s.m) +
+               " K=" + std::to_string(s.k) + " N=" + std::to_string(s.n));
+  const Tensor a = testing::random_tensor(rng, {s.m, s.k});
+  const Tensor x = testing::random_tensor(rng, {s.batch, s.k, s.n});
+  auto expected = testing::run_single_node("MatMul", 17, {a, x});
+  ASSERT_TRUE(expected) << expected.status().message();
+  DeviceBytes d_a(a), d_x(x), d_y(static_cast<size_t>(s.batch * s.m * s.n) * sizeof(float));
+  cuda::SharedLeftMatMulArgs args;
+  args.a = d_a.as<float>();
+  args.x = d_x.as<float>();
+  args.y = d_y.as<float>();
+  args.batch = s.batch, args.m = s.m, args.k = s.k, args.n = s.n;
+  args.path = path;
+  const Status launched = cuda::launch_shared_left_matmul(args, nullptr);
+  ASSERT_TRUE(launched) << launched.message();
+  const Tensor y = d_y.download_tensor(DType::kFloat32, {s.batch, s.m, s.n});
+  testing::expect_close(y, (*expected)[0], 0, tolerance(a, x, s.k));
+}
 
 TEST_F(CudaSharedLeftMatMul, MatchesTheCpuMatMulOnEveryTierAndAwkwardShape) {
   std::mt19937 rng(29);
@@ -50,39 +82,71 @@ TEST_F(CudaSharedLeftMatMul, MatchesTheCpuMatMulOnEveryTierAndAwkwardShape) {
                          Shape4{4, 32, 48, 130}, Shape4{2, 64, 49, 33}, Shape4{3, 192, 64, 100},
                          Shape4{1, 256, 48, 5}, Shape4{65536, 3, 5, 2}, Shape4{7, 1, 64, 1000},
                          Shape4{3, 32, 32, 128}, Shape4{2, 9, 25, 40}, Shape4{2, 5, 56, 129},
-                         Shape4{4099, 32, 64, 128}}) {  // Wukong's shape, many samples a block
-    SCOPED_TRACE("batch=" + std::to_string(s.batch) + " M=" + std::to_string(s.m) + " K=" + std::to_string(s.k) +
-                 " N=" + std::to_string(s.n));
+                         Shape4{4099, 32, 64, 128},  // Wukong's shape, many samples a block
+                         Shape4{3, 17, 8, 15}, Shape4{2, 48, 40, 17}, Shape4{5, 64, 64, 16}}) {
     ASSERT_TRUE(cuda::shared_left_matmul_can_implement(s.m, s.k)) << cuda::shared_left_matmul_can_implement(s.m, s.k).message();
-    const Tensor a = testing::random_tensor(rng, {s.m, s.k});
-    const Tensor x = testing::random_tensor(rng, {s.batch, s.k, s.n});
-    auto expected = testing::run_single_node("MatMul", 17, {a, x});
-    ASSERT_TRUE(expected) << expected.status().message();
-    DeviceBytes d_a(a), d_x(x), d_y(static_cast<size_t>(s.batch * s.m * s.n) * sizeof(float));
-    cuda::SharedLeftMatMulArgs args;
-    args.a = d_a.as<float>();
-    args.x = d_x.as<float>();
-    args.y = d_y.as<float>();
-    args.batch = s.batch, args.m = s.m, args.k = s.k, args.n = s.n;
-    ASSERT_TRUE(cuda::launch_shared_left_matmul(args, nullptr).is_ok());
-    const Tensor y = d_y.download_tensor(DType::kFloat32, {s.batch, s.m, s.n});
-    testing::expect_close(y, (*expected)[0], 0, tolerance(a, x, s.k));
+    for (const cuda::SharedLeftPath path : kPaths) {
+      if (path == cuda::SharedLeftPath::kTensorCores && !cuda::shared_left_fits_tensor_cores(s.m, s.k)) continue;
+      expect_path_matches_cpu(s, path, rng);
+    }
   }
 }
 
+TEST_F(CudaSharedLeftMatMul, TheTensorCoresTakeEveryShapeUpToSixtyFourRowsAndTheRestFallsBack) {
+  EXPECT_TRUE(cuda::shared_left_fits_tensor_cores(64, 64));   // Wukong's residual projection, K = 64
+  EXPECT_TRUE(cuda::shared_left_fits_tensor_cores(34, 34));   // DHEN's linear module
+  EXPECT_FALSE(cuda::shared_left_fits_tensor_cores(192, 64));  // SIMT only
+  // Asked for the tensor cores where A's parts do not fit: a reason, not a launch.
+  std::mt19937 rng(37);
+  const Tensor a = testing::random_tensor(rng, {192, 64});
+  const Tensor x = testing::random_tensor(rng, {1, 64, 4});
+  DeviceBytes d_a(a), d_x(x), d_y(192 * 4 * sizeof(float));
+  cuda::SharedLeftMatMulArgs args{d_a.as<float>(), d_x.as<float>(), d_y.as<float>(), 1, 192, 64, 4};
+  args.path = cuda::SharedLeftPath::kTensorCores;
+  const Status refused = cuda::launch_shared_left_matmul(args, nullptr);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.message().find("too large"), std::string::npos) << refused.message();
+  args.path = cuda::SharedLeftPath::kAuto;  // the SIMT kernel takes it
+  EXPECT_TRUE(cuda::launch_shared_left_matmul(args, nullptr));
+}
+
 TEST_F(CudaSharedLeftMatMul, NanAndInfinityReachOnlyTheirColumns) {
-  std::mt19937 rng(31);
-  const Tensor a = testing::random_tensor(rng, {4, 6});
-  Tensor x = testing::random_tensor(rng, {2, 6, 8});
-  const float finite_tolerance = tolerance(a, x, 6);
-  x.data<float>()[1 * 48 + 2 * 8 + 3] = NAN;       // sample 1, k 2, column 3
-  x.data<float>()[0 * 48 + 5 * 8 + 6] = INFINITY;  // sample 0, k 5, column 6
-  auto expected = testing::run_single_node("MatMul", 17, {a, x});
-  ASSERT_TRUE(expected) << expected.status().message();
-  DeviceBytes d_a(a), d_x(x), d_y(2 * 4 * 8 * sizeof(float));
-  ASSERT_TRUE(cuda::launch_shared_left_matmul({d_a.as<float>(), d_x.as<float>(), d_y.as<float>(), 2, 4, 6, 8}, nullptr));
-  const Tensor y = d_y.download_tensor(DType::kFloat32, {2, 4, 8});
-  testing::expect_close(y, (*expected)[0], 0, finite_tolerance);  // NaN matches NaN, ±inf must be equal
+  for (const cuda::SharedLeftPath path : kPaths) {
+    SCOPED_TRACE(path_name(path));
+    std::mt19937 rng(31);
+    const Tensor a = testing::random_tensor(rng, {4, 6});
+    Tensor x = testing::random_tensor(rng, {2, 6, 8});
+    const float finite_tolerance = tolerance(a, x, 6);
+    x.data<float>()[1 * 48 + 2 * 8 + 3] = NAN;       // sample 1, k 2, column 3
+    x.data<float>()[0 * 48 + 5 * 8 + 6] = INFINITY;  // sample 0, k 5, column 6
+    auto expected = testing::run_single_node("MatMul", 17, {a, x});
+    ASSERT_TRUE(expected) << expected.status().message();
+    DeviceBytes d_a(a), d_x(x), d_y(2 * 4 * 8 * sizeof(float));
+    cuda::SharedLeftMatMulArgs args{d_a.as<float>(), d_x.as<float>(), d_y.as<float>(), 2, 4, 6, 8};
+    args.path = path;
+    ASSERT_TRUE(cuda::launch_shared_left_matmul(args, nullptr));
+    const Tensor y = d_y.download_tensor(DType::kFloat32, {2, 4, 8});
+    testing::expect_close(y, (*expected)[0], 0, finite_tolerance);  // NaN matches NaN, ±inf must be equal
+  }
+}
+
+TEST_F(CudaSharedLeftMatMul, ASumThatOverflowsIsInfinityOnTheTensorCoresToo) {
+  // Finite operands whose FP32 sum overflows: 3e38 + 3e38 is +inf in FP32 FMAs, and the
+  // tensor-core path, whose parts give inf − inf there, recomputes it so; 0 · inf stays NaN.
+  const Tensor a = Tensor::from_floats({2, 2}, std::vector<float>{3e38f, 3e38f, 0.0f, 1.0f});
+  const Tensor x = Tensor::from_floats({1, 2, 2}, std::vector<float>{1.0f, 2.0f, 1.0f, INFINITY});
+  for (const cuda::SharedLeftPath path : kPaths) {
+    SCOPED_TRACE(path_name(path));
+    DeviceBytes d_a(a), d_x(x), d_y(4 * sizeof(float));
+    cuda::SharedLeftMatMulArgs args{d_a.as<float>(), d_x.as<float>(), d_y.as<float>(), 1, 2, 2, 2};
+    args.path = path;
+    ASSERT_TRUE(cuda::launch_shared_left_matmul(args, nullptr));
+    const std::vector<float> y = d_y.download_vector<float>(4);
+    EXPECT_EQ(y[0], INFINITY);       // 3e38·1 + 3e38·1
+    EXPECT_EQ(y[1], INFINITY);       // 3e38·2 + 3e38·inf
+    EXPECT_EQ(y[2], 1.0f);           // 0·1 + 1·1
+    EXPECT_EQ(y[3], INFINITY);       // 0·2 + 1·inf
+  }
 }
 
 TEST_F(CudaSharedLeftMatMul, RefusesWhatItCannotHoldWithAReason) {
