@@ -9,7 +9,7 @@
 // whose left operand broadcasts over the batch. cuBLASLt runs it as `batch`
 // tiny SIMT GEMMs with a stride-0 operand, tiles mostly idle for M = 34,
 // K = 34. Two kernels here, both FP32-accurate:
-//   * tensor cores (M up to 64 at K = 64): 3xTF32 MMAs, A split into its TF32
+//   * tensor cores (M up to 80 at K = 64): 3xTF32 MMAs, A split into its TF32
 //     parts once per block, a warp summing one sample's 16 columns (see the
 //     .cu); inf and NaN results are recomputed in FP32 FMAs, so they are FP32's;
 //   * SIMT, for larger A: each thread owns one column n of one sample: it keeps
@@ -66,7 +66,7 @@ inline constexpr int64_t kSharedLeftMaxK = 64;
 inline constexpr int64_t kSharedLeftMaxElements = 12288;
 
 /// The largest shared memory A's TF32 parts take on the tensor-core path ([M rounded up to 16,
-/// K rounded up to 8, plus 4] pairs of 4-byte parts): M up to 64 at K = 64.
+/// K rounded up to 8, plus 4] pairs of 4-byte parts): M up to 80 at K = 64.
 inline constexpr size_t kSharedLeftTensorCoreBytes = 48 * 1024;
 
 /// True when the tensor-core path can hold A (1 ≤ K ≤ 64 and its parts within the bytes above).

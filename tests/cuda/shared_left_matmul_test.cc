@@ -92,8 +92,10 @@ TEST_F(CudaSharedLeftMatMul, MatchesTheCpuMatMulOnEveryTierAndAwkwardShape) {
   }
 }
 
-TEST_F(CudaSharedLeftMatMul, TheTensorCoresTakeEveryShapeUpToSixtyFourRowsAndTheRestFallsBack) {
-  EXPECT_TRUE(cuda::shared_left_fits_tensor_cores(64, 64));   // Wukong's residual projection, K = 64
+TEST_F(CudaSharedLeftMatMul, TheTensorCoresTakeUpToEightyRowsAtKSixtyFourAndTheRestFallsBack) {
+  EXPECT_TRUE(cuda::shared_left_fits_tensor_cores(64, 34));   // Wukong's residual projection
+  EXPECT_TRUE(cuda::shared_left_fits_tensor_cores(80, 64));   // 80 x 68 pairs: 43 520 bytes
+  EXPECT_FALSE(cuda::shared_left_fits_tensor_cores(81, 64));  // 96 rows of parts: past 48 KiB
   EXPECT_TRUE(cuda::shared_left_fits_tensor_cores(34, 34));   // DHEN's linear module
   EXPECT_FALSE(cuda::shared_left_fits_tensor_cores(192, 64));  // SIMT only
   // Asked for the tensor cores where A's parts do not fit: a reason, not a launch.
