@@ -150,7 +150,7 @@ struct PlanFacts {
 
 std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const ExecutionPlan& plan,
                                                                    const BucketShapes& shapes,
-                                                                   const PitchedRowWidth& pitched_row_width) {
+                                                                   const PitchedRowWidths& pitched_row_widths) {
   const auto& steps = plan.steps();
   const auto& values = plan.values();
   std::vector<std::optional<ConcatPlacement>> placements(values.size());
@@ -187,13 +187,14 @@ std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const Executi
       if (source == kNoValue) continue;
       const size_t v = static_cast<size_t>(source);
       const Shape& produced = shapes.shapes[v];
-      if (facts.output_slot[v] != 0 || shapes.dtypes[v] != shapes.dtypes[o] || produced.empty() || columns == 0 ||
-          pitched_row_width(steps[static_cast<size_t>(producer[v])], shapes) != columns)
+      if (facts.output_slot[v] != 0 || shapes.dtypes[v] != shapes.dtypes[o] || produced.empty() || columns == 0)
         continue;
+      const std::vector<int64_t> widths = pitched_row_widths(steps[static_cast<size_t>(producer[v])], shapes);
+      if (std::find(widths.begin(), widths.end(), columns) == widths.end()) continue;
       if ((offset * element_bytes) % kPlacementAlignmentBytes != 0 ||
           (row_pitch * element_bytes) % kPlacementAlignmentBytes != 0)
         continue;
-      placements[v] = ConcatPlacement{out, static_cast<int>(i), offset, row_pitch};
+      placements[v] = ConcatPlacement{out, static_cast<int>(i), offset, row_pitch, columns};
     }
   }
   // A placed value's bytes are the Concat's from the producer's step on: when other large values

@@ -11,17 +11,19 @@
 //
 // An input is placed when:
 //  - it comes from the first output of a node the backend can have write
-//    pitched rows (`PitchedRowWidth`: the CUDA backend's GEMM ops, the
+//    pitched rows (`PitchedRowWidths`: the CUDA backend's GEMM ops, the
 //    shared-left MatMul and EmbeddingBags, each op family's PitchedRowRule in
 //    runtime/cuda/device_op.h),
 //    through views only
 //    (runtime/view_ops.h), and every value on that chain is read once (by
 //    the next view, or by the Concat as one of its inputs) and is neither a
 //    graph output, a constant nor host-resident;
-//  - its slice is the producer's pitched rows (a GEMM's last dim, a
-//    sample of EmbeddingBags or of the shared-left MatMul: Wukong's LCB
-//    [B, 32, 128] into concat(FMB, LCB) along the tokens, 2.503 -> 2.366 ms
-//    for the model at batch 4096 on an H200, 2026-11-27): from the Concat axis on, the input holds as
+//  - its slice is one of the producer's pitched row widths (a GEMM's last
+//    dim, a sample of EmbeddingBags, a sample of the shared-left MatMul:
+//    Wukong's LCB [B, 32, 128] into concat(FMB, LCB) along the tokens, 2.503
+//    -> 2.366 ms for the model at batch 4096 on an H200, 2026-11-27, or a row
+//    of it: DHEN's linear module [B, 34, 128] into its [B, 34, 640] join along
+//    features): from the Concat axis on, the input holds as
 //    many elements as one such row, so row r of the producer lands at
 //    offset + r * row_pitch of the output;
 //  - the slice's start and pitch are 16-byte multiples (cuBLASLt's aligned
@@ -51,12 +53,13 @@ struct ConcatPlacement {
   int input = -1;          ///< which of its inputs this is
   int64_t offset = 0;      ///< elements from the output's start to the slice's first row
   int64_t row_pitch = 0;   ///< elements between consecutive rows of the slice
+  int64_t row_width = 0;   ///< elements in each row: which of the producer's PitchedRowWidths it writes
 };
 
-/// Elements in each row the backend's op for a step will write with a pitch (its first output,
-/// at these shapes), 0 where it writes packed rows only. The closer to what the op then does,
-/// the truer the peak rule below.
-using PitchedRowWidth = std::function<int64_t(const PlanStep&, const BucketShapes&)>;
+/// The row widths (elements) the backend's op for a step can write with a pitch (its first
+/// output, at these shapes): usually one, none where it writes packed rows only. The closer to
+/// what the op then does, the truer the peak rule below.
+using PitchedRowWidths = std::function<std::vector<int64_t>(const PlanStep&, const BucketShapes&)>;
 
 /// Per value id: where a producer's first output can be written (the chain's first value), or
 /// nothing. `shapes` are one bucket's. The peak rule counts live bytes, a lower bound of the
@@ -64,7 +67,7 @@ using PitchedRowWidth = std::function<int64_t(const PlanStep&, const BucketShape
 /// op declines after all (no cuBLASLt algorithm for the pitch) keeps its own buffer besides.
 std::vector<std::optional<ConcatPlacement>> plan_concat_placements(const ExecutionPlan& plan,
                                                                    const BucketShapes& shapes,
-                                                                   const PitchedRowWidth& pitched_row_width);
+                                                                   const PitchedRowWidths& pitched_row_widths);
 
 /// An ai.loka ConcatQuant input encoded as soon as it is made. ConcatQuant writes each FP32
 /// input's codes into its slice of the FP8 output; run at its own step, it keeps every input

@@ -36,7 +36,8 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
   extern __shared__ float4 a_tile4[];  // [M, kMaxK] floats, zero beyond K (float4: 16-byte aligned rows)
   float* a_tile = reinterpret_cast<float*>(a_tile4);
   const int64_t m = args.m, k = args.k, n = args.n;
-  const int64_t sample_stride = args.y_sample_stride > 0 ? args.y_sample_stride : m * n;
+  const int64_t row_stride = args.y_row_stride > 0 ? args.y_row_stride : n;
+  const int64_t sample_stride = args.y_sample_stride > 0 ? args.y_sample_stride : m * row_stride;
   for (int64_t i = threadIdx.x; i < m * kMaxK; i += blockDim.x) {
     const int64_t row = i / kMaxK, col = i % kMaxK;
     a_tile[i] = col < k ? args.a[row * k + col] : 0.0f;
@@ -63,7 +64,7 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
         sum = fmaf(a4.z, x_column[4 * j + 2], sum);
         sum = fmaf(a4.w, x_column[4 * j + 3], sum);
       }
-      y[row * n] = sum;
+      y[row * row_stride] = sum;
     }
   }
 }
@@ -84,9 +85,13 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
 // splits them once, then for each 16-row tile of A sums two 16x8 tiles over
 // K and stores them. Slabs of 16, not 32: a slab's parts live in registers
 // through every row tile (128 of them at K = 64 for 32 columns: 255 registers
-// a thread, two blocks an SM). A result that comes out inf or NaN (an inf or NaN input, which the
-// split makes NaN, or a true overflow) is recomputed in FP32 FMAs in the
-// SIMT kernel's order, so the semantics are FP32's exactly there.
+// a thread, two blocks an SM).
+//
+// A result the MMAs make inf or NaN is recomputed in FP32 FMAs in the SIMT
+// kernel's order. An inf or NaN input always makes it so (the split's lo is
+// NaN there), so such a column is FP32's exactly; a finite sum whose FP32 FMA
+// chain would overflow part-way (3e38 + 3e38 − 3e38) may stay finite here, as
+// the tensor cores order their sums their own way.
 
 constexpr int kTensorCoreWarps = 4;
 constexpr int kSlabColumns = 16;                ///< a warp's columns of one sample
@@ -124,7 +129,8 @@ __global__ void shared_left_tensor_core_kernel(SharedLeftMatMulArgs args) {
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
   const int64_t slabs = (n + kSlabColumns - 1) / kSlabColumns, units = args.batch * slabs;
-  const int64_t sample_stride = args.y_sample_stride > 0 ? args.y_sample_stride : m * n;
+  const int64_t row_stride = args.y_row_stride > 0 ? args.y_row_stride : n;
+  const int64_t sample_stride = args.y_sample_stride > 0 ? args.y_sample_stride : m * row_stride;
   for (int64_t unit = static_cast<int64_t>(blockIdx.x) * kTensorCoreWarps + threadIdx.x / 32; unit < units;
        unit += static_cast<int64_t>(gridDim.x) * kTensorCoreWarps) {
     const int64_t b = unit / slabs, first_column = unit % slabs * kSlabColumns;
@@ -166,7 +172,7 @@ __global__ void shared_left_tensor_core_kernel(SharedLeftMatMulArgs args) {
           const int64_t row = m_tile * 16 + g + 8 * (i / 2), column = first_column + tile * 8 + 2 * t + i % 2;
           if (row >= m || column >= n) continue;
           const float value = acc[tile][i];
-          y[row * n + column] = isfinite(value) ? value : exact_sum(args.a, x, k, n, row, column);
+          y[row * row_stride + column] = isfinite(value) ? value : exact_sum(args.a, x, k, n, row, column);
         }
     }
   }
@@ -237,13 +243,18 @@ bool shared_left_fits_tensor_cores(int64_t m, int64_t k) {
 
 Status launch_shared_left_matmul(const SharedLeftMatMulArgs& args, cudaStream_t stream) {
   if (args.batch < 0 || args.n < 0) return Status::error("shared-left MatMul: negative shape");
-  if (args.y_sample_stride != 0 && args.y_sample_stride < args.m * args.n)
-    return Status::error("shared-left MatMul: a Y sample stride below M·N overlaps samples");
+  if (args.y_row_stride != 0 && args.y_row_stride < args.n)
+    return Status::error("shared-left MatMul: a Y row stride below N overlaps rows");
+  const int64_t row_stride = args.y_row_stride != 0 ? args.y_row_stride : args.n;
+  if (args.y_sample_stride != 0 && args.y_sample_stride < args.m * row_stride)
+    return Status::error("shared-left MatMul: a Y sample stride below M rows overlaps samples");
   LOKA_RETURN_IF_ERROR(shared_left_matmul_can_implement(args.m, args.k));
   if (args.batch == 0 || args.n == 0) return Status::ok();
   if (!args.a || !args.x || !args.y) return Status::error("shared-left MatMul: null pointer");
-  const bool tensor_cores = args.path == SharedLeftPath::kTensorCores ||
-                            (args.path == SharedLeftPath::kAuto && shared_left_fits_tensor_cores(args.m, args.k));
+  // Auto: below 16 rows most of each MMA's rows would be padding.
+  const bool tensor_cores =
+      args.path == SharedLeftPath::kTensorCores ||
+      (args.path == SharedLeftPath::kAuto && args.m >= 16 && shared_left_fits_tensor_cores(args.m, args.k));
   if (tensor_cores) {
     if (!shared_left_fits_tensor_cores(args.m, args.k))
       return Status::error("shared-left MatMul on the tensor cores holds A's TF32 parts [" + std::to_string(args.m) +

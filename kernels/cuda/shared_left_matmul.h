@@ -9,9 +9,10 @@
 // whose left operand broadcasts over the batch. cuBLASLt runs it as `batch`
 // tiny SIMT GEMMs with a stride-0 operand, tiles mostly idle for M = 34,
 // K = 34. Two kernels here, both FP32-accurate:
-//   * tensor cores (M up to 80 at K = 64): 3xTF32 MMAs, A split into its TF32
-//     parts once per block, a warp summing one sample's 16 columns (see the
-//     .cu); inf and NaN results are recomputed in FP32 FMAs, so they are FP32's;
+//   * tensor cores (16 to 80 rows at K = 64): 3xTF32 MMAs, A split into its
+//     TF32 parts once per block, a warp summing one sample's 16 columns (see
+//     the .cu); results the MMAs make inf or NaN are recomputed in FP32 FMAs,
+//     so a column with an inf or NaN input is FP32's;
 //   * SIMT, for larger A: each thread owns one column n of one sample: it keeps
 // X[b][:, n] (K ≤ 64 values) in registers and writes Y[b][:, n] one row at a
 // time, with A in shared memory read as a broadcast by the whole warp, four
@@ -43,7 +44,7 @@ namespace loka::cuda {
 
 /// Which kernel runs the product: both are FP32-accurate (see the .cu for how each sums).
 enum class SharedLeftPath {
-  kAuto,         ///< the tensor cores where A's parts fit (shared_left_fits_tensor_cores), else SIMT
+  kAuto,         ///< the tensor cores from 16 rows where A's parts fit (shared_left_fits_tensor_cores), else SIMT
   kSimt,         ///< FP32 FMAs, a column a thread
   kTensorCores,  ///< 3xTF32 MMAs; an error where A's parts do not fit
 };
@@ -53,10 +54,14 @@ struct SharedLeftMatMulArgs {
   const float* x = nullptr;  ///< [batch,K,N]
   float* y = nullptr;        ///< [batch,M,N]; must not overlap a or x
   int64_t batch = 0, m = 0, k = 0, n = 0;
-  /// Elements between consecutive samples of Y (0: M·N, packed). A wider stride writes each
-  /// sample's [M,N] into its slice of a Concat's output along the token axis (Wukong's
-  /// concat(FMB, LCB)): runtime/concat_placement.h.
+  /// Elements between consecutive samples of Y (0: M · the row stride, packed). A wider stride
+  /// writes each sample's [M,N] into its slice of a Concat's output along the token axis
+  /// (Wukong's concat(FMB, LCB)): runtime/concat_placement.h.
   int64_t y_sample_stride = 0;
+  /// Elements between consecutive rows of a sample of Y (0: N, packed). A wider stride writes
+  /// each row into its slice of a Concat's output along the last axis (DHEN's join of its
+  /// modules' outputs).
+  int64_t y_row_stride = 0;
   SharedLeftPath path = SharedLeftPath::kAuto;
 };
 

@@ -45,10 +45,12 @@ struct DeviceValueInfo {
   Tensor host;
   bool present = true;  ///< false for an omitted optional input
   /// An output: elements between consecutive rows when the op can write it so (into its slice of
-  /// a Concat's output, runtime/concat_placement.h); a row is what the op's PitchedRowRule says
-  /// (a GEMM's last dim, a sample of EmbeddingBags); 0: packed. An op that honours it says so in
-  /// DevicePlan::output_pitched, else it writes packed rows elsewhere.
+  /// a Concat's output, runtime/concat_placement.h); a row is `row_width` elements, one of the
+  /// widths the op's PitchedRowRule offers (a GEMM's last dim, a sample of EmbeddingBags); 0:
+  /// packed. An op that honours it says so in DevicePlan::output_pitched, else it writes packed
+  /// rows elsewhere.
   int64_t row_pitch = 0;
+  int64_t row_width = 0;
   /// A Concat's input its producer already wrote into the Concat's output (nothing to copy), or a
   /// ConcatQuant's input encoded by its DevicePlan::input_parts entry right after it was made.
   bool written_in_place = false;
@@ -110,10 +112,19 @@ struct DevicePlan {
 
 using DeviceOpFactory = std::function<Result<DevicePlan>(const DeviceOpInit&)>;
 
-/// Elements in each row the op planned for `step` at these shapes will write with a pitch when
-/// asked (its first output), 0 where it writes packed rows only. It mirrors the factory beside
-/// it, so the two are registered together; the factory may still decline when planned.
-using PitchedRowRule = std::function<int64_t(const PlanStep& step, const BucketShapes& shapes)>;
+/// The row widths (elements) the op planned for `step` at these shapes can write with a pitch
+/// when asked (its first output): usually one, none where it writes packed rows only. It
+/// mirrors the factory beside it, so the two are registered together; the factory may still
+/// decline when planned.
+using PitchedRowRule = std::function<std::vector<int64_t>(const PlanStep& step, const BucketShapes& shapes)>;
+
+/// The PitchedRowRule of an op that writes rows of one width (`width` 0: packed rows only).
+inline PitchedRowRule single_row_width(std::function<int64_t(const PlanStep&, const BucketShapes&)> width) {
+  return [width = std::move(width)](const PlanStep& step, const BucketShapes& shapes) {
+    const int64_t elements = width(step, shapes);
+    return elements > 0 ? std::vector<int64_t>{elements} : std::vector<int64_t>{};
+  };
+}
 
 /// (domain, op_type) -> factory and pitched-row rule; populated once by register_device_ops().
 class DeviceOpRegistry {
@@ -123,8 +134,8 @@ class DeviceOpRegistry {
   void add(std::string domain, std::string op_type, DeviceOpFactory factory, PitchedRowRule pitched_rows = {});
   /// The factory, or an error saying the op has no CUDA kernel yet.
   Result<const DeviceOpFactory*> find(std::string_view domain, std::string_view op_type) const;
-  /// The step's op's PitchedRowRule at these shapes; 0 for an op without one or without a kernel.
-  int64_t pitched_row_width(const PlanStep& step, const BucketShapes& shapes) const;
+  /// The step's op's PitchedRowRule at these shapes; none for an op without one or without a kernel.
+  std::vector<int64_t> pitched_row_widths(const PlanStep& step, const BucketShapes& shapes) const;
 
  private:
   struct Entry {

@@ -31,10 +31,10 @@ Result<const DeviceOpFactory*> DeviceOpRegistry::find(std::string_view domain, s
                        " has no CUDA kernel yet; run this model with --device cpu");
 }
 
-int64_t DeviceOpRegistry::pitched_row_width(const PlanStep& step, const BucketShapes& shapes) const {
-  if (step.outputs.empty() || step.outputs[0] == kNoValue) return 0;
+std::vector<int64_t> DeviceOpRegistry::pitched_row_widths(const PlanStep& step, const BucketShapes& shapes) const {
+  if (step.outputs.empty() || step.outputs[0] == kNoValue) return {};
   const Entry* found = entry(step.domain == "ai.onnx" ? std::string_view() : std::string_view(step.domain), step.op_type);
-  return found && found->pitched_rows ? found->pitched_rows(step, shapes) : 0;
+  return found && found->pitched_rows ? found->pitched_rows(step, shapes) : std::vector<int64_t>{};
 }
 
 }  // namespace loka::cuda

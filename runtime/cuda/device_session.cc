@@ -146,7 +146,7 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
   std::vector<std::optional<ConcatPlacement>> placements(value_count);
   if (engine_.options().concat_in_place)
     placements = plan_concat_placements(plan, shapes, [&](const PlanStep& producer, const BucketShapes& at) {
-      return registry.pitched_row_width(producer, at);
+      return registry.pitched_row_widths(producer, at);
     });
   // ConcatQuant inputs encoded right after the step that makes them: their buffers end there, the
   // ConcatQuant's codes start at the first such step, and the ConcatQuant encodes only the rest.
@@ -195,7 +195,10 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
     const int first_output = step.outputs.empty() ? kNoValue : step.outputs[0];
     const ConcatPlacement* placement =
         first_output == kNoValue ? nullptr : get_if_placed(placements, static_cast<size_t>(first_output));
-    if (placement) init.outputs[0].row_pitch = placement->row_pitch;
+    if (placement) {
+      init.outputs[0].row_pitch = placement->row_pitch;
+      init.outputs[0].row_width = placement->row_width;
+    }
     auto planned = (*factory)(init);
     if (!planned) return planned.status().with_context(where);
     for (const EarlyEncode& e : early_encodes)

@@ -64,17 +64,21 @@ TEST(PitchedRowRules, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
   ASSERT_TRUE(traced) << traced.status().message();
   auto shapes = traced->at(64);
   ASSERT_TRUE(shapes) << shapes.status().message();
-  // Name, then the width of the rows it writes with a pitch (0: packed rows only).
-  const std::vector<std::pair<std::string, int64_t>> expected = {
-      {"no_c", 32},          {"with_bias", 32},       {"with_row_bias", 32}, {"with_addend", 0},
-      {"weight_matmul", 32}, {"batched_matmul", 0},   {"fused_relu", 32},    {"fused_gelu", 0},
-      {"fused_residual", 0}, {"relu", 0},             {"bags", 16},          {"shared_left", 6 * 32},
-      {"wide_shared_left", 0}};
+  // Name, then the widths of the rows it can write with a pitch (none: packed rows only). The
+  // shared-left MatMul writes samples [M, N] (a Concat along the tokens) or rows of N (along the
+  // features).
+  using Widths = std::vector<int64_t>;
+  const std::vector<std::pair<std::string, Widths>> expected = {
+      {"no_c", {32}},          {"with_bias", {32}},          {"with_row_bias", {32}},
+      {"with_addend", {}},     {"weight_matmul", {32}},      {"batched_matmul", {}},
+      {"fused_relu", {32}},    {"fused_gelu", {}},           {"fused_residual", {}},
+      {"relu", {}},            {"bags", {16}},               {"shared_left", {6 * 32, 32}},
+      {"wide_shared_left", {}}};
   size_t checked = 0;
   for (const PlanStep& step : (*engine)->plan().steps())
-    for (const auto& [name, width] : expected)
+    for (const auto& [name, widths] : expected)
       if (step.name == name) {
-        EXPECT_EQ(cuda::DeviceOpRegistry::builtin().pitched_row_width(step, *shapes), width) << name;
+        EXPECT_EQ(cuda::DeviceOpRegistry::builtin().pitched_row_widths(step, *shapes), widths) << name;
         ++checked;
       }
   EXPECT_EQ(checked, expected.size());

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
@@ -83,7 +84,8 @@ TEST_F(CudaSharedLeftMatMul, MatchesTheCpuMatMulOnEveryTierAndAwkwardShape) {
                          Shape4{1, 256, 48, 5}, Shape4{65536, 3, 5, 2}, Shape4{7, 1, 64, 1000},
                          Shape4{3, 32, 32, 128}, Shape4{2, 9, 25, 40}, Shape4{2, 5, 56, 129},
                          Shape4{4099, 32, 64, 128},  // Wukong's shape, many samples a block
-                         Shape4{3, 17, 8, 15}, Shape4{2, 48, 40, 17}, Shape4{5, 64, 64, 16}}) {
+                         Shape4{3, 17, 8, 15}, Shape4{2, 48, 40, 17}, Shape4{5, 64, 64, 16},
+                         Shape4{3, 80, 64, 17}, Shape4{2, 128, 40, 33}, Shape4{2, 500, 8, 17}}) {  // many row tiles
     ASSERT_TRUE(cuda::shared_left_matmul_can_implement(s.m, s.k)) << cuda::shared_left_matmul_can_implement(s.m, s.k).message();
     for (const cuda::SharedLeftPath path : kPaths) {
       if (path == cuda::SharedLeftPath::kTensorCores && !cuda::shared_left_fits_tensor_cores(s.m, s.k)) continue;
@@ -108,8 +110,9 @@ TEST_F(CudaSharedLeftMatMul, TheTensorCoresTakeUpToEightyRowsAtKSixtyFourAndTheR
   const Status refused = cuda::launch_shared_left_matmul(args, nullptr);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.message().find("too large"), std::string::npos) << refused.message();
-  args.path = cuda::SharedLeftPath::kAuto;  // the SIMT kernel takes it
-  EXPECT_TRUE(cuda::launch_shared_left_matmul(args, nullptr));
+  // Auto runs the SIMT kernel there, and for fewer than 16 rows.
+  expect_path_matches_cpu(Shape4{1, 192, 64, 4}, cuda::SharedLeftPath::kAuto, rng);
+  expect_path_matches_cpu(Shape4{9, 5, 34, 128}, cuda::SharedLeftPath::kAuto, rng);
 }
 
 TEST_F(CudaSharedLeftMatMul, NanAndInfinityReachOnlyTheirColumns) {
@@ -133,22 +136,73 @@ TEST_F(CudaSharedLeftMatMul, NanAndInfinityReachOnlyTheirColumns) {
 }
 
 TEST_F(CudaSharedLeftMatMul, ASumThatOverflowsIsInfinityOnTheTensorCoresToo) {
-  // Finite operands whose FP32 sum overflows: 3e38 + 3e38 is +inf in FP32 FMAs, and the
-  // tensor-core path, whose parts give inf − inf there, recomputes it so; 0 · inf stays NaN.
-  const Tensor a = Tensor::from_floats({2, 2}, std::vector<float>{3e38f, 3e38f, 0.0f, 1.0f});
+  // Finite operands whose FP32 sum overflows (3e38 + 3e38: +inf in FP32 FMAs and on the tensor
+  // cores), inf inputs (whose split makes the MMA's result NaN, recomputed in FP32 FMAs: ±inf,
+  // or NaN where a 0 meets the inf).
+  const Tensor a = Tensor::from_floats({3, 2}, std::vector<float>{3e38f, 3e38f, 0.0f, 1.0f, 0.0f, 0.0f});
   const Tensor x = Tensor::from_floats({1, 2, 2}, std::vector<float>{1.0f, 2.0f, 1.0f, INFINITY});
   for (const cuda::SharedLeftPath path : kPaths) {
     SCOPED_TRACE(path_name(path));
-    DeviceBytes d_a(a), d_x(x), d_y(4 * sizeof(float));
-    cuda::SharedLeftMatMulArgs args{d_a.as<float>(), d_x.as<float>(), d_y.as<float>(), 1, 2, 2, 2};
+    DeviceBytes d_a(a), d_x(x), d_y(6 * sizeof(float));
+    cuda::SharedLeftMatMulArgs args{d_a.as<float>(), d_x.as<float>(), d_y.as<float>(), 1, 3, 2, 2};
     args.path = path;
     ASSERT_TRUE(cuda::launch_shared_left_matmul(args, nullptr));
-    const std::vector<float> y = d_y.download_vector<float>(4);
+    const std::vector<float> y = d_y.download_vector<float>(6);
     EXPECT_EQ(y[0], INFINITY);       // 3e38·1 + 3e38·1
     EXPECT_EQ(y[1], INFINITY);       // 3e38·2 + 3e38·inf
     EXPECT_EQ(y[2], 1.0f);           // 0·1 + 1·1
     EXPECT_EQ(y[3], INFINITY);       // 0·2 + 1·inf
+    EXPECT_EQ(y[4], 0.0f);           // 0·1 + 0·1
+    EXPECT_TRUE(std::isnan(y[5])) << y[5];  // 0·2 + 0·inf
   }
+}
+
+TEST_F(CudaSharedLeftMatMul, RowsLandAtTheirRowStrideAndTheGapsStayUntouched) {
+  // Y's rows of N written `row_stride` apart (a Concat along the features, DHEN's join of its
+  // modules), alone and with a sample stride beyond M rows; the gaps keep their fill.
+  std::mt19937 rng(41);
+  for (const cuda::SharedLeftPath path : kPaths)
+    for (const auto& [m, k, n, row_stride, sample_stride] :
+         std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{
+             {34, 34, 16, 80, 0}, {17, 9, 13, 20, 0}, {32, 64, 16, 24, 32 * 24 + 8}, {5, 3, 7, 7, 0}}) {
+      SCOPED_TRACE(std::string(path_name(path)) + " M=" + std::to_string(m) + " N=" + std::to_string(n) +
+                   " row stride " + std::to_string(row_stride) + " sample stride " + std::to_string(sample_stride));
+      const int64_t batch = 3;
+      const Tensor a = testing::random_tensor(rng, {m, k});
+      const Tensor x = testing::random_tensor(rng, {batch, k, n});
+      auto expected = testing::run_single_node("MatMul", 17, {a, x});
+      ASSERT_TRUE(expected) << expected.status().message();
+      const int64_t samples_apart = sample_stride != 0 ? sample_stride : m * row_stride;
+      const size_t elements = static_cast<size_t>(batch * samples_apart);
+      DeviceBytes d_a(a), d_x(x), d_y(std::vector<float>(elements, -7.0f));
+      cuda::SharedLeftMatMulArgs args{d_a.as<float>(), d_x.as<float>(), d_y.as<float>(), batch, m, k, n, sample_stride};
+      args.y_row_stride = row_stride;
+      args.path = path;
+      const Status launched = cuda::launch_shared_left_matmul(args, nullptr);
+      ASSERT_TRUE(launched) << launched.message();
+      const std::vector<float> y = d_y.download_vector<float>(elements);
+      const std::vector<float> want = (*expected)[0].to_floats();
+      const float tol = tolerance(a, x, k);
+      size_t mismatches = 0;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < row_stride; ++c) {
+            const float got = y[static_cast<size_t>(b * samples_apart + r * row_stride + c)];
+            const bool ok = c < n ? std::fabs(got - want[static_cast<size_t>((b * m + r) * n + c)]) <= tol : got == -7.0f;
+            if (!ok && mismatches++ < 5) ADD_FAILURE() << "sample " << b << " row " << r << " column " << c << ": " << got;
+          }
+      for (int64_t b = 0; b < batch; ++b)  // past a sample's M rows, before the next sample
+        for (int64_t i = m * row_stride; i < samples_apart; ++i)
+          EXPECT_EQ(y[static_cast<size_t>(b * samples_apart + i)], -7.0f) << "sample " << b << " element " << i;
+      EXPECT_EQ(mismatches, 0u);
+    }
+  // A row stride below N would overlap rows; a sample stride below M rows, samples.
+  cuda::SharedLeftMatMulArgs overlapping{nullptr, nullptr, nullptr, 2, 4, 4, 8};
+  overlapping.y_row_stride = 7;
+  EXPECT_FALSE(cuda::launch_shared_left_matmul(overlapping, nullptr));
+  overlapping.y_row_stride = 10;
+  overlapping.y_sample_stride = 39;
+  EXPECT_FALSE(cuda::launch_shared_left_matmul(overlapping, nullptr));
 }
 
 TEST_F(CudaSharedLeftMatMul, RefusesWhatItCannotHoldWithAReason) {
@@ -207,6 +261,22 @@ TEST_F(CudaSharedLeftMatMul, ItWritesItsSamplesIntoATokenConcatInPlace) {
       .node("Concat", {"fm_tokens", "lc"}, {"y"}, {{"axis", int64_t{1}}}, "concat")
       .output("y", DType::kFloat32, {-1, 10, 8});
   testing::expect_runtimes_agree(builder.serialize(), {testing::random_tensor(rng, {4099, 12, 8})}, {1, 7, 4099}, 1e-4f);
+}
+
+TEST_F(CudaSharedLeftMatMul, ItWritesItsRowsIntoAFeatureConcatInPlace) {
+  // DHEN's join of its modules along the features: the linear module's [B, M, N] rows land in
+  // their slice of the Concat's [B, M, N + N2] output with the Concat's row pitch, beside a
+  // weight MatMul's rows, matching the CPU runtime at awkward batches (M = 34: tensor cores).
+  std::mt19937 rng(43);
+  testing::ModelBuilder builder(17);
+  builder.input("x", DType::kFloat32, {-1, 34, 16})
+      .initializer("mix", testing::random_tensor(rng, {34, 34}))
+      .initializer("w", testing::random_tensor(rng, {16, 8}))
+      .node("MatMul", {"mix", "x"}, {"lc"}, {}, "lc")
+      .node("MatMul", {"x", "w"}, {"proj"}, {}, "proj")
+      .node("Concat", {"lc", "proj"}, {"y"}, {{"axis", int64_t{-1}}}, "concat")
+      .output("y", DType::kFloat32, {-1, 34, 24});
+  testing::expect_runtimes_agree(builder.serialize(), {testing::random_tensor(rng, {4099, 34, 16})}, {1, 7, 4099}, 1e-4f);
 }
 
 TEST_F(CudaSharedLeftMatMul, TheMatMulOpRunsItAndKeepsCublasBeyondItsLimits) {

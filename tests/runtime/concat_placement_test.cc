@@ -69,12 +69,16 @@ Placed place(const testing::ModelBuilder& b) {
   const std::optional<AtBatchFour> traced = at_batch_four(b);
   if (!traced) return {};
   // As the CUDA backend's ops (their PitchedRowRules, runtime/cuda/device_op.h): MatMul and Gemm write rows of
-  // their last dim with a pitch, EmbeddingBags a sample's [T, D], a Relu packed rows only.
-  const auto row_width = [](const PlanStep& step, const BucketShapes& shapes) -> int64_t {
+  // their last dim with a pitch, a MatMul with a matrix on the left also whole samples [M, N],
+  // EmbeddingBags a sample's [T, D], a Relu packed rows only.
+  const auto row_width = [](const PlanStep& step, const BucketShapes& shapes) -> std::vector<int64_t> {
     const Shape& out = shapes.shapes[static_cast<size_t>(step.outputs[0])];
-    if (step.op_type == "MatMul" || step.op_type == "Gemm") return out.back();
-    if (step.op_type == "EmbeddingBags") return out[1] * out[2];
-    return 0;
+    const bool left_matrix = step.op_type == "MatMul" && shapes.shapes[static_cast<size_t>(step.inputs[0])].size() == 2 &&
+                             out.size() == 3;
+    if (left_matrix) return {out[1] * out[2], out[2]};
+    if (step.op_type == "MatMul" || step.op_type == "Gemm") return {out.back()};
+    if (step.op_type == "EmbeddingBags") return {out[1] * out[2]};
+    return {};
   };
   return Placed{traced->engine, plan_concat_placements(traced->engine->plan(), traced->shapes, row_width)};
 }
@@ -101,6 +105,30 @@ TEST(ConcatPlacement, GemmOutputsJoinedAlongTheirRowsGoInPlace) {
   }
   EXPECT_EQ(placed.of("a")->input, 0);
   EXPECT_EQ(placed.of("c")->input, 2);
+}
+
+TEST(ConcatPlacement, AProducerOfTwoRowWidthsWritesTheOneItsSliceIs) {
+  // A matrix on the left of every sample ([6,4] · [B,4,16]) writes samples [6,16] or rows of 16:
+  // joined along the tokens its slice is a sample (row width 96), along the features a row (16).
+  for (const int64_t axis : {1, 2}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    testing::ModelBuilder b(17);
+    b.input("x", DType::kFloat32, {-1, 4, 16});
+    b.input("z", DType::kFloat32, {-1, 6, 16});
+    b.initializer("mix", weights(6, 4)).initializer("w", weights(16, 16));
+    b.node("MatMul", {"mix", "x"}, {"lc"});
+    b.node("MatMul", {"z", "w"}, {"zw"});
+    b.node("Concat", {"lc", "zw"}, {"y"}, {{"axis", axis}});
+    b.output("y", DType::kFloat32, axis == 1 ? Shape{-1, 12, 16} : Shape{-1, 6, 32});
+    const Placed placed = place(b);
+    const auto lc = placed.of("lc");
+    ASSERT_TRUE(lc);
+    EXPECT_EQ(lc->offset, 0);
+    EXPECT_EQ(lc->row_width, axis == 1 ? 96 : 16);
+    EXPECT_EQ(lc->row_pitch, axis == 1 ? 192 : 32);
+    // zw writes rows of 16 only: in place along the features, copied along the tokens.
+    EXPECT_EQ(placed.of("zw").has_value(), axis == 2);
+  }
 }
 
 TEST(ConcatPlacement, AReshapedGemmOutputJoinedAlongTokensGoesInPlaceThroughTheView) {

@@ -236,9 +236,10 @@ Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
 }
 
 /// EmbeddingBags writes each sample's [T, D] as one row, with the row stride it is given.
-int64_t embedding_bags_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
+std::vector<int64_t> embedding_bags_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
   const Shape& out = shapes.shapes[static_cast<size_t>(step.outputs[0])];
-  return out.size() == 3 ? out[1] * out[2] : 0;
+  if (out.size() != 3) return {};
+  return {out[1] * out[2]};
 }
 
 }  // namespace

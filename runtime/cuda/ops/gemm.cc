@@ -171,11 +171,12 @@ Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
 }
 
 /// Y[b] = A · X[b] with LoKA's kernel: A the MatMul's 2-D (or batch-1) left operand. With a sample
-/// stride, each sample's [M, N] lands in its slice of a Concat's output (matmul_pitched_rows).
+/// stride, each sample's [M, N] lands in its slice of a Concat's output along the tokens; with a
+/// row stride, each row of N in its slice of one along the features (matmul_pitched_rows).
 class SharedLeftMatMulOp final : public DeviceOp {
  public:
-  SharedLeftMatMulOp(int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sample_stride)
-      : batch_(batch), m_(m), k_(k), n_(n), sample_stride_(sample_stride) {}
+  SharedLeftMatMulOp(int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sample_stride, int64_t row_stride)
+      : batch_(batch), m_(m), k_(k), n_(n), sample_stride_(sample_stride), row_stride_(row_stride) {}
   Status enqueue(std::span<const DeviceTensor> in, std::span<const DeviceTensor> out, const DeviceRunContext& context,
                  int) const override {
     SharedLeftMatMulArgs args;
@@ -184,12 +185,14 @@ class SharedLeftMatMulOp final : public DeviceOp {
     args.y = static_cast<float*>(out[0].data);
     args.batch = batch_, args.m = m_, args.k = k_, args.n = n_;
     args.y_sample_stride = sample_stride_;
+    args.y_row_stride = row_stride_;
     return launch_shared_left_matmul(args, context.stream);
   }
 
  private:
   int64_t batch_, m_, k_, n_;
-  int64_t sample_stride_;  ///< 0: packed
+  int64_t sample_stride_;  ///< 0: M · the row stride
+  int64_t row_stride_;     ///< 0: N
 };
 
 /// MatMul: [..., M, K] × [K, N] (a weight: one GEMM over all leading rows),
@@ -230,9 +233,14 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
   // batched SIMT tiles or faster there (shared_left_matmul.h); larger ones a strided-batched
   // cuBLASLt GEMM.
   if (problem.broadcast_x && shared_left_matmul_can_implement(problem.m, problem.k).is_ok()) {
-    const int64_t sample_stride = init.outputs[0].row_pitch;  // a "row" is a sample's [M, N] here
-    return DevicePlan{std::make_unique<SharedLeftMatMulOp>(problem.batch, problem.m, problem.k, problem.n, sample_stride),
-                      -1, sample_stride != 0};
+    // The pitch asked for is between samples [M, N] (a Concat along the tokens) or between rows
+    // of N (along the features); matmul_pitched_rows offers both.
+    const DeviceValueInfo& y = init.outputs[0];
+    const bool row_pitched = y.row_pitch != 0 && y.row_width == problem.n && problem.m != 1;
+    const int64_t sample_stride = row_pitched ? 0 : y.row_pitch, row_stride = row_pitched ? y.row_pitch : 0;
+    return DevicePlan{std::make_unique<SharedLeftMatMulOp>(problem.batch, problem.m, problem.k, problem.n,
+                                                           sample_stride, row_stride),
+                      -1, y.row_pitch != 0};
   }
   if (!problem.broadcast_x) {
     LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, {problem.m, problem.n, problem.k, problem.batch},
@@ -561,19 +569,21 @@ int64_t gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
   return element_count(c) == n && (c.size() == 1 || (c.size() == 2 && c[0] == 1)) ? n : 0;
 }
 
-int64_t matmul_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
-  if (!input_present(step, 0) || !input_present(step, 1)) return 0;
+std::vector<int64_t> matmul_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
+  if (!input_present(step, 0) || !input_present(step, 1)) return {};
   const Shape& a = input_shape(step, shapes, 0);
   const Shape& b = input_shape(step, shapes, 1);  // one weight for every row, not a strided batch
   const bool one_weight = b.size() == 2 || (b.size() > 2 && element_count(b) == b[b.size() - 2] * b.back());
-  if (one_weight) return output_row_width(step, shapes);
+  if (one_weight) return single_row_width(output_row_width)(step, shapes);
   // One matrix on the left of every sample (LoKA's shared-left kernel): it writes whole samples
-  // [M, N] with a stride between them, the slice a Concat along the token axis gives it.
+  // [M, N] with a stride between them (the slice a Concat along the token axis gives it), or
+  // rows of N with a pitch between them (a Concat along the features: DHEN's linear module).
   const bool one_left = a.size() >= 2 && element_count(a) == a[a.size() - 2] * a.back();
   if (!one_left || b.size() < 3 || a.back() != b[b.size() - 2] ||
-      !shared_left_matmul_can_implement(a[a.size() - 2], a.back()).is_ok())
-    return 0;
-  return a[a.size() - 2] * b.back();
+      !shared_left_matmul_can_implement(a[a.size() - 2], a.back()).is_ok() || b.back() == 0)
+    return {};
+  if (a[a.size() - 2] == 1) return {b.back()};  // a sample is one row
+  return {a[a.size() - 2] * b.back(), b.back()};
 }
 
 int64_t fused_gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
@@ -591,10 +601,10 @@ int64_t quantized_gemm_pitched_rows(const PlanStep& step, const BucketShapes& sh
 }  // namespace
 
 void register_gemm_device_ops(DeviceOpRegistry& registry) {
-  registry.add("", "Gemm", plan_gemm, gemm_pitched_rows);
+  registry.add("", "Gemm", plan_gemm, single_row_width(gemm_pitched_rows));
   registry.add("", "MatMul", plan_matmul, matmul_pitched_rows);
-  registry.add("ai.loka", "FusedGemm", plan_fused_gemm, fused_gemm_pitched_rows);
-  registry.add("ai.loka", "QuantizedGemm", plan_quantized_gemm, quantized_gemm_pitched_rows);
+  registry.add("ai.loka", "FusedGemm", plan_fused_gemm, single_row_width(fused_gemm_pitched_rows));
+  registry.add("ai.loka", "QuantizedGemm", plan_quantized_gemm, single_row_width(quantized_gemm_pitched_rows));
 }
 
 }  // namespace loka::cuda
