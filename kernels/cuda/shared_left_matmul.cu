@@ -131,6 +131,9 @@ __global__ void shared_left_tensor_core_kernel(SharedLeftMatMulArgs args) {
   const int64_t slabs = (n + kSlabColumns - 1) / kSlabColumns, units = args.batch * slabs;
   const int64_t row_stride = args.y_row_stride > 0 ? args.y_row_stride : n;
   const int64_t sample_stride = args.y_sample_stride > 0 ? args.y_sample_stride : m * row_stride;
+  // A lane's two columns (2t, 2t + 1) as one 8-byte store where every row starts 8-byte aligned:
+  // a warp's store then fills its 32-byte sectors instead of half of each.
+  const bool paired = ((row_stride | sample_stride) & 1) == 0 && (reinterpret_cast<uintptr_t>(args.y) & 7) == 0;
   for (int64_t unit = static_cast<int64_t>(blockIdx.x) * kTensorCoreWarps + threadIdx.x / 32; unit < units;
        unit += static_cast<int64_t>(gridDim.x) * kTensorCoreWarps) {
     const int64_t b = unit / slabs, first_column = unit % slabs * kSlabColumns;
@@ -168,11 +171,23 @@ __global__ void shared_left_tensor_core_kernel(SharedLeftMatMulArgs args) {
 #pragma unroll
       for (int tile = 0; tile < kSlabTiles; ++tile)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {  // rows g, g, g + 8, g + 8 at columns 2t, 2t + 1
-          const int64_t row = m_tile * 16 + g + 8 * (i / 2), column = first_column + tile * 8 + 2 * t + i % 2;
+        for (int half = 0; half < 2; ++half) {  // rows g and g + 8, each at columns 2t and 2t + 1
+          const int64_t row = m_tile * 16 + g + 8 * half, column = first_column + tile * 8 + 2 * t;
           if (row >= m || column >= n) continue;
-          const float value = acc[tile][i];
-          y[row * row_stride + column] = isfinite(value) ? value : exact_sum(args.a, x, k, n, row, column);
+          float first = acc[tile][2 * half], second = acc[tile][2 * half + 1];
+          if (!isfinite(first)) first = exact_sum(args.a, x, k, n, row, column);
+          float* out = y + row * row_stride + column;
+          if (column + 1 >= n) {
+            out[0] = first;
+            continue;
+          }
+          if (!isfinite(second)) second = exact_sum(args.a, x, k, n, row, column + 1);
+          if (paired) {
+            *reinterpret_cast<float2*>(out) = make_float2(first, second);
+          } else {
+            out[0] = first;
+            out[1] = second;
+          }
         }
     }
   }
