@@ -7,11 +7,12 @@
 #include <onnx/onnx_pb.h>
 
 #include <climits>
-#include <deque>
 #include <unordered_map>
 
 #include "kernels/registry/kernel_plan.h"
+#include "runtime/node_schedule.h"
 #include "runtime/tensor_proto.h"
+#include "runtime/view_ops.h"
 
 namespace loka {
 
@@ -170,9 +171,8 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(const onnx::ModelPro
       producer_of[id] = n;
     }
   }
-  // Kahn's algorithm over node -> node dependencies.
-  std::vector<int> pending(static_cast<size_t>(node_count), 0);
-  std::vector<std::vector<int>> dependents(static_cast<size_t>(node_count));
+  // Every read must be defined; the order itself is node_schedule.h's.
+  std::vector<ScheduledNode> scheduled(static_cast<size_t>(node_count));
   for (int n = 0; n < node_count; ++n) {
     for (const auto& input : graph.node(n).input()) {
       if (input.empty()) continue;
@@ -180,28 +180,23 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(const onnx::ModelPro
       if (it == value_ids.end() || producer_of[it->second] == -2)
         return fail("node '" + node_names[n] + "' (" + graph.node(n).op_type() + ") reads '" + input +
                     "', which no node, graph input or initializer defines");
-      const int producer = producer_of[it->second];
-      if (producer >= 0) {
-        ++pending[n];
-        dependents[producer].push_back(n);
-      }
+      scheduled[static_cast<size_t>(n)].reads.push_back(it->second);
     }
+    for (const auto& output : graph.node(n).output())
+      if (!output.empty()) scheduled[static_cast<size_t>(n)].writes.push_back(value_ids.at(output));
+    const std::string& domain = graph.node(n).domain();
+    scheduled[static_cast<size_t>(n)].is_view = is_view_op(domain == "ai.onnx" ? "" : domain, graph.node(n).op_type());
   }
-  std::deque<int> ready;
-  for (int n = 0; n < node_count; ++n)
-    if (pending[n] == 0) ready.push_back(n);
-  std::vector<int> order;
-  order.reserve(static_cast<size_t>(node_count));
-  while (!ready.empty()) {
-    const int n = ready.front();
-    ready.pop_front();
-    order.push_back(n);
-    for (int dependent : dependents[n])
-      if (--pending[dependent] == 0) ready.push_back(dependent);
-  }
+  std::vector<bool> held_anyway(plan->values_.size(), false);
+  for (size_t id = 0; id < plan->values_.size(); ++id) held_anyway[id] = plan->values_[id].is_constant;
+  for (const auto& output : graph.output())
+    if (auto it = value_ids.find(output.name()); it != value_ids.end()) held_anyway[static_cast<size_t>(it->second)] = true;
+  const std::vector<int> order = schedule_nodes(scheduled, held_anyway);
   if (static_cast<int>(order.size()) != node_count) {
+    std::vector<bool> ran(static_cast<size_t>(node_count), false);
+    for (int n : order) ran[static_cast<size_t>(n)] = true;
     for (int n = 0; n < node_count; ++n)
-      if (pending[n] > 0) return fail("the graph has a cycle through node '" + node_names[n] + "'");
+      if (!ran[static_cast<size_t>(n)]) return fail("the graph has a cycle through node '" + node_names[n] + "'");
   }
 
   // Kernel choices of the Dispatch pass (kernels/registry/kernel_plan.h), handed to each

@@ -330,6 +330,8 @@ testing::ModelBuilder concat_quant_model(const std::vector<std::string>& inputs,
 TEST(EarlyEncode, DhenLikeModuleOutputsAreEncodedRightAfterTheStepsThatMakeThem) {
   // Three module outputs (a GEMM, a Relu through a Reshape pair, a GEMM): each is encoded after
   // its own step (the Reshape's, for the view), and no FP32 input lives until the ConcatQuant.
+  // module_a, first in the file, runs last (runtime/node_schedule.h: x is alive until module_c
+  // anyway), right before the ConcatQuant, which encodes it itself.
   testing::ModelBuilder b = concat_quant_model({"a", "r", "c"}, 96);
   b.initializer("w1", weights(32, 32)).initializer("w2", weights(32, 32));
   b.initializer("flat", ints({-1, 32})).initializer("back", ints({-1, 6, 32}));
@@ -339,8 +341,12 @@ TEST(EarlyEncode, DhenLikeModuleOutputsAreEncodedRightAfterTheStepsThatMakeThem)
   b.node("Reshape", {"relu_flat", "back"}, {"r"}, {}, "unflatten");
   b.node("MatMul", {"x", "w2"}, {"c"}, {}, "module_c");
   const auto encodes = early_encodes(b);
-  EXPECT_EQ(encodes, (std::vector<std::pair<std::string, std::string>>{
-                         {"a", "module_a"}, {"r", "unflatten"}, {"c", "module_c"}}));
+  EXPECT_EQ(encodes, (std::vector<std::pair<std::string, std::string>>{{"r", "unflatten"}, {"c", "module_c"}}));
+  const std::optional<AtBatchFour> traced = at_batch_four(b);
+  ASSERT_TRUE(traced);
+  const auto& steps = traced->engine->plan().steps();
+  ASSERT_GE(steps.size(), 2u);
+  EXPECT_EQ(steps[steps.size() - 2].name, "module_a");
 }
 
 TEST(EarlyEncode, NegativeTwinsInputsSomethingElseKeepsAreEncodedAtTheConcatQuant) {
@@ -364,10 +370,12 @@ TEST(EarlyEncode, AnEncodeThatWouldRaiseThePeakOfLiveBytesIsLeftToTheConcatQuant
   // s (8 wide) is made before a 512-wide temporary, b1 and b2 (128 wide) beside it. Encoding s
   // early keeps the codes of all three (264 bytes a token) alive across the temporary where s's
   // 32 bytes were: the peak grows, so s waits for the ConcatQuant. b1 and b2, encoded early,
-  // shrink the peak, and are.
+  // shrink the peak, and are. (s is made from y, which nothing else reads, so the plan cannot
+  // move it past the temporary: runtime/node_schedule.h.)
   testing::ModelBuilder b = concat_quant_model({"s", "b1", "b2"}, 264);
+  b.input("y", DType::kFloat32, {-1, 6, 32});
   b.initializer("ws", weights(32, 8)).initializer("wh", weights(32, 512)).initializer("wb", weights(32, 128));
-  b.node("MatMul", {"x", "ws"}, {"s"}, {}, "small");
+  b.node("MatMul", {"y", "ws"}, {"s"}, {}, "small");
   b.node("MatMul", {"x", "wh"}, {"h"}, {}, "temporary");
   b.node("MatMul", {"x", "wb"}, {"b1"}, {}, "big_1");
   b.node("MatMul", {"x", "wb"}, {"b2"}, {}, "big_2");
