@@ -184,8 +184,7 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(const onnx::ModelPro
     }
     for (const auto& output : graph.node(n).output())
       if (!output.empty()) scheduled[static_cast<size_t>(n)].writes.push_back(value_ids.at(output));
-    const std::string& domain = graph.node(n).domain();
-    scheduled[static_cast<size_t>(n)].is_view = is_view_op(domain == "ai.onnx" ? "" : domain, graph.node(n).op_type());
+    scheduled[static_cast<size_t>(n)].is_view = is_view_op(graph.node(n).domain(), graph.node(n).op_type());
   }
   std::vector<bool> held_anyway(plan->values_.size(), false);
   for (size_t id = 0; id < plan->values_.size(); ++id) held_anyway[id] = plan->values_[id].is_constant;

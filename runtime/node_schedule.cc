@@ -40,9 +40,10 @@ std::vector<int> depth_first_order(const std::vector<ScheduledNode>& nodes, cons
   return order;
 }
 
-/// Moves each node, last first, later: up to just before its first reader, and no later than
-/// just after the last other reader of each value it reads (values held anyway aside). No value
-/// then lives through a step it did not before; the node's outputs live through fewer.
+/// Moves each node, last first, later: up to just before its first reader, no later than just
+/// after the last other reader of each value it reads (values held anyway aside), and on past
+/// views there. No step's live bytes grow (node_schedule.h); the node's outputs live through fewer
+/// steps. A node with an output nobody reads (and nobody holds) stays where it is.
 void sink_toward_readers(const std::vector<ScheduledNode>& nodes, const std::vector<bool>& held_anyway,
                          std::vector<int>& order) {
   std::vector<std::vector<int>> readers(held_anyway.size());
@@ -63,6 +64,10 @@ void sink_toward_readers(const std::vector<ScheduledNode>& nodes, const std::vec
           first_reader = first_reader < 0 ? at : std::min(first_reader, at);
         }
     if (first_reader < 0) continue;  // read by no node: a graph output only
+    const bool writes_unread = std::any_of(current.writes.begin(), current.writes.end(), [&](int v) {
+      return v >= 0 && readers[static_cast<size_t>(v)].empty() && !held_anyway[static_cast<size_t>(v)];
+    });
+    if (writes_unread) continue;
     // Where the node lands once the nodes between slide up by one: a reader at position p ends
     // at p - 1, so landing at p puts the node right after it.
     int target = first_reader - 1;
@@ -73,10 +78,10 @@ void sink_toward_readers(const std::vector<ScheduledNode>& nodes, const std::vec
         if (reader != node) last_other_reader = std::max(last_other_reader, position[static_cast<size_t>(reader)]);
       target = std::min(target, last_other_reader);
     }
+    if (target <= static_cast<int>(i)) continue;
     // Past views as well (up to the first reader): a view's step holds no new bytes, and views
     // stay next to the node whose bytes they alias.
     while (target + 1 < first_reader && nodes[static_cast<size_t>(order[static_cast<size_t>(target) + 1])].is_view) ++target;
-    if (target <= static_cast<int>(i)) continue;
     const auto from = order.begin() + static_cast<std::ptrdiff_t>(i);
     std::rotate(from, from + 1, order.begin() + static_cast<std::ptrdiff_t>(target) + 1);
     for (size_t j = i; j <= static_cast<size_t>(target); ++j) position[static_cast<size_t>(order[j])] = static_cast<int>(j);

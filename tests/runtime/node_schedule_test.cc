@@ -102,6 +102,27 @@ TEST(NodeSchedule, ANodeWhoseInputWouldLiveLongerStaysPut) {
   EXPECT_EQ(scheduled(nodes, labels, 6, {5}), (std::vector<std::string>{"lin", "att0", "att1", "join"}));
 }
 
+TEST(NodeSchedule, ANodeWithAnOutputNobodyReadsStaysPut) {
+  // `n` could go past `a` (x is read there anyway), but its second output d is read by nobody:
+  // it is allocated at n's step and dead after it, and would land in a step where a is alive.
+  //   n: 0 -> 1 2 (2 unread), a: 0 -> 3, b: 3 -> 4, join: 1 4 -> 5
+  const std::vector<ScheduledNode> nodes = {{{0}, {1, 2}}, {{0}, {3}}, {{3}, {4}}, {{1, 4}, {5}}};
+  const std::vector<std::string> labels = {"n", "a", "b", "join"};
+  EXPECT_EQ(scheduled(nodes, labels, 6, {5}), (std::vector<std::string>{"n", "a", "b", "join"}));
+  // The twin: with d a graph output (held anyway), n moves.
+  EXPECT_EQ(scheduled(nodes, labels, 6, {2, 5}), (std::vector<std::string>{"a", "n", "b", "join"}));
+}
+
+TEST(NodeSchedule, AViewThatCannotMoveDoesNotClimbPastTheViewsAfterIt) {
+  // v1 is the last reader of x and s; it must not move past v2 (another view) on the strength of
+  // the views-are-free rule, which only extends a move already made.
+  //   v1: 0 1 -> 2 (a view), v2: 3 -> 4 (a view), join: 2 4 -> 5
+  std::vector<ScheduledNode> nodes = {{{0, 1}, {2}}, {{3}, {4}}, {{2, 4}, {5}}};
+  nodes[0].is_view = nodes[1].is_view = true;
+  const std::vector<std::string> labels = {"v1", "v2", "join"};
+  EXPECT_EQ(scheduled(nodes, labels, 6, {5}), (std::vector<std::string>{"v1", "v2", "join"}));
+}
+
 TEST(NodeSchedule, RandomGraphsGetATopologicalOrderAndCyclesAreLeftOut) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 300; ++trial) {
