@@ -183,7 +183,21 @@ TEST_P(ProbeZoo, EverySiteDecidedAndTensorEstimatesMatchBruteForce) {
     reference.push_back(float_outputs(*outputs));
   }
 
-  // The brute force, one run per site and batch, spread over one Session per core.
+  // Early stopping per site: a site measured on fewer batches than the pass used was settled
+  // from then on; the skipped (site, batch) pairs add up to what the summary reports.
+  const size_t batches_used = (*document)["model"]["probe"]["batches_used"].get<size_t>();
+  std::vector<size_t> site_batches(sites.size());
+  size_t skipped = 0;
+  for (size_t s = 0; s < sites.size(); ++s) {
+    site_batches[s] = (*document)["nodes"][sites[s]]["recipes"]["e4m3_tensor"]["error"]["batches"].get<size_t>();
+    ASSERT_GE(site_batches[s], std::min<size_t>(3, batches_used)) << sites[s] << ": measured on fewer than min_batches";
+    ASSERT_LE(site_batches[s], batches_used) << sites[s];
+    skipped += batches_used - site_batches[s];
+  }
+  EXPECT_EQ((*document)["model"]["probe"]["site_batches_skipped"].get<size_t>(), skipped);
+
+  // The brute force, one run per site and batch the Probe measured it on, spread over one
+  // Session per core.
   std::vector<double> brute(sites.size(), NAN);
   std::vector<std::string> failures(sites.size());
   const size_t thread_count = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, sites.size());
@@ -195,12 +209,12 @@ TEST_P(ProbeZoo, EverySiteDecidedAndTensorEstimatesMatchBruteForce) {
                                     cpu::fp8_scale_for_amax(recorder.amax(site, 1), Fp8Format::kE4M3FN));
       worker->set_observer(&quantizer);
       double sum = 0;
-      for (size_t b = 0; b < batches && failures[s].empty(); ++b) {
+      for (size_t b = 0; b < site_batches[s] && failures[s].empty(); ++b) {
         auto outputs = worker->run(inputs[b]);
         if (!outputs) failures[s] = outputs.status().message();
         else sum += relative_l2(reference[b], float_outputs(*outputs));
       }
-      brute[s] = sum / static_cast<double>(batches);
+      brute[s] = sum / static_cast<double>(site_batches[s]);
     }
   };
   std::vector<std::thread> threads;
