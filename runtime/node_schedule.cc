@@ -90,13 +90,14 @@ void sink_toward_readers(const std::vector<ScheduledNode>& nodes, const std::vec
 
 }  // namespace
 
-std::vector<int> schedule_nodes(const std::vector<ScheduledNode>& nodes, const std::vector<bool>& held_anyway) {
+std::vector<int> schedule_nodes(const std::vector<ScheduledNode>& nodes, const std::vector<bool>& held_anyway,
+                                bool sink) {
   std::vector<int> producer(held_anyway.size(), -1);
   for (size_t n = 0; n < nodes.size(); ++n)
     for (int v : nodes[n].writes)
       if (v >= 0) producer[static_cast<size_t>(v)] = static_cast<int>(n);
   std::vector<int> order = depth_first_order(nodes, producer);
-  if (order.size() == nodes.size()) sink_toward_readers(nodes, held_anyway, order);
+  if (sink && order.size() == nodes.size()) sink_toward_readers(nodes, held_anyway, order);
   return order;
 }
 

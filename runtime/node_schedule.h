@@ -48,6 +48,9 @@ struct ScheduledNode {
 /// node reads or writes is below its size. Returns fewer than nodes.size() indices when the
 /// nodes' dependencies have a cycle: those on it, and after it, never run. Time: each node scans
 /// the readers of what it reads (0.5 s for 20k nodes all reading one value).
-std::vector<int> schedule_nodes(const std::vector<ScheduledNode>& nodes, const std::vector<bool>& held_anyway);
+/// `sink_toward_readers` false: the depth-first order alone (what the tests compare the sinking
+/// with).
+std::vector<int> schedule_nodes(const std::vector<ScheduledNode>& nodes, const std::vector<bool>& held_anyway,
+                                bool sink_toward_readers = true);
 
 }  // namespace loka
