@@ -24,7 +24,7 @@ struct CandidateOptions {
   bool fast_accum = false;  ///< add FP8 FAST_ACCUM variants (their error must be measured)
   bool bf16 = true;         ///< add BF16 candidates
   bool tf32 = true;         ///< add TF32 candidates (FP32 operands on the TF32 tensor cores)
-  std::vector<int> split_k;  ///< explicit split-K configurations of each cuBLASLt family's algorithm 0
+  std::vector<int> split_k = {};  ///< explicit split-K configurations of each cuBLASLt family's algorithm 0
   /// Explicit tile configurations of each cuBLASLt family's algorithm 0: this many of the menu's
   /// tiles, those kernels/registry/cublaslt_tiles.h ranks best for the shape (0: none).
   int tiles = 0;

@@ -28,7 +28,7 @@ struct Variant {
   std::string one = "1";
   std::string half = "0.5";
   std::string half_type = "f32[]";
-  std::string extra;  ///< more statements (e.g. a second reader)
+  std::string extra = {};  ///< more statements (e.g. a second reader)
 };
 
 std::string binary(const std::string& op, const std::string& value, const std::string& constant, bool constant_first) {

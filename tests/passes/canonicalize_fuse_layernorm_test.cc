@@ -26,7 +26,7 @@ struct Variant {
   std::string beta_type = "f32[8]";   ///< empty: no Add of beta
   int64_t beta_count = 8;
   std::string exponent = "2";
-  std::string extra;                 ///< more statements (e.g. a second reader)
+  std::string extra = {};            ///< more statements (e.g. a second reader)
 };
 
 std::string values(int64_t count, float start, float step) {

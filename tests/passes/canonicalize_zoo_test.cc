@@ -74,12 +74,16 @@ TEST_P(ZooCanonicalize, SameOutputsFixpointAndFusions) {
   const size_t decomposed = count_ops(*original, "Sqrt");
   EXPECT_EQ(count_ops(graph, "LayerNormalization"), count_ops(*original, "LayerNormalization") + decomposed);
   EXPECT_EQ(count_ops(graph, "Sqrt") + count_ops(graph, "Pow") + count_ops(graph, "ReduceMean"), 0u);
-  if (decomposed > 0) EXPECT_GE(graph.opsets.at(""), 17);
+  if (decomposed > 0) {
+    EXPECT_GE(graph.opsets.at(""), 17);
+  }
   // Erf GELU chains (one Erf each) all became Gelu (opset 20).
   const size_t erf_gelus = count_ops(*original, "Erf");
   EXPECT_EQ(count_ops(graph, "Gelu"), count_ops(*original, "Gelu") + erf_gelus);
   EXPECT_EQ(count_ops(graph, "Erf"), 0u);
-  if (erf_gelus > 0) EXPECT_GE(graph.opsets.at(""), 20);
+  if (erf_gelus > 0) {
+    EXPECT_GE(graph.opsets.at(""), 20);
+  }
   EXPECT_EQ(count_ops(graph, "Constant") + count_ops(graph, "Identity"), 0u);
   EXPECT_LE(count_ops(graph, "Shape"), count_ops(*original, "Shape"));
 

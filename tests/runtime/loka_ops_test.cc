@@ -512,7 +512,9 @@ TEST(LayerNormQuant, IsOnnxLayerNormalizationThenQuantizeBitForBit) {
         }
       }
     }
-    if (c.scale_factor < 1.0f) EXPECT_GT(saturated, 0);
+    if (c.scale_factor < 1.0f) {
+      EXPECT_GT(saturated, 0);
+    }
   }
 }
 
