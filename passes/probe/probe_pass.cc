@@ -568,8 +568,10 @@ class ProbePass final : public Pass {
     std::vector<bool> measured(sites.size(), true);
     const auto start = std::chrono::steady_clock::now();
     for (size_t b = 0; b < max_batches; ++b) {
-      // Early stopping per site: from min_batches on, a site whose verdict more batches cannot
-      // change is measured no more (its estimates keep the batches it had). On DHEN and the
+      // Early stopping per site: from min_batches on, a settled site (safe, or no 95% interval
+      // straddling its threshold or the budget) is measured no more; its estimates keep the
+      // batches it had. More batches could still move a settled verdict, rarely: the risk the
+      // pass already took when it stopped once every site was settled. On DHEN and the
       // ranker most sites settle within min_batches, and each (site, recipe, batch) is a run of
       // the whole model: the error phase was most of the Probe's 50-65 s (H200, 2026-11-28).
       if (early_stop && b >= min_batches) {
@@ -732,8 +734,8 @@ class ProbePass final : public Pass {
     return all_unsafe ? Verdict::kUnsafe : Verdict::kUndecided;
   }
 
-  /// Whether more batches could no longer change the site's verdict: safe already, or no
-  /// recipe's interval straddles a threshold.
+  /// Settled: safe already, or no recipe's interval straddles a threshold (more batches could
+  /// still move the verdict, but rarely).
   static bool site_settled(const SiteState& state, const probe::Budget& budget, double threshold) {
     if (site_verdict(state, budget, threshold) == Verdict::kSafe) return true;
     const std::vector<Recipe> recipes = recipes_for(state.site.kind);
@@ -820,8 +822,8 @@ PassInfo probe_pass_info() {
                    {"min_batches", OptionType::kInt, "3", "batches before early stopping may stop"},
                    {"amax_batches", OptionType::kInt, "8", "batches used to calibrate static scales (amax)"},
                    {"early_stop", OptionType::kBool, "true",
-                    "from min_batches on, measure a site no more once its verdict cannot change, and stop once no "
-                    "site's can"},
+                    "from min_batches on, measure a site no more once it is settled (safe, or no 95% interval "
+                    "straddling its threshold or the budget), and stop once every site is"},
                    {"noise_sigmas", OptionType::kFloat, "1",
                     "logloss budgets: standard deviations of eval-set noise allowed for (more: fewer FP8 sites, "
                     "less risk)"},
@@ -834,7 +836,7 @@ PassInfo probe_pass_info() {
                     "hooks (observer hooks, replaying each site's prefix; CPU only) or switches (ai.loka.ProbeFakeQuant on "
                     "the operands, a Mode input per run; the only way on the GPU, bit-identical to hooks on the CPU); "
                     "auto: switches on the GPU, hooks on the CPU"}},
-                  {"sites", "safe-sites", "batches", "calibration-seconds"},
+                  {"sites", "safe-sites", "batches", "site-batches-skipped", "calibration-seconds"},
                   /*result_cacheable=*/true};
 }
 

@@ -102,7 +102,9 @@ TEST(Probe, EarlyStoppingSavesBatchesAndSaysSo) {
   EXPECT_TRUE(summary["early_stopped"].get<bool>());
   EXPECT_LT(summary["batches_used"].get<int>(), 12);
   EXPECT_EQ(summary["batches_saved"].get<int>(), 12 - summary["batches_used"].get<int>());
+  // Every site here settles by min_batches, so each was measured on every batch used.
   EXPECT_EQ(document["nodes"]["planted"]["error"]["batches"], summary["batches_used"]);
+  EXPECT_EQ(summary["site_batches_skipped"].get<int>(), 0);
 }
 
 /// Brute force: every calibration batch, the site alone quantized with the
@@ -218,7 +220,8 @@ TEST(Probe, ActivationMatMulsAlsoGetTheE5M2RecipeWeightSitesDoNot) {
   EXPECT_EQ(nodes["interaction"]["site"], "activation_matmul");
   ASSERT_TRUE(nodes["interaction"]["recipes"].contains("e5m2_tensor")) << nodes["interaction"]["recipes"].dump();
   const auto& e5m2 = nodes["interaction"]["recipes"]["e5m2_tensor"]["error"];
-  EXPECT_EQ(e5m2["batches"], document["model"]["probe"]["batches_used"]);
+  // A site's recipes are measured on the same batches (all of them, or until it settles).
+  EXPECT_EQ(e5m2["batches"], nodes["interaction"]["recipes"]["e4m3_tensor"]["error"]["batches"]);
   // E5M2 keeps 2 mantissa bits against E4M3's 3: on well-scaled data its error is larger.
   EXPECT_GT(e5m2["rel_l2_mean"].get<double>(),
             nodes["interaction"]["recipes"]["e4m3_tensor"]["error"]["rel_l2_mean"].get<double>());
