@@ -48,13 +48,13 @@ struct Placed {
   std::string name_of(int value) const { return engine->plan().values()[static_cast<size_t>(value)].name; }
 };
 
-/// `b`'s engine and its shapes at batch 4; nothing (a test failure said why) when either fails.
+/// An engine and its shapes at batch 4; nothing (a test failure said why) when loading or
+/// tracing fails.
 struct AtBatchFour {
   std::shared_ptr<const Engine> engine;
   BucketShapes shapes;
 };
-std::optional<AtBatchFour> at_batch_four(const testing::ModelBuilder& b) {
-  auto engine = b.build_engine();
+std::optional<AtBatchFour> at_batch_four(const Result<std::shared_ptr<const Engine>>& engine) {
   EXPECT_TRUE(engine) << engine.status().message();
   if (!engine) return std::nullopt;
   auto shapes = BatchShapeModel::trace(**engine);
@@ -65,6 +65,7 @@ std::optional<AtBatchFour> at_batch_four(const testing::ModelBuilder& b) {
   if (!at) return std::nullopt;
   return AtBatchFour{*engine, std::move(*at)};
 }
+std::optional<AtBatchFour> at_batch_four(const testing::ModelBuilder& b) { return at_batch_four(b.build_engine()); }
 
 /// As the CUDA backend's ops (their PitchedRowRules, runtime/cuda/device_op.h): MatMul and Gemm
 /// write rows of their last dim with a pitch, a MatMul with a matrix on the left also whole
@@ -79,11 +80,11 @@ std::vector<int64_t> cuda_like_row_widths(const PlanStep& step, const BucketShap
   return {};
 }
 
-Placed place(const testing::ModelBuilder& b) {
-  const std::optional<AtBatchFour> traced = at_batch_four(b);
+Placed place(const std::optional<AtBatchFour>& traced) {
   if (!traced) return {};
   return Placed{traced->engine, plan_concat_placements(traced->engine->plan(), traced->shapes, cuda_like_row_widths)};
 }
+Placed place(const testing::ModelBuilder& b) { return place(at_batch_four(b)); }
 
 TEST(ConcatPlacement, GemmOutputsJoinedAlongTheirRowsGoInPlace) {
   // DHEN: [B,6,32] MatMul outputs and a Relu's (copied: it writes packed rows), joined along the
@@ -305,13 +306,9 @@ TEST(ConcatPlacement, ZooDhensLinearModulesAreWrittenIntoTheirFeatureJoins) {
   // too: refused. The plan now runs it after the layer input's last other reader, next to the
   // join (runtime/node_schedule.h), where it goes in place (DHEN's arena at batch 4096 714 ->
   // 578 MB on an H200, 2026-11-28).
-  auto engine = Engine::load_file(testing::source_dir() / "models" / "zoo" / "dhen" / "model.onnx");
-  ASSERT_TRUE(engine) << engine.status().message();
-  auto shapes = BatchShapeModel::trace(**engine);
-  ASSERT_TRUE(shapes) << shapes.status().message();
-  auto at = shapes->at(4);
-  ASSERT_TRUE(at) << at.status().message();
-  const Placed placed{*engine, plan_concat_placements((*engine)->plan(), *at, cuda_like_row_widths)};
+  const Placed placed =
+      place(at_batch_four(Engine::load_file(testing::source_dir() / "models" / "zoo" / "dhen" / "model.onnx")));
+  ASSERT_TRUE(placed.engine);
   for (const auto& [linear, join] : {std::pair<std::string, std::string>{"matmul_4", "cat_1"}, {"matmul_9", "cat_2"}}) {
     const std::optional<ConcatPlacement> p = placed.of(linear);
     ASSERT_TRUE(p) << linear << " is copied into " << join;
