@@ -36,8 +36,7 @@ __global__ void shared_left_matmul_kernel(SharedLeftMatMulArgs args) {
   extern __shared__ float4 a_tile4[];  // [M, kMaxK] floats, zero beyond K (float4: 16-byte aligned rows)
   float* a_tile = reinterpret_cast<float*>(a_tile4);
   const int64_t m = args.m, k = args.k, n = args.n;
-  const int64_t row_stride = args.y_row_stride > 0 ? args.y_row_stride : n;
-  const int64_t sample_stride = args.y_sample_stride > 0 ? args.y_sample_stride : m * row_stride;
+  const int64_t row_stride = args.y_row_stride, sample_stride = args.y_sample_stride;  // resolved by the launch
   for (int64_t i = threadIdx.x; i < m * kMaxK; i += blockDim.x) {
     const int64_t row = i / kMaxK, col = i % kMaxK;
     a_tile[i] = col < k ? args.a[row * k + col] : 0.0f;
@@ -129,8 +128,7 @@ __global__ void shared_left_tensor_core_kernel(SharedLeftMatMulArgs args) {
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
   const int64_t slabs = (n + kSlabColumns - 1) / kSlabColumns, units = args.batch * slabs;
-  const int64_t row_stride = args.y_row_stride > 0 ? args.y_row_stride : n;
-  const int64_t sample_stride = args.y_sample_stride > 0 ? args.y_sample_stride : m * row_stride;
+  const int64_t row_stride = args.y_row_stride, sample_stride = args.y_sample_stride;  // resolved by the launch
   // A lane's two columns (2t, 2t + 1) as one 8-byte store where every row starts 8-byte aligned:
   // a warp's store then fills its 32-byte sectors instead of half of each.
   const bool paired = ((row_stride | sample_stride) & 1) == 0 && (reinterpret_cast<uintptr_t>(args.y) & 7) == 0;
@@ -256,13 +254,16 @@ bool shared_left_fits_tensor_cores(int64_t m, int64_t k) {
          tensor_core_shared_bytes(m, static_cast<int>((k + 7) / 8)) <= kSharedLeftTensorCoreBytes;
 }
 
-Status launch_shared_left_matmul(const SharedLeftMatMulArgs& args, cudaStream_t stream) {
-  if (args.batch < 0 || args.n < 0) return Status::error("shared-left MatMul: negative shape");
-  if (args.y_row_stride != 0 && args.y_row_stride < args.n)
+Status launch_shared_left_matmul(const SharedLeftMatMulArgs& requested, cudaStream_t stream) {
+  if (requested.batch < 0 || requested.n < 0) return Status::error("shared-left MatMul: negative shape");
+  if (requested.y_row_stride < 0 || (requested.y_row_stride != 0 && requested.y_row_stride < requested.n))
     return Status::error("shared-left MatMul: a Y row stride below N overlaps rows");
-  const int64_t row_stride = args.y_row_stride != 0 ? args.y_row_stride : args.n;
-  if (args.y_sample_stride != 0 && args.y_sample_stride < args.m * row_stride)
+  // The kernels take both Y strides resolved (a zero default means packed), worked out here once.
+  SharedLeftMatMulArgs args = requested;
+  if (args.y_row_stride == 0) args.y_row_stride = args.n;
+  if (args.y_sample_stride < 0 || (args.y_sample_stride != 0 && args.y_sample_stride < args.m * args.y_row_stride))
     return Status::error("shared-left MatMul: a Y sample stride below M rows overlaps samples");
+  if (args.y_sample_stride == 0) args.y_sample_stride = args.m * args.y_row_stride;
   LOKA_RETURN_IF_ERROR(shared_left_matmul_can_implement(args.m, args.k));
   if (args.batch == 0 || args.n == 0) return Status::ok();
   if (!args.a || !args.x || !args.y) return Status::error("shared-left MatMul: null pointer");
