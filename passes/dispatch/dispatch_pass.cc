@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "kernels/registry/kernel_plan.h"
+#include "passes/dispatch/budget_use.h"
 #include "passes/dispatch/calibration_errors.h"
 #include "passes/dispatch/gemm_problems.h"
 #include "passes/dispatch/gpu_timer.h"
@@ -37,92 +38,6 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();  ///< a ca
 constexpr double kSameErrorFactor = 1.05;
 /// FP32 summation-order differences stay far below this relative error.
 constexpr double kExactError = 1e-5;
-
-/// The model budget pin-precision spent, and what is left for error-adding kernels.
-///
-/// A predicted selection spends `predicted` of the budget (the sites' errors summed): the rest
-/// is headroom. A measured selection (pin-precision{measure}, on the GPU by default) admits
-/// sites while the *measured* calibration error stays within margin x (budget less the
-/// reserve), so its summed prediction may well exceed the budget, and `limit - predicted`
-/// would leave dispatch nothing: every FP32 node then ran SIMT FP32 (0.5 ms a launch on
-/// full-size DHEN's 640x128 combine MatMuls, H200, 2026-11-26). Such a selection's headroom
-/// is what it promised to leave, the reserve; the rest of its margin stays unspent, as room
-/// for the eval data to differ from the calibration data (on full-size models the eval drift
-/// has come out above the calibration figure, never below). Dispatch prices what it adds
-/// with the same summed prediction either way.
-struct BudgetUse {
-  bool known = false;
-  probe::BudgetMetric metric = probe::BudgetMetric::kRelL2;
-  double limit = 0, predicted = 0;
-  bool measured = false;
-  double reserve = 0;  ///< measured: the share of the budget pin-precision left to dispatch
-  double headroom() const {
-    if (!known) return 0.0;
-    return measured ? limit * reserve : std::max(0.0, limit - predicted);
-  }
-  /// What pin-precision's selection is taken to spend, in the budget's metric.
-  double spent() const { return measured ? limit - headroom() : predicted; }
-};
-
-Result<BudgetUse> budget_use(const json& document) {
-  BudgetUse use;
-  if (!document.contains("model") || !document["model"].contains("precision")) return use;
-  const json& precision = document["model"]["precision"];
-  if (!precision.is_object() || !precision.contains("budget") || !precision["budget"].is_string()) return use;
-  LOKA_ASSIGN_OR_RETURN(const probe::Budget budget, probe::parse_budget(precision["budget"].get<std::string>()));
-  if (budget.automatic) return use;
-  use.known = true;
-  use.metric = budget.metric;
-  use.limit = budget.limit;
-  use.predicted = precision.value("predicted_error", 0.0);
-  if (precision.value("measured", false) && precision.contains("reserve") && precision["reserve"].is_number()) {
-    const double reserve = precision["reserve"].get<double>();
-    if (reserve >= 0 && reserve < 1) {
-      use.measured = true;
-      use.reserve = reserve;
-    }
-  }
-  return use;
-}
-
-/// The metric's field in a Probe error object.
-const char* error_field(probe::BudgetMetric metric) {
-  switch (metric) {
-    case probe::BudgetMetric::kRelL2: return "rel_l2_mean";
-    case probe::BudgetMetric::kMaxAbs: return "max_abs";
-    case probe::BudgetMetric::kLogloss: return "logloss_expected_mean";
-  }
-  return "rel_l2_mean";
-}
-
-std::optional<double> error_value(const json& error, const char* field) {
-  if (!error.is_object() || !error.contains(field) || !error[field].is_number()) return std::nullopt;
-  const double value = error[field].get<double>();
-  return std::isfinite(value) && value >= 0 ? std::optional<double>(value) : std::nullopt;
-}
-
-/// A node's FP8 model error and the recipe it was measured with.
-struct SiteError {
-  double value = 0;
-  std::string recipe;
-};
-
-/// The node's FP8 model error: its recipe's for a QuantizedGemm, the smallest
-/// measured recipe's for a node that stayed FP32; nothing when unmeasured.
-std::optional<SiteError> site_fp8_error(const json& annotation, bool quantized, probe::BudgetMetric metric) {
-  if (!annotation.is_object()) return std::nullopt;
-  const char* field = error_field(metric);
-  if (quantized) {
-    const std::optional<double> value = error_value(annotation.value("error", json()), field);
-    return value ? std::optional<SiteError>(SiteError{*value, annotation.value("recipe", "")}) : std::nullopt;
-  }
-  std::optional<SiteError> best;
-  if (annotation.contains("recipes") && annotation["recipes"].is_object())
-    for (const auto& [name, recipe] : annotation["recipes"].items())
-      if (auto value = error_value(recipe.value("error", json()), field); value && (!best || *value < best->value))
-        best = SiteError{*value, name};
-  return best;
-}
 
 /// One candidate at one bucket, with the model error it would add.
 struct Option {
@@ -214,7 +129,7 @@ void price_options(NodeWork& work, const json& annotation, const BudgetUse& budg
       const std::optional<double> on_calibration =
           calibrated ? calibrated_gemm_error(o, options, *calibration) : std::nullopt;
       const double scale = on_calibration ? *on_calibration / calibration->fp8 : o.timing.rel_error / fp8_ref;
-      const double model = site_error * (budget.metric == probe::BudgetMetric::kLogloss ? scale * scale : scale);
+      const double model = scaled_model_error(site_error, scale, budget.metric);
       o.extra = std::max(0.0, model - own_model);
     }
     // A pinned-bf16 node without a BF16 candidate keeps its exact ones.
@@ -549,6 +464,7 @@ Result<bool> dispatch_kernels(ir::Graph& graph, PassContext& context, GemmTimer&
   if (budget.known) {
     summary["budget"] = document["model"]["precision"]["budget"];
     summary["headroom_from"] = budget.measured ? "measured selection: the reserve" : "prediction";
+    if (budget.storage_error > 0) summary["storage_error"] = budget.storage_error;  // store-tables-bf16's
     summary["predicted_error"] = budget.spent() + used;
     summary["within_budget"] = budget.spent() + used <= budget.limit;
   }

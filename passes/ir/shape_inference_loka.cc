@@ -256,14 +256,17 @@ Result<TypeList> embedding_bags(InferenceContext& ctx) {
   for (size_t t = 0; t < tables; ++t) {
     const std::string table = "Table_" + std::to_string(t), scale = "Row_scale_" + std::to_string(t);
     if (!ctx.has_input(1 + 2 * t)) return ctx.error(table + " is missing");
-    LOKA_RETURN_IF_ERROR(check_dtype(ctx, 1 + 2 * t, {DType::kFloat32, DType::kFloat8E4M3FN}, table.c_str()));
+    // BF16 tables are what store-tables-bf16 writes for tables FP8 cannot carry; they pool as float32.
+    LOKA_RETURN_IF_ERROR(
+        check_dtype(ctx, 1 + 2 * t, {DType::kFloat32, DType::kBFloat16, DType::kFloat8E4M3FN}, table.c_str()));
     LOKA_RETURN_IF_ERROR(check_rank(ctx, 1 + 2 * t, 2, 2, table.c_str(), "2-D [V, D]"));
     const TensorType& type = ctx.input_type(1 + 2 * t);
     const Dim row = dim_of(type, 1);
     LOKA_RETURN_IF_ERROR(check_dim(ctx, row, d, table + " " + describe(type) + " has another D than Table_0"));
     if (row.is_known()) d = row;
     const bool has_scale = 2 + 2 * t < ctx.input_count() && ctx.has_input(2 + 2 * t);
-    if (type.dtype == DType::kFloat32 && has_scale) return ctx.error(scale + " is given for a float32 " + table);
+    if ((type.dtype == DType::kFloat32 || type.dtype == DType::kBFloat16) && has_scale)
+      return ctx.error(scale + " is given for a " + (type.dtype == DType::kFloat32 ? "float32 " : "bf16 ") + table);
     if (type.dtype == DType::kFloat8E4M3FN) {
       if (!has_scale) return ctx.error(scale + " is missing for the FP8 " + table);
       LOKA_RETURN_IF_ERROR(check_dtype(ctx, 2 + 2 * t, {DType::kFloat32}, scale.c_str()));

@@ -13,8 +13,10 @@
 // tensors at any opset up to 21 (onnxruntime rejects it), so QuantizedGather
 // (and EmbeddingBags, lowered back to the exporters' per-table Slice ->
 // Gather -> ReduceSum chains and a Concat) dequantizes the table (per-row
-// scale on axis 0, exact) before gathering; and per-tensor scales must be scalars for QuantizeLinear, so [1] scales are
-// turned into [] ones.
+// scale on axis 0, exact) before gathering, while a BF16 EmbeddingBags table
+// is gathered as BF16 (Gather takes bfloat16 from opset 13) and only the
+// gathered rows are Cast to float (exact); and per-tensor scales must be
+// scalars for QuantizeLinear, so [1] scales are turned into [] ones.
 //
 // onnxruntime's ReluQuantRewrite deletes a Relu that feeds a QuantizeLinear
 // whose zero point is not int8/uint8 (so every FP8 one), which changes the
@@ -418,28 +420,36 @@ void lower_quantized_gather(Emitter& emit, const Lowering& node) {
   emit.emit_into("Gather", {values, node.input(2)}, node.output, node.name, axis);
 }
 
-/// EmbeddingBags as the exporters' chain: per table Slice -> Gather -> ReduceSum(keepdims), then Concat.
+/// EmbeddingBags as the exporters' chain: per table Slice -> Gather -> ReduceSum(keepdims), then Concat
+/// (an FP8 table dequantized before the Gather; a BF16 table's gathered rows Cast to float after it).
 void lower_embedding_bags(Emitter& emit, const Lowering& node) {
   const std::vector<int64_t> offsets = node.attributes.get_ints("offsets").value();  // checked by check_loka_node
   const TensorType& ids = node.input(0)->type();
   const Dim batch = ids.has_rank() ? (*ids.shape)[0] : Dim::unknown();
   const Dim width = node.output->type().has_rank() ? (*node.output->type().shape)[2] : Dim::unknown();
-  Attributes gather_axis, keep;
+  Attributes gather_axis, keep, to_float;
   gather_axis.set("axis", int64_t{0});
   keep.set("keepdims", int64_t{1});
+  to_float.set("to", kOnnxFloat);
   std::vector<Value*> pooled;
   for (size_t t = 0; t + 1 < offsets.size(); ++t) {
     const std::string tag = "bag" + std::to_string(t);
     const int64_t bag = offsets[t + 1] - offsets[t];
     Value* rows = node.input(1 + 2 * t);
-    if (node.input(2 + 2 * t) != nullptr) rows = dequantized_table(emit, rows, node.input(2 + 2 * t), node.name, tag + "_dequantize");
+    if (node.input(2 + 2 * t) != nullptr)
+      rows = dequantized_table(emit, rows, node.input(2 + 2 * t), node.name, tag + "_dequantize");
+    const bool bf16 = rows->type().dtype == DType::kBFloat16;
     Value* bag_ids = emit.emit("Slice",
                                {node.input(0), emit.int64_constant({offsets[t]}), emit.int64_constant({offsets[t + 1]}),
                                 emit.int64_constant({1})},
                                TensorType{ids.dtype, std::vector<Dim>{batch, Dim::known(bag)}}, node.name, tag + "_ids");
-    Value* gathered = emit.emit("Gather", {rows, bag_ids},
-                                TensorType{DType::kFloat32, std::vector<Dim>{batch, Dim::known(bag), width}}, node.name,
-                                tag + "_rows", gather_axis);
+    const std::vector<Dim> rows_shape{batch, Dim::known(bag), width};
+    Value* gathered = emit.emit("Gather", {rows, bag_ids}, TensorType{bf16 ? DType::kBFloat16 : DType::kFloat32, rows_shape},
+                                node.name, tag + "_rows", gather_axis);
+    // BF16 rows widen exactly (bits << 16), so the chain pools what the op pools. Widening after
+    // the Gather keeps the table BF16 at rest in the exported model (a Cast of the whole table
+    // would be folded into a float32 copy at load) and converts only the rows read.
+    if (bf16) gathered = emit.emit("Cast", {gathered}, TensorType{DType::kFloat32, rows_shape}, node.name, tag + "_widen", to_float);
     pooled.push_back(emit.emit("ReduceSum", {gathered, emit.int64_constant({1})},
                                TensorType{DType::kFloat32, std::vector<Dim>{batch, Dim::known(1), width}}, node.name,
                                tag + "_sum", keep));

@@ -9,7 +9,7 @@
 //                                   W ─DQ(Ws, axis 0)─ Gemm(transB=1) ─ act ─ Y
 //   LayerNormQuant(X, g, b, Ys)     X ─ LayerNormalization(axis -1) ─ Q(Ys) ─ Y (fp8)
 //   QuantizedGather(T, s, idx)      T ─ DQ(s, axis 0) ─ Gather(idx) ─ Y   (Gather takes no FP8)
-//   EmbeddingBags(ids, T0, s0, ...) per table: Slice(ids) ─ Gather(T or DQ(T)) ─ ReduceSum(1) ─┐ Concat(1) ─ Y
+//   EmbeddingBags(ids, T0, s0, ...) per table: Slice(ids) ─ Gather(T or DQ(T)) (─ Cast(f32) for BF16 T) ─ ReduceSum(1) ─┐ Concat(1) ─ Y
 //
 // "row" recipes become the row's finite amax / 448 (1 when 0) in standard ops
 // and Cast(X / s -> FP8, saturate) -> f32 * s; activations of rank != 2 use

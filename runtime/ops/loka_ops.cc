@@ -25,6 +25,7 @@
 #include "kernels/cpu/fp8_quantize.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layer_norm.h"
+#include "loka/bfloat16.h"
 #include "loka/float8.h"
 #include "runtime/op_kernel.h"
 #include "runtime/ops/op_helpers.h"
@@ -491,8 +492,9 @@ Result<std::vector<int64_t>> embedding_bag_offsets(const Attributes& attributes,
 
 /// One table as the pooling loop reads it.
 struct BagTable {
-  const float* rows = nullptr;     ///< float32 table
-  const uint8_t* codes = nullptr;  ///< FP8 table
+  const float* rows = nullptr;      ///< float32 table
+  const uint16_t* bf16 = nullptr;   ///< BF16 table (widened exactly, then pooled as float32)
+  const uint8_t* codes = nullptr;   ///< FP8 table
   const float* scales = nullptr;
   bool per_row = false;
   int64_t v = 0;
@@ -520,6 +522,11 @@ Status pool_bags(const Index* ids, int64_t batch, int64_t h, const std::vector<i
           const float scale = table.scales[table.per_row ? row : 0];
           const uint8_t* codes = table.codes + row * d;
           for (int64_t j = 0; j < d; ++j) acc[static_cast<size_t>(j)] += decode[codes[j]] * scale;
+        } else if (table.bf16 != nullptr) {
+          // bf16 -> float is exact (the bits shifted up), so a BF16 table pools exactly as the
+          // float32 table holding its widened values does.
+          const uint16_t* values = table.bf16 + row * d;
+          for (int64_t j = 0; j < d; ++j) acc[static_cast<size_t>(j)] += bf16_to_float(values[j]);
         } else {
           const float* values = table.rows + row * d;
           for (int64_t j = 0; j < d; ++j) acc[static_cast<size_t>(j)] += values[j];
@@ -558,12 +565,19 @@ Status run_embedding_bags(const std::vector<int64_t>& offsets, std::span<const T
     BagTable& bag = tables[t];
     bag.v = table.dim(0);
     const bool has_scale = has_input(in, 2 + 2 * t);
-    if (table.dtype() == DType::kFloat32) {
-      if (has_scale) return Status::error(scale_name + " is given for float32 " + table_name + " (FP8 tables only)");
-      bag.rows = table.data<float>();
+    if (table.dtype() == DType::kFloat32 || table.dtype() == DType::kBFloat16) {
+      if (has_scale)
+        return Status::error(scale_name + " is given for " + (table.dtype() == DType::kFloat32 ? "float32 " : "BFLOAT16 ") +
+                             table_name + " (FP8 tables only)");
+      if (table.dtype() == DType::kFloat32)
+        bag.rows = table.data<float>();
+      else
+        bag.bf16 = table.data<uint16_t>();
       continue;
     }
-    LOKA_RETURN_IF_ERROR(require_e4m3(table, table_name.c_str()));
+    if (table.dtype() != DType::kFloat8E4M3FN)
+      return Status::error(table_name + " must be FLOAT, BFLOAT16 or FLOAT8E4M3FN, got " +
+                           std::string(dtype_name(table.dtype())));
     LOKA_RETURN_IF_ERROR(ops::require_input(in, 2 + 2 * t, scale_name.c_str()));
     const Tensor& scale = in[2 + 2 * t];
     LOKA_RETURN_IF_ERROR(ops::require_float32(scale, scale_name.c_str()));

@@ -6,7 +6,7 @@
 // bias, ReLU/GELU, shapes the FP8 tensor cores take and shapes they do not:
 // K or N not a multiple of 16), FusedGemm (FP32; 2-D and 3-D X, transB,
 // bias, ReLU/GELU), QuantizedGather (per-row and per-tensor
-// scales), EmbeddingBags (mixed float32/FP8 tables, odd D), LayerNormQuant and ResidualLayerNorm run on both runtimes with fresh random inputs at
+// scales), EmbeddingBags (mixed float32/BF16/FP8 tables, odd D), LayerNormQuant and ResidualLayerNorm run on both runtimes with fresh random inputs at
 // awkward batches (1, 7, 4096). Then each zoo model goes through the default
 // `loka-opt` pipeline and its eval data must agree between the runtimes:
 // what the Probe measured on the CPU is what the GPU serves. Skips visibly
@@ -26,6 +26,7 @@
 #include "cuda_test_util.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/fp8_gemm.h"
+#include "loka/bfloat16.h"
 #include "loka/engine.h"
 #include "loka/float8.h"
 #include "loka/session.h"
@@ -404,6 +405,78 @@ TEST_F(CudaLokaOps, EmbeddingBagsMatchTheCpuRuntime) {
     builder.output_unshaped("y", DType::kFloat32);
     // The GPU sums in FP32 (FMA for FP8 rows), the CPU in double: a few ulps of values below ~15.
     testing::expect_runtimes_agree(builder.serialize(), {ids}, {1, 7, 4096}, 1e-5f);
+  }
+}
+
+TEST_F(CudaLokaOps, EmbeddingBagsWithBf16TablesMatchTheCpuAndTheirWidenedFloat32Tables) {
+  // BF16 tables (what store-tables-bf16 writes) among float32 and FP8 per-row ones, int32 ids.
+  // D = 24, 12 and 5 take the BF16 kernel's 8-wide, 4-wide and scalar loads; bags of 2, 1, 3
+  // and 1 over columns 0..6 of 7, the last table BF16 with its Row_scale dropped.
+  for (const int64_t dim : {int64_t{24}, int64_t{12}, int64_t{5}}) {
+    SCOPED_TRACE("D=" + std::to_string(dim));
+    std::mt19937 rng(static_cast<unsigned>(50 + dim));
+    const std::vector<int64_t> vocabulary{50, 7, 1000, 300}, offsets{0, 2, 3, 6, 7};
+    const int64_t rows = 4099;
+    Tensor ids = Tensor::zeros(DType::kInt32, {rows, 7});
+    for (int64_t r = 0; r < rows; ++r)
+      for (size_t t = 0; t < 4; ++t)
+        for (int64_t k = offsets[t]; k < offsets[t + 1]; ++k)
+          ids.data<int32_t>()[r * 7 + k] =
+              static_cast<int32_t>(std::uniform_int_distribution<int64_t>(-vocabulary[t], vocabulary[t] - 1)(rng));
+    // A BF16 table and the float32 table of its widened values (exact).
+    const auto bf16_table = [&](int64_t v) {
+      const Tensor values = testing::random_tensor(rng, {v, dim}, -2.0f, 2.0f);
+      std::pair<Tensor, Tensor> table{Tensor::zeros(DType::kBFloat16, {v, dim}), Tensor::zeros(DType::kFloat32, {v, dim})};
+      for (int64_t i = 0; i < v * dim; ++i) {
+        table.first.data<uint16_t>()[i] = float_to_bf16(values.data<float>()[i]);
+        table.second.data<float>()[i] = bf16_to_float(table.first.data<uint16_t>()[i]);
+      }
+      return table;
+    };
+    const auto [t0, t0_widened] = bf16_table(vocabulary[0]);
+    const Tensor t1 = testing::random_tensor(rng, {vocabulary[1], dim});
+    const Tensor t2 = random_codes(rng, {vocabulary[2], dim});
+    const Tensor s2 = testing::random_tensor(rng, {vocabulary[2]}, 0.001f, 0.01f);
+    const auto [t3, t3_widened] = bf16_table(vocabulary[3]);
+    const auto model = [&](const Tensor& first, const Tensor& last) {
+      testing::ModelBuilder builder(17);
+      builder.opset("ai.loka", 1);
+      builder.initializer("t0", first).initializer("t1", t1).initializer("t2", t2).initializer("s2", s2);
+      builder.initializer("t3", last);
+      builder.input("ids", DType::kInt32, {-1, 7});
+      builder.node("EmbeddingBags", {"ids", "t0", "", "t1", "", "t2", "s2", "t3"}, {"y"}, {{"offsets", offsets}}, "bags",
+                   "ai.loka");
+      builder.output_unshaped("y", DType::kFloat32);
+      return builder.serialize();
+    };
+    const std::string bf16_model = model(t0, t3), widened_model = model(t0_widened, t3_widened);
+    // The GPU sums in FP32, the CPU in double: a few ulps of values below ~10.
+    testing::expect_runtimes_agree(bf16_model, {ids}, {1, 7, rows}, 1e-5f);
+    // On the GPU as on the CPU, a BF16 table pools exactly as its widened float32 table: the same
+    // FP32 values added in the same (bag) order, whatever the load width.
+    EngineOptions options;
+    options.device = Device::kCuda;
+    options.max_batch = rows;
+    auto bf16_gpu = Engine::load_bytes(std::as_bytes(std::span(bf16_model.data(), bf16_model.size())), options);
+    auto widened_gpu = Engine::load_bytes(std::as_bytes(std::span(widened_model.data(), widened_model.size())), options);
+    ASSERT_TRUE(bf16_gpu) << bf16_gpu.status().message();
+    ASSERT_TRUE(widened_gpu) << widened_gpu.status().message();
+    auto bf16_session = (*bf16_gpu)->new_session();
+    auto widened_session = (*widened_gpu)->new_session();
+    for (const int64_t batch : {int64_t{1}, int64_t{7}, rows}) {
+      SCOPED_TRACE("batch " + std::to_string(batch));
+      Tensor part = Tensor::zeros(DType::kInt32, {batch, 7});
+      std::memcpy(part.raw(), ids.raw(), part.byte_size());
+      const std::vector<Tensor> inputs{part};
+      auto actual = bf16_session->run(inputs);
+      ASSERT_TRUE(actual) << actual.status().message();
+      auto expected = widened_session->run(inputs);
+      ASSERT_TRUE(expected) << expected.status().message();
+      ASSERT_EQ((*actual)[0].shape(), (Shape{batch, 4, dim}));
+      ASSERT_EQ((*expected)[0].shape(), (*actual)[0].shape());
+      testing::expect_same_bytes((*actual)[0].raw(), (*expected)[0].raw(),
+                                 static_cast<size_t>((*actual)[0].element_count()), sizeof(float));
+    }
   }
 }
 

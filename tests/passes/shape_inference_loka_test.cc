@@ -258,5 +258,27 @@ TEST(ShapeInferenceLoka, EmbeddingBagsMismatchesNameTheNode) {
   expect_error(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %f) @"e")"), "e", "offsets");
 }
 
+TEST(ShapeInferenceLoka, EmbeddingBagsTakesBf16TablesWithoutAScale) {
+  const std::string inputs = R"(
+  input %t : f8e4m3fn[50,5]
+  input %s : f32[1]
+  input %f : f32[9,5]
+  input %b : bf16[7,5]
+  input %ids : i32[batch,6]
+)";
+  const auto bags = [&](const std::string& extra, const std::string& line) { return infer_node(inputs, extra, line); };
+  // A BF16 table mixed with the other formats, last with its scale omitted; the output is f32 all the same.
+  EXPECT_EQ(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, _, %t, %s, %b) {offsets = ints[0, 1, 3, 6]} @"e")"),
+            "y : f32[batch,3,5]\n");
+  EXPECT_EQ(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %b, _) {offsets = ints[0, 6]} @"e")"), "y : f32[batch,1,5]\n");
+  expect_error(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %b, %s) {offsets = ints[0, 6]} @"e")"), "e",
+               "Row_scale_0 is given for a bf16 Table_0");
+  expect_error(bags("  input %w : bf16[9,4]\n", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, _, %w) {offsets = ints[0, 2, 6]} @"e")"),
+               "e", "Table_1 bf16[9,4] has another D");
+  // FP16 is not a table format: only FLOAT, BFLOAT16 and FLOAT8E4M3FN are.
+  expect_error(bags("  input %h : f16[9,5]\n", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, _, %h) {offsets = ints[0, 2, 6]} @"e")"),
+               "e", "Table_1 must be f32 or bf16 or f8e4m3fn");
+}
+
 }  // namespace
 }  // namespace loka::ir

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """onnxruntime runs LoKA's QDQ lowering of ai.loka models and matches LoKA's own CPU runtime.
 
-1. For each textual IR model under tests/data/qdq/ (small graphs with ai.loka ops and FP8
-   weights): `loka-opt MODEL.ir --pipeline lower-qdq` writes the standard-ops model, `loka-opt
-   MODEL.ir --pipeline ''` the ai.loka one. onnxruntime (from PyPI) runs the first, loka-run the
+1. For each textual IR model under tests/data/qdq/ (small graphs with ai.loka ops, FP8 weights
+   and FP8, BF16 or float32 tables): `loka-opt MODEL.ir --pipeline lower-qdq` writes the
+   standard-ops model, `loka-opt MODEL.ir --pipeline ''` the ai.loka one. onnxruntime (from PyPI) runs the first, loka-run the
    second (the reference kernels), on the same random inputs (fixed seed) written as input_<i>.pb; every
    output must agree within 1e-5 (relative above magnitude 1).
 2. For small zoo models through the whole default pipeline (calibration data bundled): `loka-opt
@@ -45,12 +45,23 @@ def worst_difference(expected, got):
 
 
 def gather_table_rows(model):
-    """Input name -> row count V of the FP8 table a QuantizedGather reads with it."""
+    """Input name -> row count V of the table its ids index: one number for a QuantizedGather's
+    ids, one per column for an EmbeddingBags' [B, H] id matrix (column k indexes the table whose
+    bag holds it; a column no bag reads gets the smallest V)."""
     initializers = {t.name: t for t in model.graph.initializer}
     rows = {}
     for node in model.graph.node:
-        if node.domain == "ai.loka" and node.op_type == "QuantizedGather" and node.input[0] in initializers:
+        if node.domain != "ai.loka":
+            continue
+        if node.op_type == "QuantizedGather" and node.input[0] in initializers:
             rows[node.input[2]] = initializers[node.input[0]].dims[0]
+        if node.op_type == "EmbeddingBags":
+            offsets = next(list(a.ints) for a in node.attribute if a.name == "offsets")
+            tables = [initializers[name].dims[0] for name in node.input[1::2]]
+            columns = np.full(offsets[-1], min(tables), dtype=np.int64)
+            for t, v in enumerate(tables):
+                columns[offsets[t]:offsets[t + 1]] = v
+            rows[node.input[0]] = columns
     return rows
 
 
@@ -68,7 +79,9 @@ def random_inputs(model, rng):
         if np.issubdtype(dtype, np.integer):
             rows = table_rows.get(value.name)
             if rows is None:
-                raise RuntimeError(f"integer input '{value.name}' feeds no QuantizedGather table")
+                raise RuntimeError(f"integer input '{value.name}' feeds no QuantizedGather or EmbeddingBags table")
+            if np.ndim(rows) == 1:  # EmbeddingBags: per column; any columns past the last bag are unread
+                rows = np.concatenate([rows, np.full(shape[-1] - len(rows), rows.min(), dtype=np.int64)])
             feeds[value.name] = rng.integers(-rows, rows, size=shape).astype(dtype)
         else:
             feeds[value.name] = (rng.standard_normal(shape) * 2).astype(dtype)

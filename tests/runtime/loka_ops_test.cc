@@ -6,7 +6,8 @@
 // inputs with awkward shapes, and is compared with a reference written here
 // from the doc's formulas using only the scalar FP8 codecs: QuantizedGemm
 // within FP32 summation-order tolerance, QuantizedGather bit for bit,
-// EmbeddingBags bit for bit against double sums of the doc's rows,
+// EmbeddingBags bit for bit against double sums of the doc's rows (and a
+// BF16 table bit for bit against the float32 table of its widened values),
 // LayerNormQuant bit for bit against ONNX LayerNormalization run by the same
 // engine and quantized here (the doc's promise), and within FP8 rounding of a
 // double-precision LayerNorm. Error cases check the message names the node
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "loka/bfloat16.h"
 #include "loka/float8.h"
 #include "loka/session.h"
 #include "model_builder.h"
@@ -782,6 +784,79 @@ TEST(EmbeddingBags, PoolsEveryTableIntoItsTokenBitForBit) {
   }
 }
 
+/// A random BF16 table, and the float32 table of its values widened (exactly: bits << 16).
+struct Bf16Table {
+  Tensor codes;
+  Tensor widened;
+};
+Bf16Table random_bf16_table(std::mt19937& rng, int64_t v, int64_t d) {
+  const Tensor values = testing::random_tensor(rng, {v, d}, -4.0f, 4.0f);
+  Bf16Table table{Tensor::zeros(DType::kBFloat16, {v, d}), Tensor::zeros(DType::kFloat32, {v, d})};
+  uint16_t* codes = table.codes.data<uint16_t>();
+  for (int64_t i = 0; i < v * d; ++i) codes[i] = float_to_bf16(values.data<float>()[i]);
+  // Codes rounding cannot produce from these values: -0, the smallest subnormal, a huge finite
+  // value (two of them overflow to inf in the FP32 result, identically on both paths).
+  codes[0] = 0x8000;
+  codes[1] = 0x0001;
+  codes[v * d - 1] = 0x7F00;
+  for (int64_t i = 0; i < v * d; ++i) table.widened.data<float>()[i] = bf16_to_float(codes[i]);
+  return table;
+}
+
+TEST(EmbeddingBags, Bf16TablesPoolExactlyAsTheFloat32TablesOfTheirWidenedValues) {
+  std::mt19937 rng(35);
+  // Four tables of D = 13 (not a multiple of 8): BF16 (bag 3), float32 (bag 1), FP8 per row
+  // (bag 2), BF16 (bag 1, last, its Row_scale dropped) over columns 0..6 of an 8-column matrix.
+  const int64_t d = 13, h = 8;
+  const std::vector<int64_t> rows{6, 4, 9, 3}, offsets{0, 3, 4, 6, 7};
+  const Bf16Table bf0 = random_bf16_table(rng, rows[0], d);
+  const Tensor f32_table = testing::random_tensor(rng, {rows[1], d});
+  const Tensor fp8_table = fp8_tensor({rows[2], d}, finite_codes(rng, static_cast<size_t>(rows[2] * d)));
+  const Tensor scale2 = testing::random_tensor(rng, {rows[2]}, 0.01f, 0.1f);
+  const Bf16Table bf3 = random_bf16_table(rng, rows[3], d);
+  for (const int64_t batch : {int64_t{1}, int64_t{5}}) {
+    for (const bool int32 : {false, true}) {
+      SCOPED_TRACE("batch " + std::to_string(batch) + (int32 ? " int32" : " int64"));
+      std::vector<int64_t> ids(static_cast<size_t>(batch * h), 0);
+      for (int64_t b = 0; b < batch; ++b)
+        for (size_t t = 0; t < 4; ++t)
+          for (int64_t k = offsets[t]; k < offsets[t + 1]; ++k) {
+            std::uniform_int_distribution<int64_t> id(-rows[t], rows[t] - 1);  // negatives count from the end
+            ids[static_cast<size_t>(b * h + k)] = id(rng);
+          }
+      // Sample 0 reads the special codes: -0 and the subnormal (row 0) and the huge value (last row) twice.
+      ids[0] = 0;
+      ids[1] = rows[0] - 1;
+      ids[2] = -1;
+      const Tensor indices = int32 ? index_tensor<int32_t>({batch, h}, ids) : index_tensor<int64_t>({batch, h}, ids);
+      const auto bags = [&](const Tensor& t0, const Tensor& t3) {
+        return run_loka_op("EmbeddingBags", {{"ids", indices, true}, {"t0", t0}, {"", Tensor()}, {"t1", f32_table},
+                                             {"", Tensor()}, {"t2", fp8_table}, {"s2", scale2}, {"t3", t3}},
+                           {{"offsets", offsets}});
+      };
+      auto actual = bags(bf0.codes, bf3.codes);
+      ASSERT_TRUE(actual) << actual.status().message();
+      auto expected = bags(bf0.widened, bf3.widened);
+      ASSERT_TRUE(expected) << expected.status().message();
+      const Tensor& y = (*actual)[0];
+      ASSERT_EQ(y.dtype(), DType::kFloat32);
+      ASSERT_EQ(y.shape(), (Shape{batch, 4, d}));
+      ASSERT_EQ(y.shape(), (*expected)[0].shape());
+      for (int64_t i = 0; i < y.element_count(); ++i)
+        ASSERT_EQ(float_bits(y.data<float>()[i]), float_bits((*expected)[0].data<float>()[i]))
+            << "sample " << i / (4 * d) << ", table " << i / d % 4 << ", column " << i % d;
+      EXPECT_TRUE(std::isinf(y.data<float>()[d - 1])) << "the huge code twice overflows, as in FP32";
+      // And the float32 op is the doc's double sum of the widened rows (bag 0 of sample 0, column 2).
+      double sum = 0.0;
+      for (int64_t k = 0; k < 3; ++k) {
+        const int64_t row = ids[static_cast<size_t>(k)] < 0 ? ids[static_cast<size_t>(k)] + rows[0] : ids[static_cast<size_t>(k)];
+        sum += bf0.widened.data<float>()[row * d + 2];
+      }
+      EXPECT_EQ(y.data<float>()[2], static_cast<float>(sum));
+    }
+  }
+}
+
 TEST(EmbeddingBags, RejectsOutOfRangeIdsAndIllFormedInputsNamingThem) {
   std::mt19937 rng(33);
   const Tensor table = testing::random_tensor(rng, {5, 4});
@@ -807,6 +882,12 @@ TEST(EmbeddingBags, RejectsOutOfRangeIdsAndIllFormedInputsNamingThem) {
                  "Table_1 has rows of 3, Table_0 of 4");
   expect_failure(bags({{"ids", index_tensor<int64_t>({6}, {0, 1, 2, 3, 4, 0}), true}, {"t", table}}, {0, 3}),
                  "Indices must be 2-D");
+  // BF16 tables take no Row_scale, like float32 ones; FLOAT16 is not a table format.
+  const Tensor bf16 = Tensor::zeros(DType::kBFloat16, {5, 4});
+  ASSERT_TRUE(bags({{"ids", ids, true}, {"b", bf16}}, {0, 3}));
+  expect_failure(bags({{"ids", ids, true}, {"b", bf16}, {"s", scale}}, {0, 3}), "Row_scale_0 is given for BFLOAT16 Table_0");
+  expect_failure(bags({{"ids", ids, true}, {"t", table}, {"", Tensor()}, {"h", Tensor::zeros(DType::kFloat16, {5, 4})}}, {0, 1, 3}),
+                 "Table_1 must be FLOAT, BFLOAT16 or FLOAT8E4M3FN, got FLOAT16");
 }
 
 }  // namespace

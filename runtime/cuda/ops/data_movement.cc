@@ -206,6 +206,9 @@ Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
     args.policy = IndexPolicy::kError;
     if (table.dtype == DType::kFloat32) {
       args.format = EmbeddingFormat::kFloat32;
+    } else if (table.dtype == DType::kBFloat16) {
+      // Rows widen exactly (bits << 16) and pool in FP32 as a float32 table's: half the bytes per row.
+      args.format = EmbeddingFormat::kBFloat16;
     } else if (table.dtype == DType::kFloat8E4M3FN && has_input(init, 2 + 2 * t)) {
       const int64_t scales = element_count(init.inputs[2 + 2 * t].shape);
       if (scales != args.rows && scales != 1)
@@ -213,7 +216,7 @@ Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
       args.format = EmbeddingFormat::kFp8E4M3;
       args.per_row_scales = scales == args.rows;
     } else {
-      return Status::error("Table_" + std::to_string(t) + " must be FLOAT, or FLOAT8E4M3FN with a Row_scale");
+      return Status::error("Table_" + std::to_string(t) + " must be FLOAT, BFLOAT16, or FLOAT8E4M3FN with a Row_scale");
     }
   }
   const int64_t batch = ids_shape[0];

@@ -1,0 +1,80 @@
+// ============================================================================
+// passes/dispatch/budget_use.h — what of the model error budget pin-precision
+// spent, what it left for choices that add error, and a site's FP8 error.
+//
+// pin-precision fills the budget with FP8 sites and leaves a headroom (see
+// BudgetUse). Two later passes spend it on choices that add a little error for
+// speed or memory: store-tables-bf16 (embedding tables FP8 could not carry,
+// stored in BF16) and dispatch (TF32/BF16 kernels for FP32 nodes). Both price
+// a choice the same way: the site's Probe-measured FP8 model error scaled by
+// the ratio of the choice's local error to FP8's (squared for a logloss
+// budget, whose drift is second order in a small perturbation). What
+// store-tables-bf16 spends is recorded in model.precision.storage_error and
+// comes off dispatch's headroom.
+// ============================================================================
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "loka/status.h"
+#include "passes/probe/budget.h"
+
+namespace loka::dispatch {
+
+/// The model budget pin-precision spent, and what is left for error-adding choices.
+///
+/// A predicted selection spends `predicted` of the budget (the sites' errors summed): the rest
+/// is headroom. A measured selection (pin-precision{measure}, on the GPU by default) admits
+/// sites while the *measured* calibration error stays within margin x (budget less the
+/// reserve), so its summed prediction may well exceed the budget, and `limit - predicted`
+/// would leave dispatch nothing: every FP32 node then ran SIMT FP32 (0.5 ms a launch on
+/// full-size DHEN's 640x128 combine MatMuls, H200, 2026-11-26). Such a selection's headroom
+/// is what it promised to leave, the reserve; the rest of its margin stays unspent, as room
+/// for the eval data to differ from the calibration data (on full-size models the eval drift
+/// has come out above the calibration figure, never below). Later passes price what they add
+/// with the same summed prediction either way.
+struct BudgetUse {
+  bool known = false;
+  probe::BudgetMetric metric = probe::BudgetMetric::kRelL2;
+  double limit = 0, predicted = 0;
+  bool measured = false;
+  double reserve = 0;        ///< measured: the share of the budget pin-precision left
+  double storage_error = 0;  ///< spent already by store-tables-bf16 (model.precision.storage_error)
+  double headroom() const {
+    if (!known) return 0.0;
+    const double left = measured ? limit * reserve : limit - predicted;
+    return std::max(0.0, left - storage_error);
+  }
+  /// What pin-precision's selection and the tables stored in BF16 are taken to spend.
+  double spent() const { return (measured ? limit * (1.0 - reserve) : predicted) + storage_error; }
+};
+
+/// The budget use recorded in the annotation document's model.precision (unknown without one,
+/// or with an "auto" budget); an error for a malformed budget string.
+Result<BudgetUse> budget_use(const nlohmann::json& document);
+
+/// The metric's field in a Probe error object ("rel_l2_mean", "max_abs", "logloss_expected_mean").
+const char* error_field(probe::BudgetMetric metric);
+
+/// A finite, non-negative number at error[field]; nothing otherwise.
+std::optional<double> error_value(const nlohmann::json& error, const char* field);
+
+/// A site's FP8 model error and the recipe it was measured with.
+struct SiteError {
+  double value = 0;
+  std::string recipe;
+};
+
+/// The site's FP8 model error: its recipe's for a node lowered to FP8 (`quantized`), the
+/// smallest measured recipe's for one that stayed FP32; nothing when unmeasured.
+std::optional<SiteError> site_fp8_error(const nlohmann::json& annotation, bool quantized, probe::BudgetMetric metric);
+
+/// The model error a choice adds: `site_error` scaled by `local_ratio` (the choice's local error
+/// over FP8's), squared for a logloss budget.
+double scaled_model_error(double site_error, double local_ratio, probe::BudgetMetric metric);
+
+}  // namespace loka::dispatch
