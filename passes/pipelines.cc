@@ -25,8 +25,7 @@
 //                         3, 5, 6 and the activation).
 //   fuse-embedding-bags   after insert-scales, so FP8 tables arrive as
 //                         QuantizedGather (the fused op takes both kinds).
-//   store-tables-bf16     (not in the default pipeline yet: its logloss pricing is too low, see its
-//                         header; where a pipeline names it:) after fuse-embedding-bags, whose fused op is what reads BF16 tables
+//   store-tables-bf16     after fuse-embedding-bags, whose fused op is what reads BF16 tables
 //                         (a plain Gather would make a BF16 output); after pin-precision,
 //                         whose headroom it spends; before dispatch, which gets the rest.
 //   fuse-attention        after pin-precision and insert-scales: it fuses only
@@ -131,7 +130,7 @@ void register_builtin_passes(PassRegistry& registry) {
 
 std::string default_pipeline() {
   return "canonicalize,infer-shapes,reassociate-matmuls,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
-         "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,fuse-attention,"
+         "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,store-tables-bf16,fuse-attention,"
          "fuse-residual-layernorm,share-activation-quantize,fuse-concat-quantize,fuse-epilogue-quantize,fold-transposes,infer-shapes,"
          "dispatch";
 }

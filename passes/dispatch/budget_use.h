@@ -4,13 +4,12 @@
 //
 // pin-precision fills the budget with FP8 sites and leaves a headroom (see
 // BudgetUse). Two later passes spend it on choices that add a little error for
-// speed or memory: store-tables-bf16 (embedding tables FP8 could not carry,
-// stored in BF16) and dispatch (TF32/BF16 kernels for FP32 nodes). Both price
-// a choice the same way: the site's Probe-measured FP8 model error scaled by
-// the ratio of the choice's local error to FP8's (squared for a logloss
-// budget, whose drift is second order in a small perturbation). What
-// store-tables-bf16 spends is recorded in model.precision.storage_error and
-// comes off dispatch's headroom.
+// memory or speed: store-tables-bf16 (embedding tables FP8 could not carry,
+// stored in BF16, their cost measured on the calibration data) and dispatch
+// (TF32/BF16 kernels for FP32 nodes, priced as the site's Probe-measured FP8
+// model error scaled by the ratio of the kernel's GEMM error to FP8's, squared
+// for a logloss budget). What store-tables-bf16 spends is recorded in
+// model.precision.storage_error and comes off dispatch's headroom.
 // ============================================================================
 #pragma once
 
