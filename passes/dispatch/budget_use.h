@@ -34,8 +34,7 @@ namespace loka::dispatch {
 /// full-size DHEN's 640x128 combine MatMuls, H200, 2026-11-26). Such a selection's headroom
 /// is what it promised to leave, the reserve; the rest of its margin stays unspent, as room
 /// for the eval data to differ from the calibration data (on full-size models the eval drift
-/// has come out above the calibration figure, never below). Later passes price what they add
-/// with the same summed prediction either way.
+/// has come out above the calibration figure, never below).
 struct BudgetUse {
   bool known = false;
   probe::BudgetMetric metric = probe::BudgetMetric::kRelL2;

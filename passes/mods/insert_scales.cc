@@ -44,6 +44,12 @@ size_t initializer_bytes(const ir::Graph& graph) {
 
 // --------------------------------------------------------------- quantize ---
 
+/// A weight's FP8 codes in [N, K] layout and its per-output-channel scales.
+struct QuantizedWeight {
+  Tensor codes;   ///< FLOAT8E4M3FN [N, K]
+  Tensor scales;  ///< float [N]
+};
+
 /// `w` is [K, N] (MatMul, Gemm transB=0) or [N, K] (`transposed`); `alpha`
 /// (Gemm's) multiplies into the scales, which ONNX-style multiply the codes.
 QuantizedWeight quantize_weight(const Tensor& w, bool transposed, float alpha) {
@@ -64,6 +70,33 @@ QuantizedWeight quantize_weight(const Tensor& w, bool transposed, float alpha) {
       scales[row] = scale * alpha;
     }
   });
+  return q;
+}
+
+/// An embedding table [V, D] as codes with one scale per row, or one for all.
+QuantizedWeight quantize_table(const Tensor& table, bool per_row) {
+  const int64_t v = table.dim(0), d = table.dim(1);
+  const float* data = table.data<float>();
+  // Every code is written below: the codes start uninitialized (zeroing 325 MB of full-size DLRM
+  // codes first cost a pass over them on one thread).
+  const size_t code_bytes = static_cast<size_t>(v * d) * dtype_size(DType::kFloat8E4M3FN);
+  QuantizedWeight q{Tensor::on_storage(DType::kFloat8E4M3FN, {v, d}, std::make_shared<Storage>(code_bytes)),
+                    Tensor::zeros(DType::kFloat32, {per_row ? v : 1})};
+  // One scan of the whole table only when one scale serves it (1.3 GB of full-size DLRM tables).
+  const float table_scale =
+      per_row ? 1.0f : cpu::fp8_scale_for_amax(cpu::finite_amax(table.values<float>()), cpu::Fp8Format::kE4M3FN);
+  uint8_t* codes = q.codes.data<uint8_t>();
+  float* scales = q.scales.data<float>();
+  cpu::parallel_rows(v, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const std::span<const float> values(data + row * d, static_cast<size_t>(d));
+      const float scale =
+          per_row ? cpu::fp8_scale_for_amax(cpu::finite_amax(values), cpu::Fp8Format::kE4M3FN) : table_scale;
+      cpu::quantize_e4m3fn(values, scale, codes + row * d);
+      if (per_row) scales[row] = scale;
+    }
+  });
+  if (!per_row) q.scales.data<float>()[0] = table_scale;
   return q;
 }
 
@@ -202,32 +235,6 @@ class InsertScalesPass final : public Pass {
 };
 
 }  // namespace
-
-QuantizedWeight quantize_table(const Tensor& table, bool per_row) {
-  const int64_t v = table.dim(0), d = table.dim(1);
-  const float* data = table.data<float>();
-  // Every code is written below: the codes start uninitialized (zeroing 325 MB of full-size DLRM
-  // codes first cost a pass over them on one thread).
-  const size_t code_bytes = static_cast<size_t>(v * d) * dtype_size(DType::kFloat8E4M3FN);
-  QuantizedWeight q{Tensor::on_storage(DType::kFloat8E4M3FN, {v, d}, std::make_shared<Storage>(code_bytes)),
-                    Tensor::zeros(DType::kFloat32, {per_row ? v : 1})};
-  // One scan of the whole table only when one scale serves it (1.3 GB of full-size DLRM tables).
-  const float table_scale =
-      per_row ? 1.0f : cpu::fp8_scale_for_amax(cpu::finite_amax(table.values<float>()), cpu::Fp8Format::kE4M3FN);
-  uint8_t* codes = q.codes.data<uint8_t>();
-  float* scales = q.scales.data<float>();
-  cpu::parallel_rows(v, 4096, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const std::span<const float> values(data + row * d, static_cast<size_t>(d));
-      const float scale =
-          per_row ? cpu::fp8_scale_for_amax(cpu::finite_amax(values), cpu::Fp8Format::kE4M3FN) : table_scale;
-      cpu::quantize_e4m3fn(values, scale, codes + row * d);
-      if (per_row) scales[row] = scale;
-    }
-  });
-  if (!per_row) q.scales.data<float>()[0] = table_scale;
-  return q;
-}
 
 std::string fp8_lowering_obstacle(const ir::Node& node) {
   if (!node.domain().empty()) return "op " + node.domain() + "::" + node.op_type() + " has no FP8 lowering";

@@ -34,21 +34,10 @@
 #include <memory>
 #include <string>
 
-#include "loka/tensor.h"
 #include "passes/ir/graph.h"
 #include "passes/pass.h"
 
 namespace loka {
-
-/// FP8 codes and their scales (ONNX-style: a value is code x scale).
-struct QuantizedWeight {
-  Tensor codes;   ///< FLOAT8E4M3FN: a weight's [N, K], a table's [V, D]
-  Tensor scales;  ///< float: a weight's [N] per output channel; a table's [V] per row, or [1]
-};
-
-/// An embedding table [V, D] (float32) as E4M3 codes with one scale per row, or one for all:
-/// what insert-scales stores for a QuantizedGather.
-QuantizedWeight quantize_table(const Tensor& table, bool per_row);
 
 /// Pass description: name "insert-scales", its statistics.
 PassInfo insert_scales_pass_info();

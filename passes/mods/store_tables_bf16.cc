@@ -6,11 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,12 +31,15 @@ namespace {
 
 using nlohmann::json;
 
-/// A float32 table of an EmbeddingBags that may go to BF16.
+/// One float32 table (initializer) the EmbeddingBags nodes read, with every slot reading it:
+/// a table read twice is stored once.
 struct TableCandidate {
-  ir::Node* bags = nullptr;
-  size_t input = 0;     ///< the table's input slot on `bags`
-  std::string lookup;   ///< the lookup site it came from (annotation key)
-  double elements = 0;
+  ir::Value* fp32 = nullptr;
+  ir::Value* bf16 = nullptr;                          ///< its BF16 copy, while trials run
+  std::vector<std::pair<ir::Node*, size_t>> slots;    ///< (EmbeddingBags node, input index)
+  std::vector<std::string> lookups;                   ///< the lookup sites it came from (annotation keys)
+  double elements = 0;                                ///< the table's (kept: one of the two values goes)
+  bool pinned_bf16 = false;
 };
 
 /// `table` rounded to BF16 (round to nearest even, NaN kept).
@@ -50,13 +54,15 @@ Tensor to_bf16(const Tensor& table) {
   return out;
 }
 
-/// A model's outputs on every calibration set (the CPU runtime's, deterministic), with the
-/// labels a logloss budget judges them against.
+/// A model's outputs on every calibration set, with the labels a logloss budget judges them by.
 struct OutputsOnData {
   std::vector<std::vector<Tensor>> outputs;  ///< per set, every graph output
-  std::vector<std::vector<float>> labels;    ///< per set (logloss only): labels.pb, or drawn as the Probe draws
+  /// Per set (logloss only): labels.pb, or drawn from the first output of the model as it stands
+  /// (the Probe drew its labels from the FP32 model's: close, not the same).
+  std::vector<std::vector<float>> labels;
 };
 
+/// Runs `graph` on every calibration set (on `device`); the labels come from `labelled` when given.
 Result<OutputsOnData> run_on_calibration(const ir::Graph& graph, const DataSetReader& reader, probe::BudgetMetric metric,
                                          int64_t max_rows, Device device, const OutputsOnData* labelled) {
   std::vector<std::string> names;
@@ -80,20 +86,29 @@ Result<OutputsOnData> run_on_calibration(const ir::Graph& graph, const DataSetRe
   return result;
 }
 
-/// How far `test` moves the model from `base` on the calibration data, in the budget's metric.
-/// logloss: the pooled drift relative to base's logloss plus `noise_sigmas` standard deviations
-/// of the gap an eval set of `judged_samples` may show (pin-precision's measured bound);
-/// rel_l2: ‖test − base‖ / ‖base‖ over every float output; max_abs: the largest difference.
-/// Added to the selection's own error, this bounds the model's (the triangle inequality).
-double measured_increment(const OutputsOnData& base, const OutputsOnData& test, probe::BudgetMetric metric,
-                          double judged_samples, double noise_sigmas) {
+/// How far `test` moves the model from `base` on the calibration data, in the budget's metric,
+/// judged as measure_candidate.h and pin-precision's measured bound judge a selection:
+///   logloss: the pooled drift relative to base's logloss (the FP8 model's, not FP32's: second
+///            order) plus `noise_sigmas` standard deviations of the gap an eval set of
+///            `judged_samples` may show;
+///   rel_l2:  ‖test − base‖ / ‖base‖ over every float output;
+///   max_abs: the largest difference.
+/// Infinity where a difference is not finite. Added to the selection's own error (noise terms
+/// add linearly), this bounds the model's: the triangle inequality.
+Result<double> measured_increment(const OutputsOnData& base, const OutputsOnData& test, probe::BudgetMetric metric,
+                                  double judged_samples, double noise_sigmas) {
+  constexpr double kInfinity = std::numeric_limits<double>::infinity();
   double drift = 0, squared_changes = 0, base_logloss = 0, samples = 0;
   double difference = 0, reference = 0, max_abs = 0;
   for (size_t set = 0; set < base.outputs.size(); ++set) {
+    if (test.outputs[set].size() != base.outputs[set].size())
+      return Status::error("trial model: " + std::to_string(test.outputs[set].size()) + " outputs, the model has " +
+                           std::to_string(base.outputs[set].size()));
     if (metric == probe::BudgetMetric::kLogloss) {
       const std::vector<double> before = probe::logloss_terms(base.outputs[set][0], base.labels[set]);
       const std::vector<double> after = probe::logloss_terms(test.outputs[set][0], base.labels[set]);
-      for (size_t i = 0; i < std::min(before.size(), after.size()); ++i) {
+      if (before.size() != after.size()) return Status::error("trial model: first output changed size");
+      for (size_t i = 0; i < before.size(); ++i) {
         drift += after[i] - before[i];
         squared_changes += (after[i] - before[i]) * (after[i] - before[i]);
         base_logloss += before[i];
@@ -104,182 +119,234 @@ double measured_increment(const OutputsOnData& base, const OutputsOnData& test, 
     for (size_t o = 0; o < base.outputs[set].size(); ++o) {
       if (!dtype_is_float(base.outputs[set][o].dtype())) continue;
       const std::vector<float> b = base.outputs[set][o].to_floats(), t = test.outputs[set][o].to_floats();
-      for (size_t i = 0; i < std::min(b.size(), t.size()); ++i) {
+      if (b.size() != t.size()) return Status::error("trial model: output " + std::to_string(o) + " changed size");
+      for (size_t i = 0; i < b.size(); ++i) {
         const double d = static_cast<double>(t[i]) - b[i];
+        if (!std::isfinite(d)) return kInfinity;
         difference += d * d;
         reference += static_cast<double>(b[i]) * b[i];
         max_abs = std::max(max_abs, std::fabs(d));
       }
     }
   }
-  const double inf = std::numeric_limits<double>::infinity();
   switch (metric) {
     case probe::BudgetMetric::kLogloss: {
-      if (!(base_logloss > 0)) return inf;
-      const double mean = base_logloss / samples;
-      const double noise = std::sqrt(squared_changes / samples) / mean;
-      const double spread = std::sqrt(1.0 / samples + 1.0 / std::max(1.0, judged_samples));
+      if (!(samples > 0) || !(base_logloss > 0)) return kInfinity;  // nothing to judge by: nothing fits
+      const double noise = std::sqrt(squared_changes / samples) / (base_logloss / samples);
+      const double spread = std::sqrt(1.0 / samples + 1.0 / judged_samples);
       const double bound = std::fabs(drift) / base_logloss + noise_sigmas * noise * spread;
-      return std::isfinite(bound) ? bound : inf;
+      return std::isfinite(bound) ? bound : kInfinity;
     }
-    case probe::BudgetMetric::kMaxAbs: return std::isfinite(max_abs) ? max_abs : inf;
+    case probe::BudgetMetric::kMaxAbs: return max_abs;
     default:
-      if (!std::isfinite(difference)) return inf;
-      return reference > 0 ? std::sqrt(difference / reference) : (difference > 0 ? inf : 0.0);
+      return reference > 0 ? std::sqrt(difference / reference) : (difference > 0 ? kInfinity : 0.0);
   }
 }
+
+/// The trials' settings: where they run and how a logloss increment is judged.
+struct TrialSettings {
+  probe::BudgetMetric metric = probe::BudgetMetric::kRelL2;
+  int64_t max_rows = 0;
+  Device device = Device::kCpu;
+  double judged_samples = 1, noise_sigmas = probe::kDefaultNoiseSigmas;
+};
 
 class StoreTablesBf16Pass final : public Pass {
  public:
   Result<bool> run(ir::Graph& graph, PassContext& context) override {
     LOKA_ASSIGN_OR_RETURN(json document, read_annotations(graph));
     json& nodes = document["nodes"];
-    const std::vector<TableCandidate> tables = float_tables(graph, nodes);
+    std::vector<TableCandidate> tables = float_tables(graph, nodes);
     if (tables.empty()) return false;
     if (!document.contains("model") || !document["model"].contains("precision"))
       return Status::error("needs pin-precision's annotations (model.precision is missing): run probe and "
                            "pin-precision before store-tables-bf16");
     LOKA_ASSIGN_OR_RETURN(const dispatch::BudgetUse budget, dispatch::budget_use(document));
 
-    // The user's fp32 pins (and fp8 pins that could not be lowered) stay; bf16 pins go whatever
-    // they cost; the rest, largest first (the most bytes saved), while the headroom allows.
+    // A user's fp32 pin on any of a table's lookups (or an fp8 pin that could not be lowered)
+    // keeps it; a bf16 pin stores it whatever it costs; the rest go largest first (the most bytes
+    // saved) while the headroom allows.
     std::vector<TableCandidate> candidates, open;
-    for (const TableCandidate& t : tables) {
-      const json& annotation = nodes.contains(t.lookup) ? nodes[t.lookup] : json();
-      const bool pinned = annotation.is_object() && annotation.contains("pinned_by");
-      if (pinned && annotation.value("precision", "") != "bf16") continue;
-      (pinned ? candidates : open).push_back(t);
+    for (TableCandidate& t : tables) {
+      bool kept = false;
+      for (const std::string& lookup : t.lookups) {
+        const json& annotation = nodes[lookup];
+        if (!annotation.is_object() || !annotation.contains("pinned_by")) continue;
+        (annotation.value("precision", "") == "bf16" ? t.pinned_bf16 : kept) = true;
+      }
+      if (kept) continue;
+      (t.pinned_bf16 ? candidates : open).push_back(std::move(t));
     }
     const size_t pinned = candidates.size();
     std::stable_sort(open.begin(), open.end(),
                      [](const TableCandidate& x, const TableCandidate& y) { return x.elements > y.elements; });
     const std::filesystem::path& calibration = context.settings().calibration_data;
-    if (!open.empty() && (calibration.empty() || !budget.known)) {
+    const bool measurable = !calibration.empty() && budget.known;
+    if (!measurable) {
       for (const TableCandidate& t : open)
-        nodes[t.lookup]["storage_reason"] =
-            calibration.empty() ? "no calibration data (--calib) to measure BF16 on" : "no known budget";
+        note(nodes, t, calibration.empty() ? "no calibration data (--calib) to measure BF16 on" : "no known budget");
       open.clear();
     }
-    candidates.insert(candidates.end(), open.begin(), open.end());
+    const bool noted = !measurable && !tables.empty();
+    candidates.insert(candidates.end(), std::make_move_iterator(open.begin()), std::make_move_iterator(open.end()));
     if (candidates.empty()) {  // the reasons above are all that changed
-      const bool noted = !tables.empty() && document["nodes"] != (*read_annotations(graph))["nodes"];
       if (noted) write_annotations(graph, document);
       return noted;
     }
 
-    // Every candidate's BF16 copy; a trial points the tables it stores at theirs.
-    std::vector<ir::Value*> fp32_values, bf16_values;
-    for (const TableCandidate& t : candidates) {
-      ir::Value* fp32 = t.bags->input(t.input);
-      fp32_values.push_back(fp32);
-      bf16_values.push_back(
-          graph.add_initializer(graph.unique_value_name(fp32->name() + ".bf16"), to_bf16(*fp32->initializer())));
+    TrialSettings trials;
+    std::optional<DataSetReader> reader;
+    if (measurable) {
+      // Everything that can fail before a table is touched: the graph stays as it was on an error.
+      LOKA_ASSIGN_OR_RETURN(reader, DataSetReader::open(calibration));
+      trials.metric = budget.metric;
+      trials.max_rows = context.int_option("max_rows");
+      // On the GPU when there is one, as pin-precision measures (the CUDA runtime reads BF16
+      // tables too); the CPU runtime otherwise.
+      trials.device = dispatch::gpu_unavailable_reason().empty() ? Device::kCuda : Device::kCpu;
+      const json probe_summary = document["model"].value("probe", json::object());
+      trials.noise_sigmas = probe_summary.value("noise_sigmas", probe::kDefaultNoiseSigmas);
+      if (budget.metric == probe::BudgetMetric::kLogloss) {
+        trials.judged_samples = probe_summary.value("logloss_judged_samples", 0.0);
+        if (!(trials.judged_samples > 0))
+          return Status::error("a logloss budget needs the Probe's logloss statistics "
+                               "(model.probe.logloss_judged_samples): re-run the probe with labelled calibration data");
+      }
     }
-    const auto point = [&](const std::vector<bool>& in_bf16) {
-      for (size_t i = 0; i < candidates.size(); ++i)
-        graph.set_input(candidates[i].bags, candidates[i].input, in_bf16[i] ? bf16_values[i] : fp32_values[i]);
-    };
+
+    for (TableCandidate& t : candidates)
+      t.bf16 = graph.add_initializer(graph.unique_value_name(t.fp32->name() + ".bf16"), to_bf16(*t.fp32->initializer()));
     std::vector<bool> chosen(candidates.size(), false);
     std::fill(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(pinned), true);
-    double spent = 0;
-    if (candidates.size() > pinned) {
-      const auto started = std::chrono::steady_clock::now();
-      LOKA_ASSIGN_OR_RETURN(const DataSetReader reader, DataSetReader::open(calibration));
-      const int64_t max_rows = context.int_option("max_rows");
-      // On the GPU when there is one, as pin-precision measures (the CUDA runtime reads BF16 tables
-      // too); the CPU runtime otherwise.
-      const Device device = dispatch::gpu_unavailable_reason().empty() ? Device::kCuda : Device::kCpu;
-      point(std::vector<bool>(candidates.size(), false));
-      LOKA_ASSIGN_OR_RETURN(const OutputsOnData base,
-                            run_on_calibration(graph, reader, budget.metric, max_rows, device, nullptr));
-      const json probe_summary = document["model"].value("probe", json::object());
-      const double judged = probe_summary.value("logloss_judged_samples", 0.0);
-      const double sigmas = probe_summary.value("noise_sigmas", probe::kDefaultNoiseSigmas);
-      const auto measure = [&](const std::vector<bool>& in_bf16) -> Result<double> {
-        point(in_bf16);
-        context.add_statistic("trial-runs");
-        LOKA_ASSIGN_OR_RETURN(const OutputsOnData trial,
-                              run_on_calibration(graph, reader, budget.metric, max_rows, device, &base));
-        return measured_increment(base, trial, budget.metric, judged, sigmas);
-      };
-      // Everything at once first: one run when it all fits. Else one table more at a time, kept
-      // when the set with it still fits.
-      const std::vector<bool> everything(candidates.size(), true);
-      LOKA_ASSIGN_OR_RETURN(spent, measure(everything));
-      if (spent <= budget.headroom()) {
-        chosen = everything;
-      } else {
-        spent = 0;
-        if (pinned > 0) {
-          LOKA_ASSIGN_OR_RETURN(spent, measure(chosen));
-        }
-        for (size_t i = pinned; i < candidates.size(); ++i) {
-          std::vector<bool> trial = chosen;
-          trial[i] = true;
-          LOKA_ASSIGN_OR_RETURN(const double with, measure(trial));
-          if (with > budget.headroom()) {
-            char text[128];
-            std::snprintf(text, sizeof text, "BF16 over the headroom (measured %.3g > %.3g)", with, budget.headroom());
-            nodes[candidates[i].lookup]["storage_reason"] = text;
-            continue;
-          }
-          chosen = std::move(trial);
-          spent = with;
-        }
-      }
-      context.add_statistic("calibration-seconds",
-                            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    }
-    point(chosen);
+    Result<double> spent = measurable ? choose(graph, context, candidates, pinned, *reader, trials, budget, nodes, chosen)
+                                      : Result<double>(0.0);
+    if (!spent) chosen.assign(candidates.size(), false);  // back as it was, then the error
+    point(graph, candidates, chosen);
     for (size_t i = 0; i < candidates.size(); ++i) {
-      ir::Value* unused = chosen[i] ? fp32_values[i] : bf16_values[i];
+      ir::Value* unused = chosen[i] ? candidates[i].fp32 : candidates[i].bf16;
       if (!unused->has_uses() && !unused->is_graph_input() && !unused->is_graph_output()) graph.erase_value(unused);
     }
-    if (std::none_of(chosen.begin(), chosen.end(), [](bool c) { return c; })) {
-      write_annotations(graph, document);  // the storage reasons
-      return true;
-    }
+    LOKA_RETURN_IF_ERROR(spent.status());
 
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (!chosen[i]) continue;
-      json& lookup = nodes[candidates[i].lookup];
-      if (!lookup.is_object()) lookup = json{{"name", candidates[i].lookup}};
-      lookup["precision"] = "bf16";
-      lookup["table_storage"] = "bf16";
-      lookup.erase("storage_reason");
-      if (i >= pinned) lookup["precision_reason"] = "table stored in BF16 (FP8 over budget; BF16 within the headroom)";
+      for (const std::string& name : candidates[i].lookups) {
+        json& lookup = nodes[name];
+        if (!lookup.is_object()) lookup = json::object();
+        lookup["name"] = name;
+        lookup["precision"] = "bf16";
+        lookup["table_storage"] = "bf16";
+        lookup.erase("storage_reason");
+        if (i >= pinned) lookup["precision_reason"] = "table stored in BF16 (FP8 over budget; BF16 within the headroom)";
+      }
       context.add_statistic("tables-stored-bf16");
       context.add_statistic("bytes-saved", 2 * candidates[i].elements);
     }
     for (ir::Node* bags : graph.nodes())
       if (bags->is("EmbeddingBags", "ai.loka")) count_formats(*bags, nodes[bags->name()]);
-    document["model"]["precision"]["storage_error"] = budget.storage_error + spent;
-    context.add_statistic("storage-error", spent);
+    document["model"]["precision"]["storage_error"] = budget.storage_error + *spent;
+    context.add_statistic("storage-error", *spent);
     write_annotations(graph, document);
     return true;
   }
 
  private:
-  /// Every float32 initializer table of an ai.loka::EmbeddingBags, with the lookup it came from
-  /// (fuse-embedding-bags records them in order as the node's "from").
-  static std::vector<TableCandidate> float_tables(const ir::Graph& graph, const json& nodes) {
+  /// Every float32 initializer table of an ai.loka::EmbeddingBags, once however many slots read
+  /// it, with the lookups it came from (fuse-embedding-bags records them, in table order, as the
+  /// node's "from"); a node without that record is noted and left alone.
+  static std::vector<TableCandidate> float_tables(const ir::Graph& graph, json& nodes) {
     std::vector<TableCandidate> tables;
     for (ir::Node* node : graph.nodes()) {
-      if (!node->is("EmbeddingBags", "ai.loka") || !nodes.contains(node->name())) continue;
-      const json from = nodes[node->name()].value("from", json::array());
-      for (size_t input = 1, t = 0; input < node->inputs().size(); input += 2, ++t) {
-        const ir::Value* table = node->input(input);
+      if (!node->is("EmbeddingBags", "ai.loka")) continue;
+      const json from = nodes.contains(node->name()) ? nodes[node->name()].value("from", json::array()) : json::array();
+      const size_t count = node->inputs().size() / 2;
+      if (from.size() != count) {
+        if (nodes[node->name()].is_object() || nodes[node->name()].is_null())
+          nodes[node->name()]["storage_reason"] = "its annotation does not name its tables' lookups (\"from\")";
+        continue;
+      }
+      for (size_t t = 0; t < count; ++t) {
+        ir::Value* table = node->input(1 + 2 * t);
         if (!table || !table->is_initializer() || table->initializer()->dtype() != DType::kFloat32 ||
-            table->initializer()->rank() != 2 || t >= from.size() || !from[t].is_string())
+            table->initializer()->rank() != 2 || !from[t].is_string())
           continue;
-        tables.push_back({node, input, from[t].get<std::string>(),
-                          static_cast<double>(table->initializer()->element_count())});
+        auto same = std::find_if(tables.begin(), tables.end(), [&](const TableCandidate& c) { return c.fp32 == table; });
+        if (same == tables.end()) {
+          same = tables.emplace(tables.end());
+          same->fp32 = table;
+          same->elements = static_cast<double>(table->initializer()->element_count());
+        }
+        same->slots.emplace_back(node, 1 + 2 * t);
+        same->lookups.push_back(from[t].get<std::string>());
       }
     }
     return tables;
   }
 
-  /// The fused node's "tables": how many of its tables each format holds.
+  /// Points every slot of each candidate at its BF16 copy where `in_bf16`, else at the FP32 table.
+  static void point(ir::Graph& graph, const std::vector<TableCandidate>& candidates, const std::vector<bool>& in_bf16) {
+    for (size_t i = 0; i < candidates.size(); ++i)
+      for (const auto& [node, input] : candidates[i].slots)
+        graph.set_input(node, input, in_bf16[i] ? candidates[i].bf16 : candidates[i].fp32);
+  }
+
+  /// The trials: which candidates go to BF16 (`chosen`, the pinned first `pinned` already in),
+  /// and what the chosen set measured. Everything at once first, one run when it all fits; else
+  /// the pins, then one table more at a time, kept when the set with it still fits.
+  static Result<double> choose(ir::Graph& graph, PassContext& context, const std::vector<TableCandidate>& candidates,
+                               size_t pinned, const DataSetReader& reader, const TrialSettings& trials,
+                               const dispatch::BudgetUse& budget, json& nodes, std::vector<bool>& chosen) {
+    const auto started = std::chrono::steady_clock::now();
+    point(graph, candidates, std::vector<bool>(candidates.size(), false));
+    LOKA_ASSIGN_OR_RETURN(const OutputsOnData base,
+                          run_on_calibration(graph, reader, trials.metric, trials.max_rows, trials.device, nullptr));
+    const auto measure = [&](const std::vector<bool>& in_bf16) -> Result<double> {
+      point(graph, candidates, in_bf16);
+      context.add_statistic("trial-runs");
+      LOKA_ASSIGN_OR_RETURN(const OutputsOnData trial,
+                            run_on_calibration(graph, reader, trials.metric, trials.max_rows, trials.device, &base));
+      return measured_increment(base, trial, trials.metric, trials.judged_samples, trials.noise_sigmas);
+    };
+    const std::vector<bool> everything(candidates.size(), true);
+    LOKA_ASSIGN_OR_RETURN(double spent, measure(everything));
+    if (spent <= budget.headroom() || pinned == candidates.size()) {
+      chosen = everything;
+    } else {
+      spent = 0;
+      if (pinned > 0) {
+        LOKA_ASSIGN_OR_RETURN(spent, measure(chosen));
+      }
+      for (size_t i = pinned; i < candidates.size(); ++i) {
+        std::vector<bool> trial = chosen;
+        trial[i] = true;
+        LOKA_ASSIGN_OR_RETURN(const double with, measure(trial));
+        if (with > budget.headroom()) {
+          char text[128];
+          std::snprintf(text, sizeof text, "BF16 over the headroom (measured %.3g > %.3g)", with, budget.headroom());
+          note(nodes, candidates[i], text);
+          continue;
+        }
+        chosen = std::move(trial);
+        spent = with;
+      }
+    }
+    context.add_statistic("calibration-seconds",
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    return spent;
+  }
+
+  /// Why a table stays FP32, on each of its lookups' annotations.
+  static void note(json& nodes, const TableCandidate& t, const std::string& reason) {
+    for (const std::string& name : t.lookups) {
+      json& lookup = nodes[name];
+      if (!lookup.is_object()) lookup = json::object();
+      lookup["name"] = name;
+      lookup["storage_reason"] = reason;
+    }
+  }
+
+  /// The fused node's "tables" (how many of its tables each format holds), and its precision
+  /// "bf16" when every table is.
   static void count_formats(const ir::Node& bags, json& annotation) {
     size_t fp8 = 0, bf16 = 0, fp32 = 0;
     for (size_t input = 1; input < bags.inputs().size(); input += 2) {
@@ -292,6 +359,7 @@ class StoreTablesBf16Pass final : public Pass {
     }
     if (!annotation.is_object()) return;
     annotation["tables"] = {{"fp8_e4m3", fp8}, {"bf16", bf16}, {"fp32", fp32}};
+    if (bf16 > 0 && fp8 == 0 && fp32 == 0) annotation["precision"] = "bf16";
   }
 };
 

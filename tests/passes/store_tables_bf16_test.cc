@@ -256,7 +256,8 @@ TEST(StoreTablesBf16, UserPinsWin) {
   const Stored result = store(m.text, document);
   ASSERT_TRUE(result.changed);
   EXPECT_EQ(result.statistics.at("tables-stored-bf16"), 1.0);
-  EXPECT_EQ(result.statistics.count("trial-runs"), 0u) << "nothing open to measure";
+  EXPECT_EQ(result.statistics.at("trial-runs"), 1.0) << "the pin is measured, and charged";
+  EXPECT_GT(result.annotations["model"]["precision"]["storage_error"].get<double>(), 0);
   EXPECT_EQ(result.annotations["nodes"]["lookup_0"]["precision"], "fp32");
   EXPECT_EQ(result.annotations["nodes"]["lookup_1"]["table_storage"], "bf16");
   // Twin: without the pin, lookup_1 stays (no headroom).
@@ -293,6 +294,56 @@ CHECK: Gather(%t0, %ids)
 )"),
             "")
       << result.printed;
+}
+
+TEST(StoreTablesBf16, ATableTwoSlotsReadIsStoredOnce) {
+  Model m = three_table_model();
+  m.text.replace(m.text.find("%t1, _, %q2"), 11, "%t0, _, %q2");  // slot 2 reads %t0 too
+  const Stored result = store(m.text, annotations("rel_l2=0.01", 0.005));
+  ASSERT_TRUE(result.changed);
+  EXPECT_EQ(result.statistics.at("tables-stored-bf16"), 1.0);
+  EXPECT_EQ(result.statistics.at("bytes-saved"), 2.0 * 240);
+  EXPECT_EQ(testing::check_lines(result.printed, R"(
+CHECK: init %t0.bf16 : bf16[40,6]
+CHECK: ai.loka::EmbeddingBags(%ids, %t0.bf16, _, %t0.bf16, _, %q2, %s2)
+)"),
+            "")
+      << result.printed;
+  EXPECT_EQ(result.annotations["nodes"]["lookup_0"]["table_storage"], "bf16");
+  EXPECT_EQ(result.annotations["nodes"]["lookup_1"]["table_storage"], "bf16");
+}
+
+TEST(StoreTablesBf16, MaxAbsBudgetsMeasureTheLargestChange) {
+  const Model m = three_table_model();
+  const std::filesystem::path calib = calibration_ids();
+  const Stored result = store(m.text, annotations("max_abs=1", 0.5), calib);
+  ASSERT_TRUE(result.changed);
+  // The largest change of a pooled sum of rows rounded to BF16: positive and far below 1.
+  const double spent = result.annotations["model"]["precision"]["storage_error"].get<double>();
+  EXPECT_GT(spent, 0);
+  EXPECT_LT(spent, 0.05);
+}
+
+TEST(StoreTablesBf16, ALoglossBudgetWithoutLabelsIsAnErrorAndTheGraphStaysAsItWas) {
+  const Model m = three_table_model();
+  json document = annotations("logloss=0.0002", 0.0001);
+  document["model"]["probe"] = {{"logloss_judged_samples", 4096}};
+  auto graph = ir::parse_graph(m.text);
+  ASSERT_TRUE(graph);
+  write_annotations(**graph, document);
+  CompileSettings settings;
+  settings.calibration_data = calibration_ids();  // ids only: no labels.pb, and no probability to draw from
+  auto records = testing::run_pipeline(**graph, "store-tables-bf16", settings);
+  ASSERT_FALSE(records);
+  EXPECT_NE(records.status().message().find("no labels.pb"), std::string::npos) << records.status().message();
+  (*graph)->metadata.erase(kAnnotationsKey);
+  EXPECT_EQ(ir::print_graph(**graph), testing::canonical_ir(m.text)) << "no BF16 copy or pointer left behind";
+  // Twin: without the Probe's logloss statistics, an error before anything is run.
+  document["model"].erase("probe");
+  write_annotations(**graph, document);
+  records = testing::run_pipeline(**graph, "store-tables-bf16", settings);
+  ASSERT_FALSE(records);
+  EXPECT_NE(records.status().message().find("logloss_judged_samples"), std::string::npos) << records.status().message();
 }
 
 TEST(StoreTablesBf16, WithoutPinPrecisionsAnnotationsItSaysWhatToRun) {
