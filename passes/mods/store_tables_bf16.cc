@@ -182,12 +182,12 @@ class StoreTablesBf16Pass final : public Pass {
                      [](const TableCandidate& x, const TableCandidate& y) { return x.elements > y.elements; });
     const std::filesystem::path& calibration = context.settings().calibration_data;
     const bool measurable = !calibration.empty() && budget.known;
+    const bool noted = !measurable && !open.empty();
     if (!measurable) {
       for (const TableCandidate& t : open)
         note(nodes, t, calibration.empty() ? "no calibration data (--calib) to measure BF16 on" : "no known budget");
       open.clear();
     }
-    const bool noted = !measurable && !tables.empty();
     candidates.insert(candidates.end(), std::make_move_iterator(open.begin()), std::make_move_iterator(open.end()));
     if (candidates.empty()) {  // the reasons above are all that changed
       if (noted) write_annotations(graph, document);

@@ -267,6 +267,18 @@ TEST(StoreTablesBf16, UserPinsWin) {
   EXPECT_EQ(twin.printed, testing::canonical_ir(m.text));
 }
 
+TEST(StoreTablesBf16, TablesAllPinnedFp32LeaveTheModelAndItsAnnotationsAlone) {
+  const Model m = three_table_model();
+  json document = annotations("rel_l2=0.01", 0.005);
+  document["nodes"]["lookup_0"]["pinned_by"] = "lookup_=fp32";
+  document["nodes"]["lookup_1"]["pinned_by"] = "lookup_=fp32";
+  for (const std::filesystem::path& calib : {calibration_ids(), std::filesystem::path()}) {
+    const Stored result = store(m.text, document, calib);
+    EXPECT_FALSE(result.changed) << "--calib '" << calib.string() << "'";
+    EXPECT_EQ(result.printed, testing::canonical_ir(m.text));
+  }
+}
+
 TEST(StoreTablesBf16, WithoutCalibrationDataNothingIsMeasuredSoOnlyPinsGo) {
   const Model m = three_table_model();
   json document = annotations("rel_l2=0.01", 0.005);
