@@ -170,7 +170,7 @@ class StoreTablesBf16Pass final : public Pass {
     for (TableCandidate& t : tables) {
       bool kept = false;
       for (const std::string& lookup : t.lookups) {
-        const json& annotation = nodes[lookup];
+        const json annotation = nodes.value(lookup, json());  // a copy: no null entry for a lookup without one
         if (!annotation.is_object() || !annotation.contains("pinned_by")) continue;
         (annotation.value("precision", "") == "bf16" ? t.pinned_bf16 : kept) = true;
       }
