@@ -1,5 +1,5 @@
 // ============================================================================
-// passes/dispatch/budget_use.cc — the budget pin-precision left, and site errors.
+// passes/dispatch/budget_use.cc — the budget pin-precision left.
 // ============================================================================
 #include "passes/dispatch/budget_use.h"
 
@@ -27,48 +27,10 @@ Result<BudgetUse> budget_use(const json& document) {
       use.reserve = reserve;
     }
   }
-  if (std::optional<double> stored = error_value(precision.value("storage_error", json()), nullptr))
-    use.storage_error = *stored;
+  const json stored = precision.value("storage_error", json());
+  if (stored.is_number() && std::isfinite(stored.get<double>()) && stored.get<double>() >= 0)
+    use.storage_error = stored.get<double>();
   return use;
-}
-
-const char* error_field(probe::BudgetMetric metric) {
-  switch (metric) {
-    case probe::BudgetMetric::kRelL2: return "rel_l2_mean";
-    case probe::BudgetMetric::kMaxAbs: return "max_abs";
-    case probe::BudgetMetric::kLogloss: return "logloss_expected_mean";
-  }
-  return "rel_l2_mean";
-}
-
-std::optional<double> error_value(const json& error, const char* field) {
-  const json* number = &error;
-  if (field != nullptr) {
-    if (!error.is_object() || !error.contains(field)) return std::nullopt;
-    number = &error[field];
-  }
-  if (!number->is_number()) return std::nullopt;
-  const double value = number->get<double>();
-  return std::isfinite(value) && value >= 0 ? std::optional<double>(value) : std::nullopt;
-}
-
-std::optional<SiteError> site_fp8_error(const json& annotation, bool quantized, probe::BudgetMetric metric) {
-  if (!annotation.is_object()) return std::nullopt;
-  const char* field = error_field(metric);
-  if (quantized) {
-    const std::optional<double> value = error_value(annotation.value("error", json()), field);
-    return value ? std::optional<SiteError>(SiteError{*value, annotation.value("recipe", "")}) : std::nullopt;
-  }
-  std::optional<SiteError> best;
-  if (annotation.contains("recipes") && annotation["recipes"].is_object())
-    for (const auto& [name, recipe] : annotation["recipes"].items())
-      if (auto value = error_value(recipe.value("error", json()), field); value && (!best || *value < best->value))
-        best = SiteError{*value, name};
-  return best;
-}
-
-double scaled_model_error(double site_error, double local_ratio, probe::BudgetMetric metric) {
-  return site_error * (metric == probe::BudgetMetric::kLogloss ? local_ratio * local_ratio : local_ratio);
 }
 
 }  // namespace loka::dispatch

@@ -1,6 +1,6 @@
 // ============================================================================
 // passes/dispatch/budget_use.h — what of the model error budget pin-precision
-// spent, what it left for choices that add error, and a site's FP8 error.
+// spent, and what it left for choices that add error.
 //
 // pin-precision fills the budget with FP8 sites and leaves a headroom (see
 // BudgetUse). Two later passes spend it on choices that add a little error for
@@ -14,8 +14,6 @@
 #pragma once
 
 #include <algorithm>
-#include <optional>
-#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -54,25 +52,5 @@ struct BudgetUse {
 /// The budget use recorded in the annotation document's model.precision (unknown without one,
 /// or with an "auto" budget); an error for a malformed budget string.
 Result<BudgetUse> budget_use(const nlohmann::json& document);
-
-/// The metric's field in a Probe error object ("rel_l2_mean", "max_abs", "logloss_expected_mean").
-const char* error_field(probe::BudgetMetric metric);
-
-/// A finite, non-negative number at error[field]; nothing otherwise.
-std::optional<double> error_value(const nlohmann::json& error, const char* field);
-
-/// A site's FP8 model error and the recipe it was measured with.
-struct SiteError {
-  double value = 0;
-  std::string recipe;
-};
-
-/// The site's FP8 model error: its recipe's for a node lowered to FP8 (`quantized`), the
-/// smallest measured recipe's for one that stayed FP32; nothing when unmeasured.
-std::optional<SiteError> site_fp8_error(const nlohmann::json& annotation, bool quantized, probe::BudgetMetric metric);
-
-/// The model error a choice adds: `site_error` scaled by `local_ratio` (the choice's local error
-/// over FP8's), squared for a logloss budget.
-double scaled_model_error(double site_error, double local_ratio, probe::BudgetMetric metric);
 
 }  // namespace loka::dispatch

@@ -39,6 +39,45 @@ constexpr double kSameErrorFactor = 1.05;
 /// FP32 summation-order differences stay far below this relative error.
 constexpr double kExactError = 1e-5;
 
+/// The metric's field in a Probe error object.
+const char* error_field(probe::BudgetMetric metric) {
+  switch (metric) {
+    case probe::BudgetMetric::kRelL2: return "rel_l2_mean";
+    case probe::BudgetMetric::kMaxAbs: return "max_abs";
+    case probe::BudgetMetric::kLogloss: return "logloss_expected_mean";
+  }
+  return "rel_l2_mean";
+}
+
+std::optional<double> error_value(const json& error, const char* field) {
+  if (!error.is_object() || !error.contains(field) || !error[field].is_number()) return std::nullopt;
+  const double value = error[field].get<double>();
+  return std::isfinite(value) && value >= 0 ? std::optional<double>(value) : std::nullopt;
+}
+
+/// A node's FP8 model error and the recipe it was measured with.
+struct SiteError {
+  double value = 0;
+  std::string recipe;
+};
+
+/// The node's FP8 model error: its recipe's for a QuantizedGemm, the smallest
+/// measured recipe's for a node that stayed FP32; nothing when unmeasured.
+std::optional<SiteError> site_fp8_error(const json& annotation, bool quantized, probe::BudgetMetric metric) {
+  if (!annotation.is_object()) return std::nullopt;
+  const char* field = error_field(metric);
+  if (quantized) {
+    const std::optional<double> value = error_value(annotation.value("error", json()), field);
+    return value ? std::optional<SiteError>(SiteError{*value, annotation.value("recipe", "")}) : std::nullopt;
+  }
+  std::optional<SiteError> best;
+  if (annotation.contains("recipes") && annotation["recipes"].is_object())
+    for (const auto& [name, recipe] : annotation["recipes"].items())
+      if (auto value = error_value(recipe.value("error", json()), field); value && (!best || *value < best->value))
+        best = SiteError{*value, name};
+  return best;
+}
+
 /// One candidate at one bucket, with the model error it would add.
 struct Option {
   CandidateTiming timing;
@@ -129,7 +168,7 @@ void price_options(NodeWork& work, const json& annotation, const BudgetUse& budg
       const std::optional<double> on_calibration =
           calibrated ? calibrated_gemm_error(o, options, *calibration) : std::nullopt;
       const double scale = on_calibration ? *on_calibration / calibration->fp8 : o.timing.rel_error / fp8_ref;
-      const double model = scaled_model_error(site_error, scale, budget.metric);
+      const double model = site_error * (budget.metric == probe::BudgetMetric::kLogloss ? scale * scale : scale);
       o.extra = std::max(0.0, model - own_model);
     }
     // A pinned-bf16 node without a BF16 candidate keeps its exact ones.

@@ -53,11 +53,9 @@ Result<CandidateMeter> CandidateMeter::create(const ir::Graph& reference, const 
       if (batch.label_seed) batch.labels = probe::draw_labels(batch.reference[0], *batch.label_seed);
       batch.reference_logloss = probe::logloss_terms(batch.reference[0], batch.labels);
       for (double term : batch.reference_logloss) total += term;
-      meter.labelled_samples_ += batch.reference_logloss.size();
     }
   }
-  meter.reference_logloss_ = total;
-  if (metric == probe::BudgetMetric::kLogloss && !(meter.reference_logloss_ > 0))
+  if (metric == probe::BudgetMetric::kLogloss && !(total > 0))
     return Status::error("calibration data " + calibration.string() + ": the FP32 logloss is 0, drift is undefined");
   return meter;
 }
@@ -65,55 +63,21 @@ Result<CandidateMeter> CandidateMeter::create(const ir::Graph& reference, const 
 Result<SelectionError> CandidateMeter::measure(std::span<const int32_t> mode) {
   if (mode.size() != sites_)
     return Status::error("a selection of " + std::to_string(mode.size()) + " sites for a meter of " + std::to_string(sites_));
-  double difference = 0, reference = 0, max_abs = 0, drift = 0, squared_changes = 0;
+  probe::OutputChange change;
   for (Batch& batch : batches_) {
     std::copy(mode.begin(), mode.end(), batch.inputs.back().data<int32_t>());
     LOKA_ASSIGN_OR_RETURN(const std::vector<Tensor> outputs, session_->run_selected(batch.inputs, model_outputs_));
     if (outputs.size() != batch.reference.size())
       return Status::error("candidate model: " + std::to_string(outputs.size()) + " outputs, the reference has " +
                            std::to_string(batch.reference.size()));
-    if (metric_ == probe::BudgetMetric::kLogloss) {
-      const std::vector<double> terms = probe::logloss_terms(outputs[0], batch.labels);
-      if (terms.size() != batch.reference_logloss.size())
-        return Status::error("candidate model: first output changed size");
-      for (size_t i = 0; i < terms.size(); ++i) {
-        const double change = terms[i] - batch.reference_logloss[i];
-        drift += change;
-        squared_changes += change * change;
-      }
-      continue;
-    }
-    for (size_t o = 0; o < outputs.size(); ++o) {
-      if (!dtype_is_float(batch.reference[o].dtype())) continue;
-      const std::vector<float> q = outputs[o].to_floats(), r = batch.reference[o].to_floats();
-      if (q.size() != r.size()) return Status::error("candidate model: output " + std::to_string(o) + " changed size");
-      for (size_t i = 0; i < q.size(); ++i) {
-        const double d = static_cast<double>(q[i]) - r[i];
-        if (!std::isfinite(d)) {
-          max_abs = difference = std::numeric_limits<double>::infinity();
-          continue;
-        }
-        difference += d * d;
-        reference += static_cast<double>(r[i]) * r[i];
-        max_abs = std::max(max_abs, std::fabs(d));
-      }
-    }
+    const Status added = metric_ == probe::BudgetMetric::kLogloss
+                             ? change.add_logloss(batch.reference_logloss, probe::logloss_terms(outputs[0], batch.labels))
+                             : change.add_outputs(batch.reference, outputs);
+    if (!added) return Status::error("candidate model: " + added.message());
   }
-  switch (metric_) {
-    case probe::BudgetMetric::kLogloss: {
-      const double relative = std::fabs(drift) / reference_logloss_;
-      const double samples = static_cast<double>(labelled_samples_);
-      const double noise = std::sqrt(squared_changes / samples) / (reference_logloss_ / samples);
-      const double inf = std::numeric_limits<double>::infinity();
-      return SelectionError{std::isfinite(relative) ? relative : inf, std::isfinite(noise) ? noise : inf,
-                            labelled_samples_};
-    }
-    case probe::BudgetMetric::kMaxAbs:
-      return SelectionError{max_abs};
-    default:
-      if (reference > 0) return SelectionError{std::sqrt(difference / reference)};
-      return SelectionError{difference > 0 ? std::numeric_limits<double>::infinity() : 0.0};
-  }
+  if (metric_ == probe::BudgetMetric::kLogloss)
+    return SelectionError{change.value(metric_), change.sample_noise(metric_), change.samples};
+  return SelectionError{change.value(metric_)};
 }
 
 }  // namespace loka

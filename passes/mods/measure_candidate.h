@@ -82,8 +82,6 @@ class CandidateMeter {
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<Session> session_;
   std::vector<Batch> batches_;
-  double reference_logloss_ = 0;  ///< summed over every labelled sample
-  size_t labelled_samples_ = 0;
 };
 
 }  // namespace loka

@@ -127,9 +127,7 @@ struct ErrorModel {
   /// Without it, the measured greedy fits the calibration sets' noise: tiny DHEN measured
   /// within 0.7 x budget and drifted 0.0225% on eval under 0.02% (H200, 2026-11-26).
   double measured_bound(const SelectionError& error) const {
-    if (error.samples == 0) return error.value;
-    const double spread = std::sqrt(1.0 / static_cast<double>(error.samples) + 1.0 / judged_samples);
-    return error.value + noise_sigmas * error.sample_noise * spread;
+    return probe::eval_bound(error.value, error.sample_noise, error.samples, judged_samples, noise_sigmas);
   }
   bool fits(const SiteError& total) const { return predicted(total) <= limit; }
 

@@ -87,60 +87,32 @@ Result<OutputsOnData> run_on_calibration(const ir::Graph& graph, const DataSetRe
 }
 
 /// How far `test` moves the model from `base` on the calibration data, in the budget's metric,
-/// judged as measure_candidate.h and pin-precision's measured bound judge a selection:
+/// judged as pin-precision judges a measured selection (probe::OutputChange and eval_bound):
 ///   logloss: the pooled drift relative to base's logloss (the FP8 model's, not FP32's: second
 ///            order) plus `noise_sigmas` standard deviations of the gap an eval set of
 ///            `judged_samples` may show;
 ///   rel_l2:  ‖test − base‖ / ‖base‖ over every float output;
 ///   max_abs: the largest difference.
-/// Infinity where a difference is not finite. Added to the selection's own error (noise terms
-/// add linearly), this bounds the model's: the triangle inequality.
+/// Infinity where not finite. Added to the selection's own error (noise terms add linearly),
+/// this bounds the model's: the triangle inequality.
 Result<double> measured_increment(const OutputsOnData& base, const OutputsOnData& test, probe::BudgetMetric metric,
                                   double judged_samples, double noise_sigmas) {
-  constexpr double kInfinity = std::numeric_limits<double>::infinity();
-  double drift = 0, squared_changes = 0, base_logloss = 0, samples = 0;
-  double difference = 0, reference = 0, max_abs = 0;
+  probe::OutputChange change;
   for (size_t set = 0; set < base.outputs.size(); ++set) {
-    if (test.outputs[set].size() != base.outputs[set].size())
-      return Status::error("trial model: " + std::to_string(test.outputs[set].size()) + " outputs, the model has " +
-                           std::to_string(base.outputs[set].size()));
-    if (metric == probe::BudgetMetric::kLogloss) {
-      const std::vector<double> before = probe::logloss_terms(base.outputs[set][0], base.labels[set]);
-      const std::vector<double> after = probe::logloss_terms(test.outputs[set][0], base.labels[set]);
-      if (before.size() != after.size()) return Status::error("trial model: first output changed size");
-      for (size_t i = 0; i < before.size(); ++i) {
-        drift += after[i] - before[i];
-        squared_changes += (after[i] - before[i]) * (after[i] - before[i]);
-        base_logloss += before[i];
-        samples += 1;
-      }
-      continue;
-    }
-    for (size_t o = 0; o < base.outputs[set].size(); ++o) {
-      if (!dtype_is_float(base.outputs[set][o].dtype())) continue;
-      const std::vector<float> b = base.outputs[set][o].to_floats(), t = test.outputs[set][o].to_floats();
-      if (b.size() != t.size()) return Status::error("trial model: output " + std::to_string(o) + " changed size");
-      for (size_t i = 0; i < b.size(); ++i) {
-        const double d = static_cast<double>(t[i]) - b[i];
-        if (!std::isfinite(d)) return kInfinity;
-        difference += d * d;
-        reference += static_cast<double>(b[i]) * b[i];
-        max_abs = std::max(max_abs, std::fabs(d));
-      }
-    }
+    const Status added =
+        metric == probe::BudgetMetric::kLogloss
+            ? (test.outputs[set].empty() || base.outputs[set].empty()
+                   ? Status::error("no outputs")
+                   : change.add_logloss(probe::logloss_terms(base.outputs[set][0], base.labels[set]),
+                                        probe::logloss_terms(test.outputs[set][0], base.labels[set])))
+            : change.add_outputs(base.outputs[set], test.outputs[set]);
+    if (!added) return Status::error("trial model: " + added.message());
   }
-  switch (metric) {
-    case probe::BudgetMetric::kLogloss: {
-      if (!(samples > 0) || !(base_logloss > 0)) return kInfinity;  // nothing to judge by: nothing fits
-      const double noise = std::sqrt(squared_changes / samples) / (base_logloss / samples);
-      const double spread = std::sqrt(1.0 / samples + 1.0 / judged_samples);
-      const double bound = std::fabs(drift) / base_logloss + noise_sigmas * noise * spread;
-      return std::isfinite(bound) ? bound : kInfinity;
-    }
-    case probe::BudgetMetric::kMaxAbs: return max_abs;
-    default:
-      return reference > 0 ? std::sqrt(difference / reference) : (difference > 0 ? kInfinity : 0.0);
-  }
+  if (metric == probe::BudgetMetric::kLogloss && change.samples == 0)
+    return std::numeric_limits<double>::infinity();  // nothing to judge by: nothing fits
+  const double bound =
+      probe::eval_bound(change.value(metric), change.sample_noise(metric), change.samples, judged_samples, noise_sigmas);
+  return std::isfinite(bound) ? bound : std::numeric_limits<double>::infinity();  // NaN must not fit
 }
 
 /// The trials' settings: where they run and how a logloss increment is judged.

@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "loka/status.h"
 #include "loka/tensor.h"
+#include "passes/probe/budget.h"
 
 namespace loka::probe {
 
@@ -123,6 +126,89 @@ inline double logloss_samples_to_fit(double expected, double second_moment, doub
   if (!(expected < limit)) return std::numeric_limits<double>::infinity();
   const double room = limit - expected;
   return noise_sigmas * noise_sigmas * std::max(0.0, second_moment) / (room * room);
+}
+
+/// A test run's outputs against a reference run's, pooled over data sets: how pin-precision's
+/// meter (passes/mods/measure_candidate.h) judges a selection against the FP32 model and
+/// store-tables-bf16 a trial against the model as it stands, so both measure alike.
+struct OutputChange {
+  double drift = 0, squared_changes = 0, reference_logloss = 0;  ///< logloss sums
+  size_t samples = 0;                                             ///< logloss: labelled samples pooled
+  double difference = 0, reference = 0, max_abs = 0;              ///< rel_l2 / max_abs sums
+
+  /// One data set's per-sample logloss terms (logloss_terms) of the two runs; an error when
+  /// their counts differ.
+  Status add_logloss(const std::vector<double>& reference_terms, const std::vector<double>& test_terms) {
+    if (reference_terms.size() != test_terms.size()) return Status::error("first output changed size");
+    for (size_t i = 0; i < test_terms.size(); ++i) {
+      const double change = test_terms[i] - reference_terms[i];
+      drift += change;
+      squared_changes += change * change;
+      reference_logloss += reference_terms[i];
+    }
+    samples += test_terms.size();
+    return Status::ok();
+  }
+
+  /// One data set's outputs (the float ones; others are skipped); an error when their counts or
+  /// sizes differ. A non-finite difference makes rel_l2 and max_abs infinite.
+  Status add_outputs(const std::vector<Tensor>& reference_outputs, const std::vector<Tensor>& test_outputs) {
+    if (reference_outputs.size() != test_outputs.size())
+      return Status::error(std::to_string(test_outputs.size()) + " outputs, the reference has " +
+                           std::to_string(reference_outputs.size()));
+    for (size_t o = 0; o < test_outputs.size(); ++o) {
+      if (!dtype_is_float(reference_outputs[o].dtype())) continue;
+      const std::vector<float> q = test_outputs[o].to_floats(), r = reference_outputs[o].to_floats();
+      if (q.size() != r.size()) return Status::error("output " + std::to_string(o) + " changed size");
+      for (size_t i = 0; i < q.size(); ++i) {
+        const double d = static_cast<double>(q[i]) - r[i];
+        if (!std::isfinite(d)) {
+          max_abs = difference = std::numeric_limits<double>::infinity();
+          continue;
+        }
+        difference += d * d;
+        reference += static_cast<double>(r[i]) * r[i];
+        max_abs = std::max(max_abs, std::fabs(d));
+      }
+    }
+    return Status::ok();
+  }
+
+  /// logloss: |pooled drift| relative to the reference logloss; rel_l2: ‖q − r‖ / ‖r‖;
+  /// max_abs: the largest |q − r|. Infinity where not finite.
+  double value(BudgetMetric metric) const {
+    constexpr double kInfinity = std::numeric_limits<double>::infinity();
+    switch (metric) {
+      case BudgetMetric::kLogloss: {
+        const double relative = std::fabs(drift) / reference_logloss;
+        return std::isfinite(relative) ? relative : kInfinity;
+      }
+      case BudgetMetric::kMaxAbs: return max_abs;
+      default:
+        if (reference > 0) return std::sqrt(difference / reference);
+        return difference > 0 ? kInfinity : 0.0;
+    }
+  }
+
+  /// logloss: sqrt(mean squared change) / mean reference logloss, the spread of one sample's
+  /// relative drift (infinity where not finite); 0 for the other metrics.
+  double sample_noise(BudgetMetric metric) const {
+    if (metric != BudgetMetric::kLogloss) return 0.0;
+    const double n = static_cast<double>(samples);
+    const double noise = std::sqrt(squared_changes / n) / (reference_logloss / n);
+    return std::isfinite(noise) ? noise : std::numeric_limits<double>::infinity();
+  }
+};
+
+/// A measured error as an eval set of `judged_samples` samples may see it: `value` plus
+/// `noise_sigmas` standard deviations of the gap between the calibration figure (pooled over
+/// `samples`) and an eval set's (independent samples: their variances add). `samples` 0 (not a
+/// logloss figure): `value`.
+inline double eval_bound(double value, double sample_noise, size_t samples, double judged_samples,
+                         double noise_sigmas) {
+  if (samples == 0) return value;
+  const double spread = std::sqrt(1.0 / static_cast<double>(samples) + 1.0 / judged_samples);
+  return value + noise_sigmas * sample_noise * spread;
 }
 
 }  // namespace loka::probe
