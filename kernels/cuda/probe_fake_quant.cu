@@ -19,7 +19,7 @@ namespace loka::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
-constexpr int kFormIdentity = 0, kFormRows = 2, kFormColumns = 3;  // 1: tensor (the static scale)
+constexpr int kFormIdentity = 0, kFormRows = 2, kFormColumns = 3, kFormBFloat16 = 4;  // 1: tensor (the static scale)
 
 __device__ __forceinline__ float fp8_max_finite(bool e5m2) { return e5m2 ? 57344.0f : 448.0f; }
 
@@ -54,6 +54,10 @@ __global__ void __launch_bounds__(kRowThreads) probe_rows_kernel(ProbeFakeQuantA
     float* out = args.y + row * args.cols;
     if (form == kFormIdentity) {
       for (int64_t j = threadIdx.x; j < args.cols; j += kRowThreads) out[j] = in[j];
+      continue;
+    }
+    if (form == kFormBFloat16) {  // BF16 storage: NaN stays NaN, whatever its payload
+      for (int64_t j = threadIdx.x; j < args.cols; j += kRowThreads) out[j] = __bfloat162float(__float2bfloat16_rn(in[j]));
       continue;
     }
     float scale = recipe->scale;

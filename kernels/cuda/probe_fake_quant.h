@@ -16,7 +16,7 @@
 namespace loka::cuda {
 
 struct FakeQuantRecipeArgs {
-  int form = 0;        ///< FakeQuantForm: 0 identity, 1 tensor, 2 rows, 3 columns
+  int form = 0;        ///< FakeQuantForm: 0 identity, 1 tensor, 2 rows, 3 columns, 4 bf16
   bool e5m2 = false;
   float scale = 1.0f;  ///< tensor form
 };

@@ -88,9 +88,11 @@ Result<std::string> choice_attribute(const InferenceContext& ctx, const char* na
   return ctx.error("attribute '" + std::string(name) + "' must be one of " + names + ", got \"" + *value + "\"");
 }
 
-/// An elementwise term of exactly Y's shape (no broadcasting): float32, dim by dim where both are known.
-Status check_same_shape(const InferenceContext& ctx, size_t index, const std::optional<Dims>& shape, const char* what) {
-  LOKA_RETURN_IF_ERROR(check_dtype(ctx, index, {DType::kFloat32}, what));
+/// An elementwise term of exactly Y's shape (no broadcasting): one of `allowed` (float32 unless
+/// said otherwise), dim by dim where both are known.
+Status check_same_shape(const InferenceContext& ctx, size_t index, const std::optional<Dims>& shape, const char* what,
+                        std::initializer_list<DType> allowed = {DType::kFloat32}) {
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, index, allowed, what));
   const TensorType& term = ctx.input_type(index);
   if (!shape || !term.has_rank()) return Status::ok();
   const std::string message = std::string(what) + " " + describe(term) + " must have Y's shape";
@@ -99,13 +101,25 @@ Status check_same_shape(const InferenceContext& ctx, size_t index, const std::op
   return Status::ok();
 }
 
+/// Output 0's dtype from the `output_dtype` attribute of QuantizedGemm and EmbeddingBags:
+/// float32 (1, the default) or BF16 (16).
+Result<DType> output_dtype_attribute(const InferenceContext& ctx) {
+  auto value = ctx.attributes().get_int("output_dtype", 1);
+  if (!value) return ctx.error(value.status().message());
+  if (*value == 1) return DType::kFloat32;
+  if (*value == 16) return DType::kBFloat16;
+  return ctx.error("attribute 'output_dtype' must be 1 (FLOAT) or 16 (BFLOAT16), got " + std::to_string(*value));
+}
+
 Result<TypeList> quantized_gemm(InferenceContext& ctx) {
   LOKA_RETURN_IF_ERROR(ctx.require_inputs(3));
   LOKA_ASSIGN_OR_RETURN(const std::string recipe, choice_attribute(ctx, "act_recipe", "tensor", {"tensor", "row"}));
   LOKA_ASSIGN_OR_RETURN(const std::string activation,
                         choice_attribute(ctx, "activation", "none", {"none", "relu", "gelu"}));
   (void)activation;
-  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kFloat32, DType::kFloat8E4M3FN}, "X"));
+  LOKA_ASSIGN_OR_RETURN(const DType y_dtype, output_dtype_attribute(ctx));
+  // BF16 X, Multiplier and Residual are activations stored as BF16; they widen exactly.
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kFloat32, DType::kBFloat16, DType::kFloat8E4M3FN}, "X"));
   LOKA_RETURN_IF_ERROR(check_rank(ctx, 0, 2, INT32_MAX, "X", "of rank >= 2"));
   LOKA_RETURN_IF_ERROR(check_dtype(ctx, 1, {DType::kFloat8E4M3FN}, "W"));
   LOKA_RETURN_IF_ERROR(check_rank(ctx, 1, 2, 2, "W", "2-D [N,K]"));
@@ -136,8 +150,9 @@ Result<TypeList> quantized_gemm(InferenceContext& ctx) {
     shape->push_back(n);
   }
   for (const auto& [index, name] : {std::pair<size_t, const char*>{5, "Multiplier"}, {6, "Residual"}})
-    if (ctx.has_input(index)) LOKA_RETURN_IF_ERROR(check_same_shape(ctx, index, shape, name));
-  TypeList types{make_type(DType::kFloat32, shape)};
+    if (ctx.has_input(index))
+      LOKA_RETURN_IF_ERROR(check_same_shape(ctx, index, shape, name, {DType::kFloat32, DType::kBFloat16}));
+  TypeList types{make_type(y_dtype, shape)};
   if (writes_codes) types.push_back(make_type(DType::kFloat8E4M3FN, std::move(shape)));
   return types;
 }
@@ -245,6 +260,7 @@ Result<TypeList> embedding_bags(InferenceContext& ctx) {
   for (size_t t = 0; t < tables; ++t)
     if (offsets[t] < 0 || offsets[t + 1] <= offsets[t])
       return ctx.error("attribute 'offsets' must be strictly increasing from >= 0 (bag " + std::to_string(t) + ")");
+  LOKA_ASSIGN_OR_RETURN(const DType y_dtype, output_dtype_attribute(ctx));
   LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kInt32, DType::kInt64}, "Indices"));
   LOKA_RETURN_IF_ERROR(check_rank(ctx, 0, 2, 2, "Indices", "2-D [B, H]"));
   const TensorType& indices = ctx.input_type(0);
@@ -279,7 +295,7 @@ Result<TypeList> embedding_bags(InferenceContext& ctx) {
   }
   std::optional<Dims> shape;
   if (indices.has_rank()) shape = Dims{dim_of(indices, 0), Dim::known(static_cast<int64_t>(tables)), d};
-  return TypeList{make_type(DType::kFloat32, std::move(shape))};
+  return TypeList{make_type(y_dtype, std::move(shape))};
 }
 
 /// An int attribute that must be at least `minimum`.

@@ -18,6 +18,12 @@
 // gathered rows are Cast to float (exact); and per-tensor scales must be
 // scalars for QuantizeLinear, so [1] scales are turned into [] ones.
 //
+// BF16 storage (docs/loka_ops.md) lowers to standard Casts: a BF16 X,
+// Multiplier or Residual is Cast to float (exact, bits << 16) where it is read,
+// and an op with output_dtype = 16 computes its float32 result, which a final
+// Cast(to = BFLOAT16) rounds (nearest even, as the kernels) and which Yq, when
+// the op has it, quantizes before that rounding.
+//
 // onnxruntime's ReluQuantRewrite deletes a Relu that feeds a QuantizeLinear
 // whose zero point is not int8/uint8 (so every FP8 one), which changes the
 // result; a static activation quantize therefore reads the Relu's input and
@@ -53,6 +59,7 @@ constexpr const char* kLokaDomain = "ai.loka";
 constexpr int64_t kQdqOpset = 19;         // FP8 QuantizeLinear/DequantizeLinear/Cast(saturate)
 constexpr int64_t kGeluOpset = 20;        // Gelu as one op
 constexpr int64_t kOnnxFloat = 1;         // TensorProto.FLOAT
+constexpr int64_t kOnnxBFloat16 = 16;     // TensorProto.BFLOAT16
 constexpr int64_t kOnnxFloat8E4M3FN = 17;  // TensorProto.FLOAT8E4M3FN
 constexpr float kE4M3Max = 448.0f;
 
@@ -107,6 +114,20 @@ class Emitter {
     return cached("fp8:0", "qdq_fp8_zero_point", [] { return Tensor::zeros(DType::kFloat8E4M3FN, {}); });
   }
 
+  /// `value` as float32: itself, or, when it is BF16, a Cast to FLOAT — exact (bits << 16), as the
+  /// kernels widen BF16 operands. One Cast per value, named `<base>/<suffix>` after its first
+  /// reader (a DCN layer reads x0 as X, Multiplier and Residual).
+  Value* widened(Value* value, const std::string& base, const std::string& suffix) {
+    if (value == nullptr || value->type().dtype != DType::kBFloat16) return value;
+    auto [it, fresh] = widened_.try_emplace(value->id(), nullptr);
+    if (fresh) {
+      Attributes to_float;
+      to_float.set("to", kOnnxFloat);
+      it->second = emit("Cast", {value}, float_type_of(value), base, suffix, std::move(to_float));
+    }
+    return it->second;
+  }
+
   /// `scale` as a rank-0 tensor: QuantizeLinear reads a 1-D scale as per-axis.
   Value* scalar(Value* scale, const std::string& base) {
     if (scale->type().rank() == 0) return scale;
@@ -129,6 +150,7 @@ class Emitter {
 
   Graph& graph_;
   std::map<std::string, Value*> constants_;
+  std::map<uint32_t, Value*> widened_;  ///< BF16 value id -> its float32 Cast
 };
 
 // ----------------------------------------------------------------------------
@@ -161,9 +183,9 @@ Status check_loka_node(const Node& node) {
     LOKA_RETURN_IF_ERROR(check_string_attribute(node, "act_recipe", "tensor", {"tensor", "row"}));
     LOKA_RETURN_IF_ERROR(check_string_attribute(node, "activation", "none", {"none", "relu", "gelu"}));
     const DType x = node.input(0)->type().dtype;
-    if (x != DType::kFloat32 && x != DType::kFloat8E4M3FN)
+    if (x != DType::kFloat32 && x != DType::kBFloat16 && x != DType::kFloat8E4M3FN)
       return Status::error(node_label(node) + ": X '" + node.input(0)->name() +
-                           "' must be FLOAT or FLOAT8E4M3FN, got " + std::string(dtype_name(x)));
+                           "' must be FLOAT, BFLOAT16 or FLOAT8E4M3FN, got " + std::string(dtype_name(x)));
     const std::string recipe = *node.attributes().get_string("act_recipe", "tensor");
     if ((x == DType::kFloat8E4M3FN || recipe == "tensor") && node.input(4) == nullptr)
       return Status::error(node_label(node) + ": input 4 (X_scale) is missing");
@@ -325,7 +347,7 @@ void emit_float_gemm(Emitter& emit, const Lowering& node, Value* x, Value* w, bo
 
 void lower_quantized_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
   const std::string& base = node.name;
-  Value* x = node.input(0);
+  Value* x = emit.widened(node.input(0), base, "widen_x");
   const std::string recipe = *node.attributes.get_string("act_recipe", "tensor");
   const std::string activation = *node.attributes.get_string("activation", "none");
   const TensorType x_f32 = float_type_of(x);
@@ -357,7 +379,9 @@ void lower_quantized_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
   per_channel.set("axis", int64_t{0});
   Value* wq = emit.emit("DequantizeLinear", {w, node.input(2)}, float_type_of(w), base, "dequantize_w", per_channel);
 
-  emit_float_gemm(emit, node, xq, wq, /*trans_b=*/true, node.input(3), activation, node.input(5), node.input(6), opset);
+  Value* multiplier = emit.widened(node.input(5), base, "widen_multiplier");
+  Value* residual = emit.widened(node.input(6), base, "widen_residual");
+  emit_float_gemm(emit, node, xq, wq, /*trans_b=*/true, node.input(3), activation, multiplier, residual, opset);
 }
 
 void lower_fused_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
@@ -427,10 +451,9 @@ void lower_embedding_bags(Emitter& emit, const Lowering& node) {
   const TensorType& ids = node.input(0)->type();
   const Dim batch = ids.has_rank() ? (*ids.shape)[0] : Dim::unknown();
   const Dim width = node.output->type().has_rank() ? (*node.output->type().shape)[2] : Dim::unknown();
-  Attributes gather_axis, keep, to_float;
+  Attributes gather_axis, keep;
   gather_axis.set("axis", int64_t{0});
   keep.set("keepdims", int64_t{1});
-  to_float.set("to", kOnnxFloat);
   std::vector<Value*> pooled;
   for (size_t t = 0; t + 1 < offsets.size(); ++t) {
     const std::string tag = "bag" + std::to_string(t);
@@ -449,7 +472,7 @@ void lower_embedding_bags(Emitter& emit, const Lowering& node) {
     // BF16 rows widen exactly (bits << 16), so the chain pools what the op pools. Widening after
     // the Gather keeps the table BF16 at rest in the exported model (a Cast of the whole table
     // would be folded into a float32 copy at load) and converts only the rows read.
-    if (bf16) gathered = emit.emit("Cast", {gathered}, TensorType{DType::kFloat32, rows_shape}, node.name, tag + "_widen", to_float);
+    gathered = emit.widened(gathered, node.name, tag + "_widen");
     pooled.push_back(emit.emit("ReduceSum", {gathered, emit.int64_constant({1})},
                                TensorType{DType::kFloat32, std::vector<Dim>{batch, Dim::known(1), width}}, node.name,
                                tag + "_sum", keep));
@@ -530,6 +553,8 @@ Value* quantizable(Emitter& emit, const Lowering& lowering) {
 /// Replaces `node` by its standard-op chain; the chain's last node writes a new value
 /// with the old output's name and type, and every reader moves to it. A QuantizedGemm's
 /// Yq (output 1) becomes the QuantizeLinear of that value with Y_scale, its definition.
+/// With output_dtype = 16 the chain writes the float32 result instead, Yq quantizes it, and
+/// a Cast named `<node>/round_bf16` rounds it into the BF16 output.
 void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   Lowering lowering{node->name(), node->op_type(), node->inputs(), node->attributes(), nullptr};
   Value* old_output = node->output(0);
@@ -541,7 +566,13 @@ void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   const TensorType codes_type = old_codes ? old_codes->type() : TensorType{};
   Value* codes_placeholder = old_codes ? detach_output(graph, old_codes) : nullptr;
   graph.erase_node(node);
-  lowering.output = graph.add_value(output_name, output_type);
+  Value* output = graph.add_value(output_name, output_type);
+  // QuantizedGemm's and EmbeddingBags' output_dtype, which inference checked: 1 (FLOAT, the default) or 16.
+  const Result<int64_t> output_dtype = lowering.attributes.get_int("output_dtype", kOnnxFloat);
+  const bool bf16_output = output_dtype && *output_dtype == kOnnxBFloat16;
+  lowering.output = bf16_output ? graph.add_value(graph.unique_value_name(output_name + "/fp32"),
+                                                  with_dtype(output_type, DType::kFloat32))
+                                : output;
   if (lowering.op_type == "QuantizedGemm") lower_quantized_gemm(emit, lowering, opset);
   else if (lowering.op_type == "FusedGemm") lower_fused_gemm(emit, lowering, opset);
   else if (lowering.op_type == "LayerNormQuant") lower_layer_norm_quant(emit, lowering);
@@ -550,7 +581,12 @@ void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   else if (lowering.op_type == "EmbeddingBags") lower_embedding_bags(emit, lowering);
   else if (lowering.op_type == "Attention") lower_attention(emit, lowering);
   else lower_quantized_gather(emit, lowering);
-  graph.replace_all_uses_with(placeholder, lowering.output);
+  if (bf16_output) {
+    Attributes to_bf16;
+    to_bf16.set("to", kOnnxBFloat16);
+    emit.emit_into("Cast", {lowering.output}, output, lowering.name + "/round_bf16", to_bf16);
+  }
+  graph.replace_all_uses_with(placeholder, output);
   graph.erase_value(placeholder);
   if (codes_placeholder) {
     Value* codes = graph.add_value(codes_name, codes_type);

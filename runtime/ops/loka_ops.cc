@@ -11,6 +11,10 @@
 // FP8 tensor-core GEMM with FP32 accumulation computes up to summation order.
 // LayerNormQuant shares its row arithmetic with ONNX LayerNormalization
 // (kernels/cpu/layer_norm.h) so "LayerNorm, then quantize" holds bit for bit.
+// Large activations (the DCN residual stream) may be stored as BF16 to halve
+// their bytes; they go through the codec of loka/bfloat16.h: widened exactly
+// on the way in, so the float recipes apply unchanged, and a BF16 output
+// (`output_dtype` = 16) is the float32 result rounded once, to nearest even.
 //
 // Every input is checked (presence, dtype, rank, sizes, scale values that
 // are divided by) before memory is touched; messages name the input, and the
@@ -83,6 +87,46 @@ Result<float> read_divisor_scale(const Tensor& tensor, const char* what) {
 
 bool has_input(std::span<const Tensor> in, size_t index) { return index < in.size() && in[index].defined(); }
 
+/// `tensor`'s values as float32: its own storage when it is FLOAT, else (BFLOAT16) widened
+/// exactly, bits << 16, into `widened` — so a BF16 operand computes what the float32 operand of
+/// its widened values would, bit for bit.
+const float* float32_values(const Tensor& tensor, std::vector<float>& widened) {
+  if (tensor.dtype() == DType::kFloat32) return tensor.data<float>();
+  widened = tensor.to_floats();
+  return widened.data();
+}
+
+/// The `output_dtype` attribute of QuantizedGemm and EmbeddingBags: Y is stored as float32 (the
+/// default) or as BF16, half the bytes for a large activation passed between ai.loka ops.
+Result<DType> parse_output_dtype(const KernelInit& init) {
+  LOKA_ASSIGN_OR_RETURN(const int64_t dtype, init.attributes.get_int("output_dtype", 1));
+  if (dtype == 1) return DType::kFloat32;
+  if (dtype == 16) return DType::kBFloat16;
+  return Status::error("attribute 'output_dtype' must be 1 (FLOAT) or 16 (BFLOAT16), got " + std::to_string(dtype));
+}
+
+/// Where an op with `output_dtype` computes its float32 result: Y itself when Y is FLOAT, else a
+/// scratch buffer that store() rounds into the BF16 Y (nearest even, NaN stays NaN), once,
+/// after everything that reads the float32 result (QuantizedGemm's Yq) has read it.
+class Float32Result {
+ public:
+  explicit Float32Result(Tensor& y) : y_(y), in_place_(y.dtype() == DType::kFloat32) {
+    if (!in_place_) scratch_.resize(static_cast<size_t>(y.element_count()));
+  }
+  float* data() { return in_place_ ? y_.data<float>() : scratch_.data(); }
+  std::span<const float> values() { return {data(), static_cast<size_t>(y_.element_count())}; }
+  void store() {
+    if (in_place_) return;
+    uint16_t* codes = y_.data<uint16_t>();
+    for (size_t i = 0; i < scratch_.size(); ++i) codes[i] = float_to_bf16(scratch_[i]);
+  }
+
+ private:
+  Tensor& y_;
+  bool in_place_;
+  std::vector<float> scratch_;
+};
+
 /// Error unless the node's input count fits [min_inputs, max_inputs] and its output count
 /// [1, max_outputs].
 Status check_arity(const KernelInit& init, size_t min_inputs, size_t max_inputs, size_t max_outputs = 1) {
@@ -99,7 +143,8 @@ Status check_arity(const KernelInit& init, size_t min_inputs, size_t max_inputs,
 
 // ----------------------------------------------------------------------------
 // QuantizedGemm: Y = act(Xq · Wqᵀ + B) [· Multiplier] [+ Residual], and optionally
-// Yq = Q(Y / Y_scale), the next FP8 GEMM's input (fuse-epilogue-quantize).
+// Yq = Q(Y / Y_scale), the next FP8 GEMM's input (fuse-epilogue-quantize), from the
+// float32 Y even when Y is stored as BF16.
 
 enum class ActRecipe { kTensor, kRow };
 enum class Activation { kNone, kRelu, kGelu };
@@ -107,6 +152,7 @@ enum class Activation { kNone, kRelu, kGelu };
 struct QuantizedGemmAttributes {
   ActRecipe recipe = ActRecipe::kTensor;
   Activation activation = Activation::kNone;
+  DType output_dtype = DType::kFloat32;  ///< Y's storage: float32, or BF16 rounded from it
 };
 
 /// Same formulas as the ONNX Relu and Gelu(approximate="none") kernels, so a QDQ rewrite
@@ -120,11 +166,14 @@ float apply_activation(Activation activation, float v) {
   return v;
 }
 
-/// Error unless `term` (a Multiplier or Residual) is float32 of exactly Y's shape: no broadcasting.
-Status require_y_shaped(const Tensor& term, const Shape& y_shape, const char* what) {
-  if (term.dtype() == DType::kFloat32 && term.shape() == y_shape) return Status::ok();
-  return Status::error(std::string(what) + " must be FLOAT " + shape_to_string(y_shape) + " (Y's shape), got " +
-                       std::string(dtype_name(term.dtype())) + " " + shape_to_string(term.shape()));
+/// Error unless `term` (a Multiplier or Residual) has exactly Y's shape (no broadcasting) and is
+/// float32, or also BFLOAT16 when `bf16_allowed` (QuantizedGemm's terms; FusedGemm's stay float32).
+Status require_y_shaped(const Tensor& term, const Shape& y_shape, const char* what, bool bf16_allowed) {
+  const bool typed = term.dtype() == DType::kFloat32 || (bf16_allowed && term.dtype() == DType::kBFloat16);
+  if (typed && term.shape() == y_shape) return Status::ok();
+  return Status::error(std::string(what) + " must be FLOAT" + (bf16_allowed ? " or BFLOAT16 " : " ") +
+                       shape_to_string(y_shape) + " (Y's shape), got " + std::string(dtype_name(term.dtype())) + " " +
+                       shape_to_string(term.shape()));
 }
 
 /// y[rows,n] = act(x · op(w) + bias) [· multiplier] [+ residual] (each optional, null when absent):
@@ -163,8 +212,8 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   const Tensor& x = in[0];
   const Tensor& w = in[1];
   const bool x_is_fp8 = x.dtype() == DType::kFloat8E4M3FN;
-  if (!x_is_fp8 && x.dtype() != DType::kFloat32)
-    return Status::error("X must be FLOAT or FLOAT8E4M3FN, got " + std::string(dtype_name(x.dtype())));
+  if (!x_is_fp8 && x.dtype() != DType::kFloat32 && x.dtype() != DType::kBFloat16)
+    return Status::error("X must be FLOAT, BFLOAT16 or FLOAT8E4M3FN, got " + std::string(dtype_name(x.dtype())));
   if (x.rank() < 2) return Status::error("X must have rank >= 2, got " + shape_to_string(x.shape()));
   LOKA_RETURN_IF_ERROR(require_e4m3(w, "W"));
   if (w.rank() != 2) return Status::error("W must be 2-D [N,K], got " + shape_to_string(w.shape()));
@@ -192,7 +241,7 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   const int64_t rows = element_count(out_shape);
   out_shape.push_back(n);
   for (const auto& [index, name] : {std::pair<size_t, const char*>{5, "Multiplier"}, {6, "Residual"}})
-    if (has_input(in, index)) LOKA_RETURN_IF_ERROR(require_y_shaped(in[index], out_shape, name));
+    if (has_input(in, index)) LOKA_RETURN_IF_ERROR(require_y_shaped(in[index], out_shape, name, /*bf16_allowed=*/true));
   const bool writes_codes = out.size() > 1;
   float y_scale = 1.0f;
   if (writes_codes) {
@@ -201,7 +250,7 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   } else if (has_input(in, 7)) {
     return Status::error("input 7 (Y_scale) is given without output 1 (Yq)");
   }
-  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
+  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(attrs.output_dtype, out_shape));
   if (writes_codes) {
     LOKA_ASSIGN_OR_RETURN(out[1], context.allocate(DType::kFloat8E4M3FN, out_shape));
   }
@@ -209,13 +258,13 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
 
   // xq[r,k]: the activation as the FP8 GEMM sees it, dequantized.
   const std::array<float, 256>& decode = e4m3_values();
-  std::vector<float> xq(static_cast<size_t>(rows * k));
+  std::vector<float> xq;
   if (x_is_fp8) {
+    xq.resize(static_cast<size_t>(rows * k));
     const uint8_t* codes = x.data<uint8_t>();
     for (size_t i = 0; i < xq.size(); ++i) xq[i] = decode[codes[i]] * x_scale;
   } else {
-    const float* px = x.data<float>();
-    std::copy(px, px + xq.size(), xq.begin());
+    xq = x.to_floats();  // a BF16 X widens exactly (bits << 16): the float recipes apply unchanged
     if (attrs.recipe == ActRecipe::kTensor)
       cpu::fake_quantize_per_tensor(xq, x_scale, cpu::Fp8Format::kE4M3FN);
     else
@@ -228,13 +277,15 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   for (int64_t j = 0; j < n; ++j)
     for (int64_t p = 0; p < k; ++p) wq[static_cast<size_t>(j * k + p)] = decode[w_codes[j * k + p]] * w_scale[j];
 
+  std::vector<float> widened_multiplier, widened_residual;
+  Float32Result y(out[0]);
   gemm_then_epilogue({rows, n, k}, xq.data(), wq.data(), /*trans_w=*/true, k, has_bias ? in[3].data<float>() : nullptr,
-                     attrs.activation, has_input(in, 5) ? in[5].data<float>() : nullptr,
-                     has_input(in, 6) ? in[6].data<float>() : nullptr, out[0].data<float>());
-  // Exactly the QuantizeLinear (and the float-X "tensor" recipe) a reader of Y would compute.
-  if (writes_codes)
-    cpu::quantize_e4m3fn(std::span<const float>(out[0].data<float>(), static_cast<size_t>(rows * n)), y_scale,
-                         out[1].data<uint8_t>());
+                     attrs.activation, has_input(in, 5) ? float32_values(in[5], widened_multiplier) : nullptr,
+                     has_input(in, 6) ? float32_values(in[6], widened_residual) : nullptr, y.data());
+  // Exactly the QuantizeLinear (and the float-X "tensor" recipe) a reader of a float32 Y would
+  // compute; from the float32 result even when Y is stored as BF16 (one rounding fewer).
+  if (writes_codes) cpu::quantize_e4m3fn(y.values(), y_scale, out[1].data<uint8_t>());
+  y.store();
   return Status::ok();
 }
 
@@ -246,6 +297,7 @@ Result<std::unique_ptr<OpKernel>> make_quantized_gemm(const KernelInit& init) {
   else if (recipe == "row") attrs.recipe = ActRecipe::kRow;
   else return Status::error("attribute 'act_recipe' must be \"tensor\" or \"row\", got \"" + recipe + "\"");
   LOKA_ASSIGN_OR_RETURN(attrs.activation, parse_activation(init));
+  LOKA_ASSIGN_OR_RETURN(attrs.output_dtype, parse_output_dtype(init));
   return make_function_kernel([attrs](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
     return run_quantized_gemm(attrs, in, out, context);
   });
@@ -305,7 +357,7 @@ Status run_fused_gemm(bool trans_b, Activation activation, std::span<const Tenso
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   const int64_t rows = element_count(out_shape);
   out_shape.push_back(n);
-  if (has_input(in, 3)) LOKA_RETURN_IF_ERROR(require_y_shaped(in[3], out_shape, "Residual"));
+  if (has_input(in, 3)) LOKA_RETURN_IF_ERROR(require_y_shaped(in[3], out_shape, "Residual", /*bf16_allowed=*/false));
   LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
   if (rows == 0 || n == 0) return Status::ok();
   gemm_then_epilogue({rows, n, k}, x.data<float>(), w.data<float>(), trans_b, w.dim(1),
@@ -539,8 +591,15 @@ Status pool_bags(const Index* ids, int64_t batch, int64_t h, const std::vector<i
   return Status::ok();
 }
 
-Status run_embedding_bags(const std::vector<int64_t>& offsets, std::span<const Tensor> in, std::span<Tensor> out,
+/// EmbeddingBags' attributes, parsed when the plan is built.
+struct EmbeddingBagsAttributes {
+  std::vector<int64_t> offsets;          ///< validated: T + 1 strictly increasing entries
+  DType output_dtype = DType::kFloat32;  ///< Y's storage: float32, or BF16 rounded from it
+};
+
+Status run_embedding_bags(const EmbeddingBagsAttributes& attrs, std::span<const Tensor> in, std::span<Tensor> out,
                           KernelContext& context) {
+  const std::vector<int64_t>& offsets = attrs.offsets;
   LOKA_RETURN_IF_ERROR(ops::require_input(in, 0, "Indices"));
   const Tensor& indices = in[0];
   LOKA_RETURN_IF_ERROR(ops::require_index_type(indices, "Indices"));
@@ -588,19 +647,24 @@ Status run_embedding_bags(const std::vector<int64_t>& offsets, std::span<const T
     bag.scales = scale.data<float>();
     bag.per_row = scale.dim(0) == bag.v;
   }
-  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, Shape{batch, static_cast<int64_t>(t_count), d}));
-  float* y = out[0].data<float>();
-  if (indices.dtype() == DType::kInt32) return pool_bags(indices.data<int32_t>(), batch, h, offsets, tables, d, y);
-  return pool_bags(indices.data<int64_t>(), batch, h, offsets, tables, d, y);
+  LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(attrs.output_dtype, Shape{batch, static_cast<int64_t>(t_count), d}));
+  Float32Result y(out[0]);
+  LOKA_RETURN_IF_ERROR(indices.dtype() == DType::kInt32
+                           ? pool_bags(indices.data<int32_t>(), batch, h, offsets, tables, d, y.data())
+                           : pool_bags(indices.data<int64_t>(), batch, h, offsets, tables, d, y.data()));
+  y.store();
+  return Status::ok();
 }
 
 Result<std::unique_ptr<OpKernel>> make_embedding_bags(const KernelInit& init) {
   if (init.input_count < 2 || init.output_count != 1)
     return Status::error("takes Indices and at least one table, and has one output");
   const size_t tables = init.input_count / 2;  // Indices + (Table, Row_scale) pairs, the last scale may be omitted
-  LOKA_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, embedding_bag_offsets(init.attributes, tables));
-  return make_function_kernel([offsets](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
-    return run_embedding_bags(offsets, in, out, context);
+  EmbeddingBagsAttributes attrs;
+  LOKA_ASSIGN_OR_RETURN(attrs.offsets, embedding_bag_offsets(init.attributes, tables));
+  LOKA_ASSIGN_OR_RETURN(attrs.output_dtype, parse_output_dtype(init));
+  return make_function_kernel([attrs](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
+    return run_embedding_bags(attrs, in, out, context);
   });
 }
 

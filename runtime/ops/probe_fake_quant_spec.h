@@ -16,17 +16,20 @@
 
 namespace loka {
 
-/// How a recipe quantizes the operand (always dequantized back to float).
+/// How a recipe quantizes the operand (always dequantized back to float). kBFloat16 is not
+/// FP8: it is how pin-precision measures keeping a tensor (an activation, or a table's
+/// gathered rows) in BF16 storage, jointly with the FP8 sites.
 enum class FakeQuantForm : int64_t {
   kIdentity = 0,  ///< untouched
   kTensor = 1,    ///< one static scale (the attribute)
   kRows = 2,      ///< a dynamic scale per row of the last dim
   kColumns = 3,   ///< a dynamic scale per column of each trailing [K, N] matrix
+  kBFloat16 = 4,  ///< rounded to BF16 (nearest even) and widened back: BF16 storage of the tensor
 };
 
 struct FakeQuantRecipe {
   FakeQuantForm form = FakeQuantForm::kIdentity;
-  bool e5m2 = false;   ///< E5M2, else E4M3FN
+  bool e5m2 = false;   ///< E5M2, else E4M3FN (FP8 forms only)
   float scale = 1.0f;  ///< kTensor only
 };
 

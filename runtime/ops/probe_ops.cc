@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/fp8_quantize.h"
+#include "loka/bfloat16.h"
 #include "runtime/op_kernel.h"
 #include "runtime/ops/op_helpers.h"
 #include "runtime/ops/probe_fake_quant_spec.h"
@@ -29,9 +30,9 @@ Result<ProbeFakeQuantSpec> parse_probe_fake_quant(const Attributes& attributes) 
     return Status::error("attributes 'forms', 'formats' and 'scales' must have " + std::to_string(kProbeRecipes) +
                          " entries each (one per recipe)");
   for (size_t r = 0; r < kProbeRecipes; ++r) {
-    if (forms[r] < 0 || forms[r] > static_cast<int64_t>(FakeQuantForm::kColumns))
+    if (forms[r] < 0 || forms[r] > static_cast<int64_t>(FakeQuantForm::kBFloat16))
       return Status::error("attribute 'forms'[" + std::to_string(r) + "] = " + std::to_string(forms[r]) +
-                           ": expected 0 (identity), 1 (tensor), 2 (rows) or 3 (columns)");
+                           ": expected 0 (identity), 1 (tensor), 2 (rows), 3 (columns) or 4 (bf16)");
     if (formats[r] != 0 && formats[r] != 1)
       return Status::error("attribute 'formats'[" + std::to_string(r) + "] = " + std::to_string(formats[r]) +
                            ": expected 0 (E4M3FN) or 1 (E5M2)");
@@ -85,6 +86,9 @@ Status run_probe_fake_quant(const ProbeFakeQuantSpec& spec, std::span<const Tens
         cpu::fake_quantize_per_column(y.subspan(static_cast<size_t>(start), static_cast<size_t>(matrix)), k, cols, format);
       break;
     }
+    case FakeQuantForm::kBFloat16:
+      for (float& v : y) v = bf16_to_float(float_to_bf16(v));
+      break;
   }
   return Status::ok();
 }

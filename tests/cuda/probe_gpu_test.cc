@@ -33,12 +33,14 @@ Tensor mode_tensor(int32_t site_mode) {
 
 TEST_F(CudaProbe, FakeQuantSwitchMatchesTheCpuBitForBit) {
   std::mt19937 rng(20261125);
+  // The FP8 forms, then BF16 storage (form 4) beside two of them.
+  for (const std::vector<int64_t>& forms : {std::vector<int64_t>{1, 2, 3}, std::vector<int64_t>{4, 2, 1}})
   for (const bool e5m2 : {false, true}) {
     for (const Shape& shape : {Shape{1, 1, 1}, Shape{7, 5, 17}, Shape{3, 40, 40}, Shape{65536, 1, 13}, Shape{2, 3, 1000}}) {
-      SCOPED_TRACE("shape " + shape_to_string(shape) + (e5m2 ? " e5m2" : " e4m3"));
+      SCOPED_TRACE("shape " + shape_to_string(shape) + (e5m2 ? " e5m2" : " e4m3") + " form " + std::to_string(forms[0]));
       const int64_t format = e5m2 ? 1 : 0;
       const Attrs attributes = {{"site", int64_t{1}},
-                                {"forms", std::vector<int64_t>{1, 2, 3}},
+                                {"forms", forms},
                                 {"formats", std::vector<int64_t>{format, format, format}},
                                 {"scales", std::vector<float>{0.03f, 1.0f, 1.0f}}};
       testing::ModelBuilder builder(17);

@@ -5,8 +5,8 @@
 // must appear, in order); every rewrite has a negative twin. Numerical tests
 // build small graphs with ai.loka ops on fresh random inputs and weights, run
 // them on LoKA's CPU runtime (whose ai.loka kernels are the reference) before
-// and after lowering, and require the same outputs within 1e-5 — FP8 outputs
-// bit for bit. Each lowered graph also passes the verifier and shape inference
+// and after lowering, and require the same outputs within 1e-5 — FP8 and BF16
+// outputs bit for bit. Each lowered graph also passes the verifier and shape inference
 // over the types the lowering wrote.
 // ============================================================================
 #include "passes/onnx/qdq_lowering.h"
@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "loka/bfloat16.h"
 #include "loka/engine.h"
 #include "loka/float8.h"
 #include "loka/session.h"
@@ -211,6 +212,64 @@ TEST(LowerQdq, YqOfAFinalReluQuantizesAWhereOnTheReluInput) {
     EXPECT_EQ(static_cast<const uint8_t*>(yq.raw())[i], float_to_fp8e4m3fn(y.data<float>()[i] / 0.5f)) << "element " << i;
 }
 
+TEST(LowerQdq, Bf16OperandsAreCastToFloatOnceAndABf16YIsCastLastAfterYq) {
+  // A DCN cross layer on a BF16 stream: x0 is X, Multiplier and Residual, Y is stored as BF16 and
+  // Yq quantizes the float32 Y, before the Cast that rounds it.
+  auto graph = parse(loka_graph(19, R"(  input %x0 : bf16[batch,4]
+  input %m : bf16[batch,2]
+  input %r : bf16[batch,2]
+)" + std::string(kWeight) + R"(  init %xs : f32[] = [0.25]
+  init %ys : f32[] = [0.5]
+  %y, %yq = ai.loka::QuantizedGemm(%x0, %w, %ws, _, %xs, %m, %r, %ys) {output_dtype = 16} @"fc"
+  output %y
+  output %yq
+)"));
+  const std::string lowered = lower_and_print(*graph);
+  expect_checks(lowered, {
+      "%fc/widen_x = Cast(%x0) {to = 1} : f32[batch,4] @\"fc/widen_x\"",
+      "%fc/quantize_x = QuantizeLinear(%fc/widen_x, %xs, %qdq_fp8_zero_point)",
+  });
+  expect_checks(lowered, {"%fc/widen_multiplier = Cast(%m) {to = 1} : f32[batch,2]"});
+  expect_checks(lowered, {"%fc/widen_residual = Cast(%r) {to = 1} : f32[batch,2]"});
+  expect_checks(lowered, {
+      "%fc/gemm = Gemm(%fc/dequantize_x, %fc/dequantize_w) {transB = 1} : f32[batch,2]",
+      "%fc/multiply = Mul(%fc/gemm, %fc/widen_multiplier) : f32[batch,2]",
+      "%y/fp32 = Add(%fc/multiply, %fc/widen_residual) : f32[batch,2] @\"fc\"",
+  });
+  expect_checks(lowered, {"%y = Cast(%y/fp32) {to = 16} : bf16[batch,2] @\"fc/round_bf16\""});
+  expect_checks(lowered, {"%yq = QuantizeLinear(%y/fp32, %ys, %qdq_fp8_zero_point) : f8e4m3fn[batch,2]"});
+
+  // Twin: the same layer reading x0 three times casts it once; float32 storage (output_dtype = 1)
+  // writes Y with the Add itself, no Cast.
+  auto shared = parse(loka_graph(19, R"(  input %x0 : bf16[batch,4]
+)" + std::string(kWeight) + R"(  init %xs : f32[] = [0.25]
+  init %w2 : f8e4m3fn[4,4] = [0x38, 0x40, 0xb8, 0x00, 0x30, 0x44, 0x3c, 0xc0, 0x38, 0x40, 0xb8, 0x00, 0x30, 0x44, 0x3c, 0xc0]
+  init %ws2 : f32[4] = [0.5, 2, 1, 1]
+  %y = ai.loka::QuantizedGemm(%x0, %w2, %ws2, _, %xs, %x0, %x0) {output_dtype = 1} @"cross"
+  output %y
+)"));
+  const std::string once = lower_and_print(*shared);
+  expect_checks(once, {"%cross/widen_x = Cast(%x0) {to = 1}", "%cross/multiply = Mul(%cross/gemm, %cross/widen_x)",
+                       "%y = Add(%cross/multiply, %cross/widen_x) : f32[batch,4] @\"cross\""});
+  EXPECT_EQ(once.find("Cast(%x0)"), once.rfind("Cast(%x0)")) << once;
+  EXPECT_EQ(once.find("to = 16"), std::string::npos) << once;
+}
+
+TEST(LowerQdq, EmbeddingBagsWithABf16OutputCastsTheConcatenatedSums) {
+  auto graph = parse(loka_graph(19, R"(  input %ids : i64[batch,3]
+  init %t0 : f32[2,2] = [1, 2, 3, 4]
+  init %t1 : bf16[3,2] = [0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0, 0x40c0]
+  %e = ai.loka::EmbeddingBags(%ids, %t0, _, %t1) {offsets = ints[0, 1, 3], output_dtype = 16} @"bags"
+  output %e
+)"));
+  expect_checks(lower_and_print(*graph), {
+      "%bags/bag1_widen = Cast(%bags/bag1_rows) {to = 1} : f32[batch,2,2]",
+      "%e/fp32 = Concat(%bags/bag0_sum, %bags/bag1_sum) {axis = 1} : f32[batch,2,2] @\"bags\"",
+      "%e = Cast(%e/fp32) {to = 16} : bf16[batch,2,2] @\"bags/round_bf16\"",
+      "output %e\n",
+  });
+}
+
 TEST(LowerQdq, GeluBelowOpset20IsTheErfFormula) {
   auto graph = parse(loka_graph(19, R"(  input %x : f32[3,4]
 )" + std::string(kWeight) + R"(  init %xs : f32[] = [0.01]
@@ -363,6 +422,13 @@ TEST(LowerQdq, RefusesWhatItCannotLowerNamingTheNode) {
 )" + std::string(kWeight) + R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws) {activation = "swish"} @"fc"
   output %y
 })", "node 'fc'");
+  expect_refused(R"(graph "g" {
+  opset "" 19
+  opset "ai.loka" 1
+  input %x : f32[3,4]
+)" + std::string(kWeight) + R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws) {act_recipe = "row", output_dtype = 10} @"fc"
+  output %y
+})", "node 'fc'");
   // The opset upgrade's own refusals: too old a source, an op it cannot carry to 19.
   const std::string gather = R"(
   opset "ai.loka" 1
@@ -425,7 +491,7 @@ Result<std::vector<Tensor>> run_on_cpu(const Graph& graph, const std::vector<std
 }
 
 /// Runs `graph` before and after lowering on the same inputs; outputs must agree within 1e-5
-/// (relative to magnitudes above 1), FP8 outputs code for code.
+/// (relative to magnitudes above 1), FP8 and BF16 outputs code for code.
 void expect_lowering_matches(Graph& graph, const std::vector<std::pair<std::string, Tensor>>& inputs) {
   auto reference = run_on_cpu(graph, inputs);
   ASSERT_TRUE(reference) << reference.status().message();
@@ -441,8 +507,8 @@ void expect_lowering_matches(Graph& graph, const std::vector<std::pair<std::stri
     const Tensor& got = (*lowered)[i];
     ASSERT_EQ(want.dtype(), got.dtype());
     ASSERT_EQ(want.shape(), got.shape());
-    if (want.dtype() == DType::kFloat8E4M3FN) {
-      EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.byte_size()), 0) << "FP8 output " << i << " differs";
+    if (want.dtype() == DType::kFloat8E4M3FN || want.dtype() == DType::kBFloat16) {
+      EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.byte_size()), 0) << dtype_name(want.dtype()) << " output " << i << " differs";
       continue;
     }
     const std::vector<float> a = want.to_floats(), b = got.to_floats();
@@ -569,6 +635,48 @@ TEST(LowerQdqNumerics, QuantizedGatherMatchesForRowAndTensorScalesAndNegativeIds
     }
     expect_lowering_matches(*graph, {{"ids", ids}});
   }
+}
+
+TEST(LowerQdqNumerics, Bf16StorageMatchesTheReferenceKernelsCodeForCode) {
+  // A DCN stream stored as BF16 (a BF16 graph input, an EmbeddingBags and two cross layers with
+  // output_dtype = 16, the second in the row recipe and writing Yq), read through the casts the
+  // lowering inserts; the BF16 and FP8 outputs must match code for code.
+  std::mt19937 rng(61);
+  auto graph = parse(loka_graph(19, R"(  input %x0 : bf16[batch,3]
+  input %ids : i64[batch,2]
+  input %t : bf16[5,3]
+  input %w1 : f8e4m3fn[9,9]
+  input %w1s : f32[9]
+  input %b1 : f32[9]
+  input %w2 : f8e4m3fn[9,9]
+  input %w2s : f32[9]
+  init %xs : f32[] = [0.0178571437]
+  init %ys : f32[1] = [0.125]
+  %e = ai.loka::EmbeddingBags(%ids, %t, _, %t) {offsets = ints[0, 1, 2], output_dtype = 16} @"bags"
+  %ef = Flatten(%e) {axis = 1} @"flatten"
+  %h = Concat(%x0, %ef) {axis = 1} @"concat"
+  %c1 = ai.loka::QuantizedGemm(%h, %w1, %w1s, %b1, %xs, %h, %h) {activation = "relu", output_dtype = 16} @"cross1"
+  %c2, %c2q = ai.loka::QuantizedGemm(%c1, %w2, %w2s, _, _, %h, %c1, %ys) {act_recipe = "row", output_dtype = 16} @"cross2"
+  output %c1
+  output %c2
+  output %c2q
+)"));
+  ASSERT_TRUE(graph);
+  Tensor table = Tensor::zeros(DType::kBFloat16, {5, 3});
+  for (uint16_t& code : table.values<uint16_t>()) code = float_to_bf16(std::uniform_real_distribution<float>(-2, 2)(rng));
+  bind(*graph, "t", table);
+  bind(*graph, "w1", random_fp8(rng, {9, 9}));
+  bind(*graph, "w1s", testing::random_tensor(rng, {9}, 0.0005f, 0.002f));
+  bind(*graph, "b1", testing::random_tensor(rng, {9}, -0.5f, 0.5f));
+  bind(*graph, "w2", random_fp8(rng, {9, 9}));
+  bind(*graph, "w2s", testing::random_tensor(rng, {9}, 0.0005f, 0.002f));
+  Tensor x0 = Tensor::zeros(DType::kBFloat16, {6, 3});
+  for (uint16_t& code : x0.values<uint16_t>()) code = float_to_bf16(std::uniform_real_distribution<float>(-4, 4)(rng));
+  x0.data<uint16_t>()[4] = 0x7FC0;  // NaN travels through the casts and both layers
+  std::uniform_int_distribution<int64_t> id(-5, 4);
+  std::vector<int64_t> ids(12);
+  for (int64_t& v : ids) v = id(rng);
+  expect_lowering_matches(*graph, {{"x0", x0}, {"ids", Tensor::from_int64s({6, 2}, ids)}});
 }
 
 TEST(LowerQdqNumerics, UpgradedStandardOpsKeepTheirOldMeaning) {

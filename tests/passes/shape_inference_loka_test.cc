@@ -102,7 +102,7 @@ TEST(ShapeInferenceLoka, QuantizedGemmMismatchesNameTheNode) {
   expect_error(gemm("  input %w3 : f8e4m3fn[2,16,37]\n", R"(  %y = ai.loka::QuantizedGemm(%x, %w3, %ws, %b, %xs) @"g")"),
                "g", "W must be 2-D");
   expect_error(gemm("  input %xh : f16[batch,37]\n", R"(  %y = ai.loka::QuantizedGemm(%xh, %w, %ws, %b, %xs) @"g")"), "g",
-               "X must be f32 or f8e4m3fn");
+               "X must be f32 or bf16 or f8e4m3fn");
   expect_error(gemm("  input %xv : f32[37]\n", R"(  %y = ai.loka::QuantizedGemm(%xv, %w, %ws, %b, %xs) @"g")"), "g",
                "X must be of rank >= 2");
   expect_error(gemm("  input %ws8 : f32[8]\n", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws8, %b, %xs) @"g")"), "g",
@@ -131,6 +131,37 @@ TEST(ShapeInferenceLoka, QuantizedGemmMismatchesNameTheNode) {
   // A declared output type that contradicts the rule.
   expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) : f32[batch,seq,15] @"g")"), "g", "");
   expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) : bf16[batch,seq,16] @"g")"), "g", "");
+}
+
+TEST(ShapeInferenceLoka, QuantizedGemmTakesBf16OperandsAndTypesYByOutputDtype) {
+  const std::string bf16_inputs = R"(
+  input %xb : bf16[batch,seq,37]
+  input %mb : bf16[batch,seq,16]
+  input %rf : f32[batch,seq,16]
+)";
+  const auto gemm = [&](const std::string& extra, const std::string& line) {
+    return infer_node(kGemmInputs + bf16_inputs, extra, line);
+  };
+  // BF16 X (either recipe), Multiplier and Residual widen; Y stays float32 unless output_dtype says BF16.
+  EXPECT_EQ(gemm("", R"(  %y = ai.loka::QuantizedGemm(%xb, %w, %ws, %b, %xs, %mb, %mb) @"g")"), "y : f32[batch,seq,16]\n");
+  EXPECT_EQ(gemm("", R"(  %y = ai.loka::QuantizedGemm(%xb, %w, %ws) {act_recipe = "row", output_dtype = 16} @"g")"),
+            "y : bf16[batch,seq,16]\n");
+  EXPECT_EQ(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs, %rf, %mb) {output_dtype = 1} @"g")"),
+            "y : f32[batch,seq,16]\n");
+  // Yq stays FP8 codes beside a BF16 Y.
+  EXPECT_EQ(gemm("", R"(  %y, %yq = ai.loka::QuantizedGemm(%xb, %w, %ws, %b, %xs, %mb, %rf, %xs) {output_dtype = 16} @"g")"),
+            "y : bf16[batch,seq,16]\nyq : f8e4m3fn[batch,seq,16]\n");
+  expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) {output_dtype = 10} @"g")"), "g",
+               "attribute 'output_dtype' must be 1 (FLOAT) or 16 (BFLOAT16), got 10");
+  expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) {output_dtype = "bf16"} @"g")"), "g",
+               "output_dtype");
+  expect_error(gemm("  input %mh : f16[batch,seq,16]\n", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs, %mh) @"g")"),
+               "g", "Multiplier must be f32 or bf16");
+  expect_error(gemm("  input %rb : bf16[batch,seq,1]\n", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs, _, %rb) @"g")"),
+               "g", "Residual bf16[batch,seq,1] must have Y's shape");
+  // A declared output type that contradicts output_dtype.
+  expect_error(gemm("", R"(  %y = ai.loka::QuantizedGemm(%x, %w, %ws, %b, %xs) {output_dtype = 16} : f32[batch,seq,16] @"g")"),
+               "g", "");
 }
 
 TEST(ShapeInferenceLoka, FusedGemmInfersRowsAndMismatchesNameTheNode) {
@@ -275,6 +306,15 @@ TEST(ShapeInferenceLoka, EmbeddingBagsTakesBf16TablesWithoutAScale) {
                "Row_scale_0 is given for a bf16 Table_0");
   expect_error(bags("  input %w : bf16[9,4]\n", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, _, %w) {offsets = ints[0, 2, 6]} @"e")"),
                "e", "Table_1 bf16[9,4] has another D");
+  // output_dtype types Y: float32 by default, BF16 with 16, nothing else.
+  EXPECT_EQ(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, _, %b) {offsets = ints[0, 2, 6], output_dtype = 16} @"e")"),
+            "y : bf16[batch,2,5]\n");
+  EXPECT_EQ(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %b) {offsets = ints[0, 6], output_dtype = 1} @"e")"),
+            "y : f32[batch,1,5]\n");
+  expect_error(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %b) {offsets = ints[0, 6], output_dtype = 10} @"e")"), "e",
+               "attribute 'output_dtype' must be 1 (FLOAT) or 16 (BFLOAT16), got 10");
+  expect_error(bags("", R"(  %y = ai.loka::EmbeddingBags(%ids, %b) {offsets = ints[0, 6], output_dtype = 16} : f32[batch,1,5] @"e")"),
+               "e", "");
   // FP16 is not a table format: only FLOAT, BFLOAT16 and FLOAT8E4M3FN are.
   expect_error(bags("  input %h : f16[9,5]\n", R"(  %y = ai.loka::EmbeddingBags(%ids, %f, _, %h) {offsets = ints[0, 2, 6]} @"e")"),
                "e", "Table_1 must be f32 or bf16 or f8e4m3fn");

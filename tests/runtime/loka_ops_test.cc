@@ -10,13 +10,18 @@
 // BF16 table bit for bit against the float32 table of its widened values),
 // LayerNormQuant bit for bit against ONNX LayerNormalization run by the same
 // engine and quantized here (the doc's promise), and within FP8 rounding of a
-// double-precision LayerNorm. Error cases check the message names the node
-// and the offending input.
+// double-precision LayerNorm. BF16 storage (QuantizedGemm's BF16 X,
+// Multiplier and Residual, and output_dtype = 16 of QuantizedGemm and
+// EmbeddingBags) is checked bit for bit against the float32 op: on the widened
+// values, and rounded to nearest even (awkward values written out), with the
+// standard ops between ai.loka ops moving BF16 unchanged. Error cases check
+// the message names the node and the offending input.
 // ============================================================================
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,6 +46,43 @@ Tensor fp8_tensor(const Shape& shape, const std::vector<uint8_t>& codes) {
   Tensor tensor = Tensor::zeros(DType::kFloat8E4M3FN, shape);
   std::copy(codes.begin(), codes.end(), tensor.data<uint8_t>());
   return tensor;
+}
+
+/// A BF16 tensor, and the float32 tensor of its values widened (exactly: bits << 16, written out
+/// here rather than through the codec the kernels use).
+struct Bf16Values {
+  Tensor codes;
+  Tensor widened;
+};
+Bf16Values bf16_values(const Shape& shape, const std::vector<uint16_t>& codes) {
+  Bf16Values values{Tensor::zeros(DType::kBFloat16, shape), Tensor::zeros(DType::kFloat32, shape)};
+  std::copy(codes.begin(), codes.end(), values.codes.data<uint16_t>());
+  for (size_t i = 0; i < codes.size(); ++i) values.widened.data<float>()[i] = float_from_bits(uint32_t{codes[i]} << 16);
+  return values;
+}
+
+/// Random BF16 values in [-4, 4], with codes rounding cannot produce from them: -0 first, the
+/// smallest subnormal second, a huge finite value (1.7e38; two of them overflow to inf in an
+/// FP32 sum, identically on both paths) last.
+Bf16Values random_bf16(std::mt19937& rng, const Shape& shape) {
+  const Tensor values = testing::random_tensor(rng, shape, -4.0f, 4.0f);
+  std::vector<uint16_t> codes;
+  for (float v : values.values<float>()) codes.push_back(float_to_bf16(v));
+  codes.front() = 0x8000;
+  codes[1] = 0x0001;
+  codes.back() = 0x7F00;
+  return bf16_values(shape, codes);
+}
+
+/// Equal dtypes, shapes and bytes (NaN payloads included); names the first differing element.
+void expect_same_bits(const Tensor& actual, const Tensor& expected) {
+  ASSERT_EQ(actual.dtype(), expected.dtype());
+  ASSERT_EQ(actual.shape(), expected.shape());
+  const size_t size = dtype_size(actual.dtype());
+  const auto* a = static_cast<const std::byte*>(actual.raw());
+  const auto* b = static_cast<const std::byte*>(expected.raw());
+  for (int64_t i = 0; i < actual.element_count(); ++i)
+    ASSERT_EQ(std::memcmp(a + i * size, b + i * size, size), 0) << "element " << i;
 }
 
 Tensor scalar_scale(float value, bool rank1) {
@@ -100,7 +142,10 @@ Result<std::vector<Tensor>> run_loka_op(const std::string& op, const std::vector
   }
   std::vector<std::string> outputs{"y"};
   if (codes_output) outputs.push_back("yq");
-  builder.node(op, names, outputs, attributes, node_name, "ai.loka").output_unshaped("y", op == "LayerNormQuant" ? DType::kFloat8E4M3FN : DType::kFloat32);
+  DType y_dtype = op == "LayerNormQuant" ? DType::kFloat8E4M3FN : DType::kFloat32;
+  for (const auto& [name, value] : attributes)
+    if (name == "output_dtype") y_dtype = static_cast<DType>(std::get<int64_t>(value));
+  builder.node(op, names, outputs, attributes, node_name, "ai.loka").output_unshaped("y", y_dtype);
   if (codes_output) builder.output_unshaped("yq", DType::kFloat8E4M3FN);
   auto engine = builder.build_engine();
   if (!engine) return engine.status();
@@ -273,7 +318,10 @@ TEST(QuantizedGemm, RejectsIllFormedInputsNamingThem) {
   expect_failure(gemm({{"x", x, true}, {"w", w_float}, {"ws", w.scale}, {"", {}}, {"xs", s}}), "W must be FLOAT8E4M3FN");
   expect_failure(gemm({{"x", x, true}, {"w", w_k7.codes}, {"ws", w_k7.scale}, {"", {}}, {"xs", s}}), "K differs");
   expect_failure(gemm({{"x", x_rank1, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}), "X must have rank >= 2");
-  expect_failure(gemm({{"x", x_int, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}), "X must be FLOAT or FLOAT8E4M3FN");
+  expect_failure(gemm({{"x", x_int, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}),
+                 "X must be FLOAT, BFLOAT16 or FLOAT8E4M3FN, got INT64");
+  expect_failure(gemm({{"x", Tensor::zeros(DType::kFloat16, {2, 8}), true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}),
+                 "X must be FLOAT, BFLOAT16 or FLOAT8E4M3FN, got FLOAT16");
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", testing::random_tensor(rng, {4})}, {"", {}}, {"xs", s}}), "W_scale must have shape [N] = [3]");
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"b", testing::random_tensor(rng, {1, 3})}, {"xs", s}}), "B must have shape [N]");
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}}), "X_scale");
@@ -282,13 +330,26 @@ TEST(QuantizedGemm, RejectsIllFormedInputsNamingThem) {
   expect_failure(gemm({{"x", w.codes, true}, {"w", w.codes}, {"ws", w.scale}}, {{"act_recipe", std::string("row")}}), "X_scale");  // FP8 X needs it
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}, {{"act_recipe", std::string("block")}}), "act_recipe");
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}, {{"activation", std::string("silu")}}), "activation");
+  // Y is stored as FLOAT or BFLOAT16 only.
+  ASSERT_TRUE(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}, {{"output_dtype", int64_t{16}}}));
+  for (const int64_t dtype : {int64_t{10}, int64_t{0}, int64_t{17}})
+    expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}}, {{"output_dtype", dtype}}),
+                   "attribute 'output_dtype' must be 1 (FLOAT) or 16 (BFLOAT16), got " + std::to_string(dtype));
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}}), "3 to 8 inputs");
   // The epilogue terms must have Y's shape [2, 3] exactly: no broadcasting.
   const Tensor row = testing::random_tensor(rng, {1, 3});
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}, {"m", row}}),
-                 "Multiplier must be FLOAT [2,3]");
+                 "Multiplier must be FLOAT or BFLOAT16 [2,3]");
   expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}, {"", {}}, {"r", row}}),
-                 "Residual must be FLOAT [2,3]");
+                 "Residual must be FLOAT or BFLOAT16 [2,3]");
+  // Either may be BFLOAT16 (of Y's shape), not FLOAT16.
+  const Tensor bf16_term = Tensor::zeros(DType::kBFloat16, {2, 3});
+  ASSERT_TRUE(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}, {"m", bf16_term}, {"r", bf16_term}}));
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}, {"m", Tensor::zeros(DType::kFloat16, {2, 3})}}),
+                 "Multiplier must be FLOAT or BFLOAT16 [2,3] (Y's shape), got FLOAT16 [2,3]");
+  expect_failure(gemm({{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", s}, {"", {}},
+                       {"r", Tensor::zeros(DType::kBFloat16, {1, 3})}}),
+                 "Residual must be FLOAT or BFLOAT16 [2,3] (Y's shape), got BFLOAT16 [1,3]");
 }
 
 TEST(QuantizedGemm, MultiplierAndResidualActAfterTheActivationAsMulThenAdd) {
@@ -348,6 +409,155 @@ TEST(QuantizedGemm, YqNeedsAWellFormedYScaleAndYScaleNeedsYq) {
   expect_failure(gemm(scalar_scale(0.0f, false), true), "Y_scale must be finite and > 0");
   expect_failure(gemm(testing::random_tensor(rng, {2}), true), "Y_scale must have shape [] or [1]");
   expect_failure(gemm(s, false), "without output 1 (Yq)");
+}
+
+// ------------------------------------------------- QuantizedGemm, BF16 storage --
+
+TEST(QuantizedGemm, Bf16XIsItsWidenedFloatXBitForBitInBothRecipes) {
+  std::mt19937 rng(41);
+  const int64_t k = 24, n = 7;
+  Bf16Values x = random_bf16(rng, {2, 3, k});
+  // Beside -0 and the smallest subnormal (row 0) and the huge value (row 5): -inf and another
+  // subnormal in row 1 (saturated under "tensor", left out of the amax under "row"), NaN in row 2.
+  std::vector<uint16_t> codes(x.codes.values<uint16_t>().begin(), x.codes.values<uint16_t>().end());
+  codes[k + 5] = 0xFF80;
+  codes[k + 7] = 0x0023;
+  codes[2 * k + 2] = 0x7FC0;
+  x = bf16_values({2, 3, k}, codes);
+  const QuantizedWeight w = random_weight(rng, n, k);
+  const Tensor bias = testing::random_tensor(rng, {n});
+  for (const std::string recipe : {"tensor", "row"}) {
+    SCOPED_TRACE(recipe);
+    const auto gemm = [&](const Tensor& activation) {
+      return run_loka_op("QuantizedGemm", {{"x", activation, true}, {"w", w.codes}, {"ws", w.scale}, {"b", bias},
+                                           {"xs", scalar_scale(0.02f, false)}},
+                         {{"act_recipe", recipe}, {"activation", std::string("gelu")}});
+    };
+    auto from_bf16 = gemm(x.codes);
+    auto from_float = gemm(x.widened);
+    ASSERT_TRUE(from_bf16) << from_bf16.status().message();
+    ASSERT_TRUE(from_float) << from_float.status().message();
+    ASSERT_EQ((*from_bf16)[0].dtype(), DType::kFloat32);
+    expect_same_bits((*from_bf16)[0], (*from_float)[0]);
+    EXPECT_TRUE(std::isfinite((*from_bf16)[0].data<float>()[n])) << "row 1's -inf saturated";
+    EXPECT_TRUE(std::isnan((*from_bf16)[0].data<float>()[2 * n])) << "row 2's NaN reached Y";
+  }
+}
+
+TEST(QuantizedGemm, Bf16MultiplierAndResidualAreTheirWidenedValuesBitForBit) {
+  std::mt19937 rng(43);
+  const int64_t k = 16, n = 5;
+  const Tensor x = testing::random_tensor(rng, {4, k}, -3.0f, 3.0f);
+  const QuantizedWeight w = random_weight(rng, n, k);
+  const Bf16Values multiplier = random_bf16(rng, {4, n}), residual = random_bf16(rng, {4, n});
+  const Tensor float_multiplier = testing::random_tensor(rng, {4, n}), float_residual = testing::random_tensor(rng, {4, n});
+  const Tensor bias = testing::random_tensor(rng, {n});
+  const auto gemm = [&](const Tensor& m, const Tensor& r) {
+    return run_loka_op("QuantizedGemm", {{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"b", bias},
+                                         {"xs", scalar_scale(0.01f, true)}, {"m", m, true}, {"r", r, true}},
+                       {{"activation", std::string("relu")}});
+  };
+  // Each BF16 on its own (the other float32), then both.
+  const struct {
+    const char* label;
+    Tensor m_bf16, r_bf16, m_float, r_float;
+  } cases[] = {{"BF16 Multiplier", multiplier.codes, float_residual, multiplier.widened, float_residual},
+               {"BF16 Residual", float_multiplier, residual.codes, float_multiplier, residual.widened},
+               {"both BF16", multiplier.codes, residual.codes, multiplier.widened, residual.widened}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    auto from_bf16 = gemm(c.m_bf16, c.r_bf16);
+    auto from_float = gemm(c.m_float, c.r_float);
+    ASSERT_TRUE(from_bf16) << from_bf16.status().message();
+    ASSERT_TRUE(from_float) << from_float.status().message();
+    expect_same_bits((*from_bf16)[0], (*from_float)[0]);
+  }
+}
+
+TEST(QuantizedGemm, Bf16OutputIsTheFloatYRoundedToNearestEvenAndYqIsTheFloatYq) {
+  std::mt19937 rng(47);
+  const int64_t k = 19, n = 13;
+  const Tensor x = testing::random_tensor(rng, {8, 3, k}, -3.0f, 3.0f);
+  const QuantizedWeight w = random_weight(rng, n, k);
+  const Bf16Values multiplier = random_bf16(rng, {8, 3, n});
+  const Tensor residual = testing::random_tensor(rng, {8, 3, n}, -8.0f, 8.0f), bias = testing::random_tensor(rng, {n});
+  for (const std::string recipe : {"tensor", "row"}) {
+    SCOPED_TRACE(recipe);
+    const auto gemm = [&](int64_t output_dtype) {
+      return run_loka_op("QuantizedGemm",
+                         {{"x", x, true}, {"w", w.codes}, {"ws", w.scale}, {"b", bias}, {"xs", scalar_scale(0.01f, false)},
+                          {"m", multiplier.codes}, {"r", residual}, {"ys", scalar_scale(0.03125f, false)}},
+                         {{"act_recipe", recipe}, {"output_dtype", output_dtype}}, "op_node", /*codes_output=*/true);
+    };
+    auto rounded = gemm(16);
+    auto full = gemm(1);
+    ASSERT_TRUE(rounded) << rounded.status().message();
+    ASSERT_TRUE(full) << full.status().message();
+    const Tensor& y = (*rounded)[0];
+    const Tensor& y_float = (*full)[0];
+    ASSERT_EQ(y.dtype(), DType::kBFloat16);
+    ASSERT_EQ(y.shape(), y_float.shape());
+    for (int64_t i = 0; i < y.element_count(); ++i)
+      ASSERT_EQ(y.data<uint16_t>()[i], float_to_bf16(y_float.data<float>()[i])) << "element " << i;
+    // Yq from the float32 Y, before the rounding: the FLOAT op's codes, not Q(bf16(Y) / Y_scale).
+    expect_same_bits((*rounded)[1], (*full)[1]);
+    // Which the test can tell apart: quantizing the rounded Y moves some codes by a step.
+    int moved = 0;
+    for (int64_t i = 0; i < y.element_count(); ++i)
+      moved += float_to_fp8e4m3fn(bf16_to_float(y.data<uint16_t>()[i]) / 0.03125f) != (*full)[1].data<uint8_t>()[i];
+    EXPECT_GT(moved, 0);
+  }
+}
+
+// The rounding of each awkward float32 Y, written out. X is all zeros and the activation a ReLU,
+// so the product is +0 and Y = (+0 · Multiplier) + Residual: Residual's values, and -0 where
+// Multiplier is -1 and Residual -0.
+TEST(QuantizedGemm, Bf16OutputRoundsTiesToEvenKeepsNanAndZerosAndOverflowsToInf) {
+  struct Expected {
+    uint32_t y_bits;
+    uint16_t code;
+  };
+  const std::vector<Expected> cases = {
+      {0x3F808000, 0x3F80},  // 1 + 2^-8: halfway between 1 and 1 + 2^-7, ties to the even 1
+      {0x3F818000, 0x3F82},  // 1 + 3·2^-8: halfway, ties up to the even 1 + 2^-6
+      {0x3F808001, 0x3F81},  // just above halfway: up
+      {0xBF817FFF, 0xBF81},  // just below halfway, negative: down in magnitude
+      {0x80000000, 0x8000},  // -0 stays -0
+      {0x00000000, 0x0000},  // +0
+      {0x00018000, 0x0002},  // a subnormal halfway between two BF16 subnormals: to the even one
+      {0x00008000, 0x0000},  // halfway between 0 and the smallest BF16 subnormal: to 0
+      {0x807FFFFF, 0x8080},  // -(the largest float32 subnormal) rounds to -2^-126, a normal
+      {0x7F7F7FFF, 0x7F7F},  // just below the midpoint above BF16's largest finite value: stays
+      {0x7F7F8000, 0x7F80},  // that midpoint: ties to even, which is past the largest: +inf
+      {0xFF7FFFFF, 0xFF80},  // float32's most negative finite value: -inf
+      {0x7F800000, 0x7F80},  // +inf
+      {0x7FC00000, 0x7FC0},  // NaN stays NaN
+  };
+  const int64_t n = static_cast<int64_t>(cases.size()), k = 4;
+  std::mt19937 rng(53);
+  const QuantizedWeight w = random_weight(rng, n, k);
+  std::vector<float> multiplier(cases.size(), 1.0f), residual;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    residual.push_back(float_from_bits(cases[i].y_bits));
+    if (cases[i].y_bits == 0x80000000) multiplier[i] = -1.0f;
+  }
+  const auto gemm = [&](int64_t output_dtype) {
+    return run_loka_op("QuantizedGemm",
+                       {{"x", Tensor::zeros(DType::kFloat32, {1, k}), true}, {"w", w.codes}, {"ws", w.scale}, {"", {}},
+                        {"xs", scalar_scale(1.0f, false)}, {"m", Tensor::from_floats({1, n}, multiplier)},
+                        {"r", Tensor::from_floats({1, n}, residual)}, {"ys", scalar_scale(2.0f, false)}},
+                       {{"activation", std::string("relu")}, {"output_dtype", output_dtype}}, "op_node", true);
+  };
+  auto rounded = gemm(16);
+  auto full = gemm(1);
+  ASSERT_TRUE(rounded) << rounded.status().message();
+  ASSERT_TRUE(full) << full.status().message();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "Y bits 0x" << std::hex << cases[i].y_bits);
+    ASSERT_EQ(float_bits((*full)[0].data<float>()[i]), cases[i].y_bits) << "the float32 Y is not the case's value";
+    EXPECT_EQ((*rounded)[0].data<uint16_t>()[i], cases[i].code);
+  }
+  expect_same_bits((*rounded)[1], (*full)[1]);
 }
 
 // ---------------------------------------------------------------- FusedGemm --
@@ -784,36 +994,17 @@ TEST(EmbeddingBags, PoolsEveryTableIntoItsTokenBitForBit) {
   }
 }
 
-/// A random BF16 table, and the float32 table of its values widened (exactly: bits << 16).
-struct Bf16Table {
-  Tensor codes;
-  Tensor widened;
-};
-Bf16Table random_bf16_table(std::mt19937& rng, int64_t v, int64_t d) {
-  const Tensor values = testing::random_tensor(rng, {v, d}, -4.0f, 4.0f);
-  Bf16Table table{Tensor::zeros(DType::kBFloat16, {v, d}), Tensor::zeros(DType::kFloat32, {v, d})};
-  uint16_t* codes = table.codes.data<uint16_t>();
-  for (int64_t i = 0; i < v * d; ++i) codes[i] = float_to_bf16(values.data<float>()[i]);
-  // Codes rounding cannot produce from these values: -0, the smallest subnormal, a huge finite
-  // value (two of them overflow to inf in the FP32 result, identically on both paths).
-  codes[0] = 0x8000;
-  codes[1] = 0x0001;
-  codes[v * d - 1] = 0x7F00;
-  for (int64_t i = 0; i < v * d; ++i) table.widened.data<float>()[i] = bf16_to_float(codes[i]);
-  return table;
-}
-
 TEST(EmbeddingBags, Bf16TablesPoolExactlyAsTheFloat32TablesOfTheirWidenedValues) {
   std::mt19937 rng(35);
   // Four tables of D = 13 (not a multiple of 8): BF16 (bag 3), float32 (bag 1), FP8 per row
   // (bag 2), BF16 (bag 1, last, its Row_scale dropped) over columns 0..6 of an 8-column matrix.
   const int64_t d = 13, h = 8;
   const std::vector<int64_t> rows{6, 4, 9, 3}, offsets{0, 3, 4, 6, 7};
-  const Bf16Table bf0 = random_bf16_table(rng, rows[0], d);
+  const Bf16Values bf0 = random_bf16(rng, {rows[0], d});
   const Tensor f32_table = testing::random_tensor(rng, {rows[1], d});
   const Tensor fp8_table = fp8_tensor({rows[2], d}, finite_codes(rng, static_cast<size_t>(rows[2] * d)));
   const Tensor scale2 = testing::random_tensor(rng, {rows[2]}, 0.01f, 0.1f);
-  const Bf16Table bf3 = random_bf16_table(rng, rows[3], d);
+  const Bf16Values bf3 = random_bf16(rng, {rows[3], d});
   for (const int64_t batch : {int64_t{1}, int64_t{5}}) {
     for (const bool int32 : {false, true}) {
       SCOPED_TRACE("batch " + std::to_string(batch) + (int32 ? " int32" : " int64"));
@@ -857,6 +1048,41 @@ TEST(EmbeddingBags, Bf16TablesPoolExactlyAsTheFloat32TablesOfTheirWidenedValues)
   }
 }
 
+TEST(EmbeddingBags, Bf16OutputIsTheFloatResultRoundedToNearestEven) {
+  std::mt19937 rng(57);
+  // Table 0 (float32) holds awkward values in rows 0 and 1, each pooled alone (a bag of one id gives
+  // the row back exactly); table 1 (BF16, bag of 3) and table 2 (FP8) give ordinary sums.
+  const int64_t d = 4;
+  std::vector<float> awkward = {float_from_bits(0x3F808000), float_from_bits(0x3F818000), float_from_bits(0x3F808001),
+                                float_from_bits(0x7FC00000), float_from_bits(0x00018000), float_from_bits(0x7F7F8000),
+                                float_from_bits(0x7F7F7FFF), float_from_bits(0xFF7FFFFF)};
+  const Tensor random_rows = testing::random_tensor(rng, {2, d});
+  awkward.insert(awkward.end(), random_rows.values<float>().begin(), random_rows.values<float>().end());
+  const Tensor t0 = Tensor::from_floats({4, d}, awkward);
+  const Bf16Values t1 = random_bf16(rng, {6, d});
+  const Tensor t2 = fp8_tensor({3, d}, finite_codes(rng, static_cast<size_t>(3 * d)));
+  const Tensor s2 = testing::random_tensor(rng, {3}, 0.01f, 0.1f);
+  const Tensor ids = index_tensor<int64_t>({3, 5}, {0, 1, 2, 3, 0, 1, 5, 4, -1, 2, 3, 0, 0, 1, -2});
+  const auto bags = [&](int64_t output_dtype) {
+    return run_loka_op("EmbeddingBags", {{"ids", ids, true}, {"t0", t0}, {"", {}}, {"t1", t1.codes}, {"", {}}, {"t2", t2}, {"s2", s2}},
+                       {{"offsets", std::vector<int64_t>{0, 1, 4, 5}}, {"output_dtype", output_dtype}});
+  };
+  auto rounded = bags(16);
+  auto full = bags(1);
+  ASSERT_TRUE(rounded) << rounded.status().message();
+  ASSERT_TRUE(full) << full.status().message();
+  const Tensor& y = (*rounded)[0];
+  ASSERT_EQ(y.dtype(), DType::kBFloat16);
+  ASSERT_EQ(y.shape(), (Shape{3, 3, d}));
+  for (int64_t i = 0; i < y.element_count(); ++i)
+    ASSERT_EQ(y.data<uint16_t>()[i], float_to_bf16((*full)[0].data<float>()[i])) << "element " << i;
+  // Sample 0 pools row 0, sample 1 row 1 of table 0: ties to even, NaN, a subnormal, overflow.
+  const uint16_t* codes = y.data<uint16_t>();
+  EXPECT_EQ(std::vector<uint16_t>(codes, codes + 3), (std::vector<uint16_t>{0x3F80, 0x3F82, 0x3F81}));
+  EXPECT_TRUE(std::isnan(bf16_to_float(codes[3])));
+  EXPECT_EQ(std::vector<uint16_t>(codes + 3 * d, codes + 4 * d), (std::vector<uint16_t>{0x0002, 0x7F80, 0x7F7F, 0xFF80}));
+}
+
 TEST(EmbeddingBags, RejectsOutOfRangeIdsAndIllFormedInputsNamingThem) {
   std::mt19937 rng(33);
   const Tensor table = testing::random_tensor(rng, {5, 4});
@@ -876,6 +1102,9 @@ TEST(EmbeddingBags, RejectsOutOfRangeIdsAndIllFormedInputsNamingThem) {
   expect_failure(bags({{"ids", ids, true}, {"t", table}}, {0, 4}), "beyond Indices' 3 columns");
   expect_failure(bags({{"ids", ids, true}, {"t", table}, {"", Tensor()}, {"u", table}}, {0, 2, 2}), "strictly increasing");
   expect_failure(bags({{"ids", ids, true}, {"t", table}}, {0, 1, 3}), "must have 2 entries");
+  expect_failure(run_loka_op("EmbeddingBags", {{"ids", ids, true}, {"t", table}},
+                             {{"offsets", std::vector<int64_t>{0, 3}}, {"output_dtype", int64_t{10}}}),
+                 "attribute 'output_dtype' must be 1 (FLOAT) or 16 (BFLOAT16), got 10");
   expect_failure(bags({{"ids", ids, true}, {"t", table}, {"s", scale}}, {0, 3}), "Row_scale_0 is given for float32 Table_0");
   expect_failure(bags({{"ids", ids, true}, {"t", fp8}}, {0, 3}), "missing input 2 (Row_scale_0)");
   expect_failure(bags({{"ids", ids, true}, {"t", table}, {"", Tensor()}, {"w", testing::random_tensor(rng, {5, 3})}}, {0, 1, 3}),
@@ -888,6 +1117,81 @@ TEST(EmbeddingBags, RejectsOutOfRangeIdsAndIllFormedInputsNamingThem) {
   expect_failure(bags({{"ids", ids, true}, {"b", bf16}, {"s", scale}}, {0, 3}), "Row_scale_0 is given for BFLOAT16 Table_0");
   expect_failure(bags({{"ids", ids, true}, {"t", table}, {"", Tensor()}, {"h", Tensor::zeros(DType::kFloat16, {5, 4})}}, {0, 1, 3}),
                  "Table_1 must be FLOAT, BFLOAT16 or FLOAT8E4M3FN, got FLOAT16");
+}
+
+// ------------------------------------------------- BF16 between ai.loka ops --
+
+// BF16 storage of DLRM's DCN stream: the standard ops found between ai.loka ops move BF16 tensors
+// unchanged (Unsqueeze, Squeeze, Concat, Flatten, Reshape, Identity), Cast converts both ways, and
+// QuantizeLinear reads BF16 with a float32 scale (widened exactly, then one FP32 division).
+TEST(LokaOps, Bf16ActivationsPassThroughTheStandardOpsBetweenThem) {
+  std::mt19937 rng(59);
+  const int64_t batch = 3, d = 4, k = 3 * d;
+  const Tensor x = testing::random_tensor(rng, {batch, d}, -3.0f, 3.0f);
+  const Bf16Values table = random_bf16(rng, {5, d});
+  const Tensor ids = index_tensor<int64_t>({batch, 2}, {0, 4, 1, 2, 3, -1});
+  const QuantizedWeight w = random_weight(rng, k, k);
+  const float y_scale = 0.05f;
+  ModelBuilder builder(19);
+  builder.opset("ai.loka", 1);
+  builder.input("x", DType::kFloat32, {batch, d}).input("ids", DType::kInt64, {batch, 2});
+  builder.initializer("table", table.codes).initializer("w", w.codes).initializer("ws", w.scale);
+  builder.initializer("xs", scalar_scale(0.02f, false)).initializer("ys", scalar_scale(y_scale, false));
+  builder.initializer("zero", Tensor::zeros(DType::kFloat8E4M3FN, {}));
+  builder.initializer("axis1", Tensor::from_int64s({1}, std::vector<int64_t>{1}));
+  builder.initializer("rows", Tensor::from_int64s({2}, std::vector<int64_t>{0, -1}));
+  builder.node("Cast", {"x"}, {"x0"}, {{"to", int64_t{16}}})
+      .node("Unsqueeze", {"x0", "axis1"}, {"x0_token"})
+      .node("Squeeze", {"x0_token", "axis1"}, {"x0_back"})
+      .node("EmbeddingBags", {"ids", "table", "", "table"}, {"e"},
+            {{"offsets", std::vector<int64_t>{0, 1, 2}}, {"output_dtype", int64_t{16}}}, "bags", "ai.loka")
+      .node("Concat", {"x0_token", "e"}, {"tokens"}, {{"axis", int64_t{1}}})
+      .node("Flatten", {"tokens"}, {"h"}, {{"axis", int64_t{1}}})
+      .node("Reshape", {"tokens", "rows"}, {"h_reshaped"})
+      .node("Identity", {"h"}, {"h_same"})
+      .node("QuantizedGemm", {"h_same", "w", "ws", "", "xs", "h", "h_reshaped", "ys"}, {"c", "cq"},
+            {{"output_dtype", int64_t{16}}}, "cross", "ai.loka")
+      .node("QuantizeLinear", {"c", "ys", "zero"}, {"c_codes"})
+      .node("Cast", {"c"}, {"c_float"}, {{"to", int64_t{1}}});
+  for (const char* name : {"x0_back", "h", "h_reshaped", "c"}) builder.output_unshaped(name, DType::kBFloat16);
+  builder.output_unshaped("cq", DType::kFloat8E4M3FN).output_unshaped("c_codes", DType::kFloat8E4M3FN);
+  builder.output_unshaped("c_float", DType::kFloat32);
+  auto engine = builder.build_engine();
+  ASSERT_TRUE(engine) << engine.status().message();
+  auto outputs = testing::run_once(**engine, {x, ids});
+  ASSERT_TRUE(outputs) << outputs.status().message();
+  const Tensor &x0_back = (*outputs)[0], &h = (*outputs)[1], &h_reshaped = (*outputs)[2], &c = (*outputs)[3];
+  const Tensor &cq = (*outputs)[4], &c_codes = (*outputs)[5], &c_float = (*outputs)[6];
+
+  // Cast rounds x; Unsqueeze then Squeeze give it back.
+  ASSERT_EQ(x0_back.dtype(), DType::kBFloat16);
+  for (int64_t i = 0; i < x.element_count(); ++i) ASSERT_EQ(x0_back.data<uint16_t>()[i], float_to_bf16(x.data<float>()[i])) << i;
+  // h: each sample's x0 then its two pooled rows, as the op alone writes them.
+  auto pooled = run_loka_op("EmbeddingBags", {{"ids", ids, true}, {"t", table.codes}, {"", {}}, {"u", table.codes}},
+                            {{"offsets", std::vector<int64_t>{0, 1, 2}}, {"output_dtype", int64_t{16}}});
+  ASSERT_TRUE(pooled) << pooled.status().message();
+  std::vector<uint16_t> expected_h;
+  for (int64_t b = 0; b < batch; ++b) {
+    expected_h.insert(expected_h.end(), x0_back.data<uint16_t>() + b * d, x0_back.data<uint16_t>() + (b + 1) * d);
+    expected_h.insert(expected_h.end(), (*pooled)[0].data<uint16_t>() + b * 2 * d, (*pooled)[0].data<uint16_t>() + (b + 1) * 2 * d);
+  }
+  const Bf16Values stream = bf16_values({batch, k}, expected_h);
+  expect_same_bits(h, stream.codes);
+  expect_same_bits(h_reshaped, stream.codes);
+  // The cross layer reads h as X, Multiplier and Residual, as the op alone does.
+  auto alone = run_loka_op("QuantizedGemm",
+                           {{"h", stream.codes, true}, {"w", w.codes}, {"ws", w.scale}, {"", {}}, {"xs", scalar_scale(0.02f, false)},
+                            {"m", stream.codes}, {"r", stream.codes}, {"ys", scalar_scale(y_scale, false)}},
+                           {{"output_dtype", int64_t{16}}}, "op_node", /*codes_output=*/true);
+  ASSERT_TRUE(alone) << alone.status().message();
+  expect_same_bits(c, (*alone)[0]);
+  expect_same_bits(cq, (*alone)[1]);
+  // QuantizeLinear of the BF16 c and Cast back to float: both widen exactly.
+  for (int64_t i = 0; i < c.element_count(); ++i) {
+    const float widened = float_from_bits(uint32_t{c.data<uint16_t>()[i]} << 16);
+    ASSERT_EQ(float_bits(c_float.data<float>()[i]), float_bits(widened)) << i;
+    ASSERT_EQ(c_codes.data<uint8_t>()[i], float_to_fp8e4m3fn(widened / y_scale)) << i;
+  }
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 // ============================================================================
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
 #include <random>
 
 #include "kernels/cpu/fp8_quantize.h"
@@ -69,6 +71,30 @@ TEST(ProbeFakeQuant, EachModeAppliesItsRecipeBitForBit) {
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(expected[i])) << "mode " << mode << " at " << i;
     if (mode == 0) EXPECT_EQ(got, values_of(x));
+  }
+}
+
+TEST(ProbeFakeQuant, Bf16FormRoundsToNearestEvenAndWidensBack) {
+  Tensor x = Tensor::zeros(DType::kFloat32, {1, 8});
+  const std::vector<float> values = {
+      std::bit_cast<float>(0x3F808000u),  // halfway between two BF16 values, even below: rounds down
+      std::bit_cast<float>(0x3F818000u),  // halfway, odd below: rounds up
+      std::bit_cast<float>(0x3F808001u),  // just above halfway: up
+      -0.0f, std::bit_cast<float>(0x00000001u),  // the smallest subnormal rounds to +0
+      std::bit_cast<float>(0x7F7FFFFFu),  // FLT_MAX is past BF16's largest finite value: inf
+      NAN, -INFINITY};
+  std::copy(values.begin(), values.end(), x.values<float>().begin());
+  auto y = run_switch(x, mode_tensor({0, 1}), attributes(1, {4, 0, 0}, {0, 0, 0}, {1, 1, 1}));
+  ASSERT_TRUE(y) << y.status().message();
+  const std::vector<float> got = values_of((*y)[0]);
+  const std::vector<uint32_t> expected = {0x3F800000u, 0x3F820000u, 0x3F810000u, 0x80000000u,
+                                          0x00000000u, 0x7F800000u, 0u, 0xFF800000u};
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(values[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+      continue;
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), expected[i]) << "at " << i;
   }
 }
 
