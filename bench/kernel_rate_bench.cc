@@ -505,8 +505,9 @@ void bench_scale_epilogue(const std::string& variant, int64_t rows, int64_t cols
     args.w_scale = static_cast<const float*>(w_scale);
     args.bias = static_cast<const float*>(bias);
     if (dcn) {
-      args.multiplier = reinterpret_cast<const float*>(in + count * 2);
-      args.residual = shared_x0 ? args.multiplier : args.multiplier + count;
+      const float* x0 = reinterpret_cast<const float*>(in + count * 2);
+      args.multiplier = x0;
+      args.residual = shared_x0 ? x0 : x0 + count;
       args.y = reinterpret_cast<float*>(out);
       args.codes = reinterpret_cast<uint8_t*>(out + count * 4);
     } else {

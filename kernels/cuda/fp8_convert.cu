@@ -1,10 +1,11 @@
 // ============================================================================
-// kernels/cuda/fp8_convert.cu — FP32 <-> FP8 conversion kernels.
+// kernels/cuda/fp8_convert.cu — FP32 (and BF16) <-> FP8 conversion kernels.
 //
 // Uses the hardware conversion intrinsics (cvt.rn.satfinite on sm_89+), which
 // round to nearest even and saturate to the largest finite value — ONNX's
-// saturate=1 semantics. NaN maps to the format's NaN. Memory-bound: a thread
-// moves 4 values per access (float4 / 32-bit codes) when both bases allow,
+// saturate=1 semantics. NaN maps to the format's NaN. BF16 values are widened
+// exactly and take the FP32 path. Memory-bound: a thread moves 4 values per
+// access (float4 or 8 bytes of BF16 / 32-bit codes) when both bases allow,
 // grid-stride, with the count % 4 tail in the same launch.
 // ============================================================================
 #include "kernels/cuda/device_util.cuh"
@@ -25,11 +26,13 @@ __device__ __forceinline__ float dequantize_one(uint8_t code, float scale, bool 
   return fp8_decode(code, e4m3) * scale;
 }
 
-/// kVec = 4: a float4 in, 4 codes out as one 32-bit store (values 16-byte, codes 4-byte aligned).
-template <int kVec, bool kDivide>
-__global__ void quantize_kernel(const float* values, uint8_t* codes, int64_t count, float scale, float inverse,
+/// kVec = 4: 4 values in (a float4, or 8 bytes of BF16, widened exactly), 4 codes out as one 32-bit
+/// store (values aligned to 4 of theirs, codes to 4 bytes).
+template <int kVec, bool kDivide, typename In>
+__global__ void quantize_kernel(const In* values, uint8_t* codes, int64_t count, float scale, float inverse,
                                 bool e4m3) {
-  map_elements<kVec>(values, codes, count, [&](float v) { return quantize_one<kDivide>(v, scale, inverse, e4m3); });
+  map_elements<kVec>(values, codes, count,
+                     [&](In v) { return quantize_one<kDivide>(to_float(v), scale, inverse, e4m3); });
 }
 
 template <int kVec>
@@ -37,7 +40,10 @@ __global__ void dequantize_kernel(const uint8_t* codes, float* values, int64_t c
   map_elements<kVec>(codes, values, count, [&](uint8_t code) { return dequantize_one(code, scale, e4m3); });
 }
 
-bool packable(const float* values, const uint8_t* codes) { return is_aligned(values, 16) && is_aligned(codes, 4); }
+template <typename In>
+bool packable(const In* values, const uint8_t* codes) {
+  return is_aligned(values, 4 * sizeof(In)) && is_aligned(codes, 4);
+}
 
 /// Rows of `cols` values into rows of codes `codes_pitch` apart, divided by the scale (E4M3FN).
 /// Threads: x a column group of kVec, y a row; rows grid-stride along gridDim.y.
@@ -63,8 +69,8 @@ void launch_quantize_rows_into(const float* values, int64_t rows, int64_t cols, 
   quantize_rows_into_kernel<kVec><<<shape.grid, shape.block, 0, stream>>>(values, rows, cols, scale, codes, codes_pitch);
 }
 
-template <bool kDivide>
-void launch_quantize(const float* values, uint8_t* codes, int64_t count, float scale, bool e4m3, cudaStream_t stream) {
+template <bool kDivide, typename In>
+void launch_quantize(const In* values, uint8_t* codes, int64_t count, float scale, bool e4m3, cudaStream_t stream) {
   const float inverse = 1.0f / scale;  // on the host, as the codes the Probe measured were computed
   if (packable(values, codes))
     quantize_kernel<4, kDivide><<<blocks_for(count / 4), kThreadsPerBlock, 0, stream>>>(values, codes, count, scale,
@@ -74,10 +80,9 @@ void launch_quantize(const float* values, uint8_t* codes, int64_t count, float s
                                                                                     inverse, e4m3);
 }
 
-}  // namespace
-
-cudaError_t launch_quantize_fp8(const float* values, uint8_t* codes, int64_t count, float scale, Fp8Kind kind,
-                                cudaStream_t stream, ScaleDivision division) {
+template <typename In>
+cudaError_t launch_quantize_values(const In* values, uint8_t* codes, int64_t count, float scale, Fp8Kind kind,
+                                   cudaStream_t stream, ScaleDivision division) {
   if (count <= 0) return cudaSuccess;
   const bool e4m3 = kind == Fp8Kind::kE4M3FN;
   if (division == ScaleDivision::kDivide)
@@ -85,6 +90,26 @@ cudaError_t launch_quantize_fp8(const float* values, uint8_t* codes, int64_t cou
   else
     launch_quantize<false>(values, codes, count, scale, e4m3, stream);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_quantize_fp8(const float* values, uint8_t* codes, int64_t count, float scale, Fp8Kind kind,
+                                cudaStream_t stream, ScaleDivision division) {
+  return launch_quantize_values(values, codes, count, scale, kind, stream, division);
+}
+
+cudaError_t launch_quantize_fp8(const void* values, DType dtype, uint8_t* codes, int64_t count, float scale,
+                                Fp8Kind kind, cudaStream_t stream, ScaleDivision division) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return launch_quantize_values(static_cast<const float*>(values), codes, count, scale, kind, stream, division);
+    case DType::kBFloat16:
+      return launch_quantize_values(static_cast<const __nv_bfloat16*>(values), codes, count, scale, kind, stream,
+                                    division);
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 cudaError_t launch_quantize_e4m3_rows_into(const float* values, int64_t rows, int64_t cols, float scale, uint8_t* codes,

@@ -1,5 +1,5 @@
 // ============================================================================
-// kernels/cuda/fp8_convert.h — device-side FP32 <-> FP8 conversion launchers.
+// kernels/cuda/fp8_convert.h — device-side FP32 (and BF16) <-> FP8 conversion launchers.
 //
 // The first CUDA kernels: quantize a float buffer to E4M3FN/E5M2 codes with a
 // per-tensor scale (saturating, round to nearest even, as ONNX), and back.
@@ -10,6 +10,8 @@
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
+
+#include "loka/dtype.h"
 
 namespace loka::cuda {
 
@@ -23,6 +25,10 @@ enum class ScaleDivision { kReciprocal, kDivide };
 /// codes[i] = encode(values[i] / scale); `scale` is a host float.
 cudaError_t launch_quantize_fp8(const float* values, uint8_t* codes, int64_t count, float scale, Fp8Kind kind,
                                 cudaStream_t stream, ScaleDivision division = ScaleDivision::kReciprocal);
+/// The same from values of `dtype`: FP32, or BF16 widened exactly (bits << 16) first, so a BF16
+/// tensor's codes are its FP32 copy's (QuantizedGemm's BF16 X); cudaErrorInvalidValue for another dtype.
+cudaError_t launch_quantize_fp8(const void* values, DType dtype, uint8_t* codes, int64_t count, float scale,
+                                Fp8Kind kind, cudaStream_t stream, ScaleDivision division = ScaleDivision::kReciprocal);
 /// codes[r · codes_pitch + c] = E4M3FN(values[r · cols + c] / scale), ONNX's division, for r < rows,
 /// c < cols: a tensor's codes written into its slice of a wider one (ai.loka ConcatQuant).
 cudaError_t launch_quantize_e4m3_rows_into(const float* values, int64_t rows, int64_t cols, float scale, uint8_t* codes,

@@ -4,7 +4,8 @@
 //
 // DHEN's pattern (MatMul outputs joined along their rows, a Relu's copied
 // beside them), Wukong's (a Gemm's output reshaped into tokens, joined with a
-// graph input), DLRM's (EmbeddingBags' samples after the bottom MLP's token)
+// graph input), DLRM's (EmbeddingBags' samples after the bottom MLP's token;
+// BF16 samples of two EmbeddingBags with output_dtype = 16, joined)
 // and a Gemm whose broadcast addend keeps it packed; ai.loka ConcatQuant's inputs
 // encoded right after the steps that make them (a view's step too): outputs
 // match the CPU runtime at batch 1, 7, 64 and 1000 with EngineOptions::
@@ -18,6 +19,7 @@
 #include <random>
 
 #include "cuda/cuda_test_util.h"
+#include "loka/bfloat16.h"
 #include "loka/engine.h"
 #include "loka/session.h"
 #include "model_builder.h"
@@ -91,6 +93,31 @@ testing::ModelBuilder dlrm_like(std::mt19937& rng) {
   b.node("Reshape", {"vectors", "flat"}, {"x0"});
   b.node("MatMul", {"x0", "w_top"}, {"y"});
   b.output("y", DType::kFloat32, {-1, 8});
+  return b;
+}
+
+/// DLRM-DCNv2's lookups storing their output in BF16 (output_dtype = 16): two EmbeddingBags of BF16
+/// tables (bags of 2, 3 and 1, ids in [0, 10)) joined along the tokens into a BF16 output. Each
+/// writes its samples into the join, 2-byte elements at its offset. The table values are
+/// multiples of 1/64 below 2 in magnitude, so every sum is exact on both runtimes.
+testing::ModelBuilder bf16_bags_like(std::mt19937& rng) {
+  testing::ModelBuilder b(17);
+  b.opset("ai.loka", 1);
+  b.input("ids", DType::kInt64, {-1, 6});
+  std::uniform_int_distribution<int> sixty_fourths(-127, 127);
+  for (const char* name : {"t0", "t1", "t2"}) {
+    Tensor table = Tensor::zeros(DType::kBFloat16, {10, 16});
+    for (int64_t i = 0; i < 160; ++i)
+      table.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(sixty_fourths(rng)) / 64.0f);
+    b.initializer(name, std::move(table));
+  }
+  const std::pair<std::string, testing::TestAttribute> bf16{"output_dtype", int64_t{16}};
+  b.node("EmbeddingBags", {"ids", "t0", "", "t1"}, {"first"}, {{"offsets", std::vector<int64_t>{0, 2, 5}}, bf16},
+         "first", "ai.loka");
+  b.node("EmbeddingBags", {"ids", "t2"}, {"second"}, {{"offsets", std::vector<int64_t>{5, 6}}, bf16}, "second",
+         "ai.loka");
+  b.node("Concat", {"first", "second"}, {"y"}, {{"axis", int64_t{1}}});
+  b.output("y", DType::kBFloat16, {-1, 3, 16});
   return b;
 }
 
@@ -191,6 +218,17 @@ TEST_F(CudaConcatInPlace, EmbeddingBagsWriteEachSampleIntoItsTokensAndTheOutputs
     // bags ([1024,2,16] floats, 131 kB) and bottom ([1024,16], 65.5 kB) live in the Concat's
     // bytes: the arena saves more than bottom alone could (96.5 kB on an H100, 2026-11-27; the
     // greedy packing keeps it under the peak arithmetic's 164 kB).
+    EXPECT_LT(placed + 65'536, copied) << "placed " << placed << " bytes, copied " << copied;
+  }
+}
+
+TEST_F(CudaConcatInPlace, Bf16EmbeddingBagsWriteTheirSamplesIntoTheJoinAndTheOutputsMatchTheCpu) {
+  std::mt19937 rng(14);
+  const testing::ModelBuilder bags = bf16_bags_like(rng);
+  for (bool graphs : {true, false}) {
+    const size_t placed = check_against_cpu(bags, true, graphs), copied = check_against_cpu(bags, false, graphs);
+    // Copying, first, second and y ([1024, 2|1|3, 16] BF16: 64, 32 and 96 kB) are alive at the
+    // Concat; placed, y alone holds both.
     EXPECT_LT(placed + 65'536, copied) << "placed " << placed << " bytes, copied " << copied;
   }
 }

@@ -4,7 +4,8 @@
 // Skips with the reason printed when no CUDA device is present (CI); runs on
 // the GPU machine. Checks every code's decode and a dense sweep of encodes,
 // bit-exactly, for E4M3FN and E5M2, including odd counts, counts below one
-// 4-value pack, and misaligned views (the scalar path).
+// 4-value pack, and misaligned views (the scalar path); BF16 values give the
+// codes of their widened float32 values.
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/fp8_convert.h"
+#include "loka/bfloat16.h"
 #include "loka/float8.h"
 
 namespace loka {
@@ -100,6 +102,55 @@ TEST_F(CudaFp8, PackedAndScalarPathsAgreeWithTheHostCodecAtEveryAlignmentAndCoun
     check_format(cuda::Fp8Kind::kE4M3FN, float_to_fp8e4m3fn, fp8e4m3fn_to_float, 0, count);
     check_format(cuda::Fp8Kind::kE5M2, float_to_fp8e5m2, fp8e5m2_to_float, 0, count);
   }
+}
+
+TEST_F(CudaFp8, Bf16ValuesQuantizeToTheCodesOfTheirWidenedFloat32Values) {
+  // QuantizedGemm's BF16 X: widened exactly, then the FP32 recipe, with either division, by a
+  // scale that is no power of two. BF16 views 0 and 4 elements in take the packed path (8-byte
+  // aligned), 1 and 2 the scalar one; counts below a pack and odd tails; NaN, ±infinity, ±0.
+  std::mt19937 rng(31);
+  std::lognormal_distribution<float> magnitude(-4.0f, 4.0f);
+  std::vector<uint16_t> bf16;
+  for (int i = 0; i < 20001; ++i) bf16.push_back(float_to_bf16((i % 2 ? -1.0f : 1.0f) * magnitude(rng)));
+  for (const float special : {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e30f, 1e-30f}) bf16.push_back(float_to_bf16(special));
+  std::vector<float> widened(bf16.size());
+  for (size_t i = 0; i < bf16.size(); ++i) widened[i] = bf16_to_float(bf16[i]);
+  const float scale = 0.0123f;
+  for (const cuda::ScaleDivision division : {cuda::ScaleDivision::kReciprocal, cuda::ScaleDivision::kDivide}) {
+    for (const size_t offset : {size_t{0}, size_t{1}, size_t{2}, size_t{4}}) {
+      for (const size_t count : {bf16.size(), size_t{1}, size_t{3}, size_t{5}, size_t{1027}}) {
+        SCOPED_TRACE(std::string(division == cuda::ScaleDivision::kDivide ? "divide" : "reciprocal") + " offset " +
+                     std::to_string(offset) + " count " + std::to_string(count));
+        DeviceBuffer<uint16_t> d_bf16(count + offset);
+        DeviceBuffer<float> d_widened(count);
+        DeviceBuffer<uint8_t> d_codes(count), d_reference(count);
+        ASSERT_EQ(cudaMemcpy(d_bf16.data + offset, bf16.data(), count * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(d_widened.data, widened.data(), count * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cuda::launch_quantize_fp8(d_bf16.data + offset, DType::kBFloat16, d_codes.data, static_cast<int64_t>(count),
+                                            scale, cuda::Fp8Kind::kE4M3FN, nullptr, division),
+                  cudaSuccess);
+        ASSERT_EQ(cuda::launch_quantize_fp8(d_widened.data, d_reference.data, static_cast<int64_t>(count), scale,
+                                            cuda::Fp8Kind::kE4M3FN, nullptr, division),
+                  cudaSuccess);
+        std::vector<uint8_t> codes(count), reference(count);
+        ASSERT_EQ(cudaMemcpy(codes.data(), d_codes.data, count, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(reference.data(), d_reference.data, count, cudaMemcpyDeviceToHost), cudaSuccess);
+        size_t mismatches = 0;
+        for (size_t i = 0; i < count; ++i) {
+          // The division is QuantizeLinear's: the host codec of the quotient, exactly.
+          const bool host_agrees = division != cuda::ScaleDivision::kDivide || std::isnan(widened[i]) ||
+                                   codes[i] == float_to_fp8e4m3fn(widened[i] / scale);
+          if ((codes[i] != reference[i] || !host_agrees) && mismatches++ < 5)
+            ADD_FAILURE() << "value " << widened[i] << ": code 0x" << std::hex << int(codes[i]) << ", of float32 0x"
+                          << int(reference[i]);
+        }
+        EXPECT_EQ(mismatches, 0u);
+      }
+    }
+  }
+  uint8_t code = 0;
+  EXPECT_EQ(cuda::launch_quantize_fp8(&code, DType::kFloat16, &code, 1, 1.0f, cuda::Fp8Kind::kE4M3FN, nullptr),
+            cudaErrorInvalidValue);
 }
 
 TEST_F(CudaFp8, RowsEncodedIntoASliceMatchQuantizeLinearAndLeaveTheRestAlone) {

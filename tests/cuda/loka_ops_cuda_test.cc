@@ -4,9 +4,11 @@
 //
 // One-node models of QuantizedGemm (both activation recipes, FP8 input,
 // bias, ReLU/GELU, shapes the FP8 tensor cores take and shapes they do not:
-// K or N not a multiple of 16), FusedGemm (FP32; 2-D and 3-D X, transB,
+// K or N not a multiple of 16; X, Multiplier, Residual and Y stored in BF16,
+// also against the node storing them in float32), FusedGemm (FP32; 2-D and 3-D X, transB,
 // bias, ReLU/GELU), QuantizedGather (per-row and per-tensor
-// scales), EmbeddingBags (mixed float32/BF16/FP8 tables, odd D), LayerNormQuant and ResidualLayerNorm run on both runtimes with fresh random inputs at
+// scales), EmbeddingBags (mixed float32/BF16/FP8 tables, odd D, float32 or BF16
+// output), LayerNormQuant and ResidualLayerNorm run on both runtimes with fresh random inputs at
 // awkward batches (1, 7, 4096). Then each zoo model goes through the default
 // `loka-opt` pipeline and its eval data must agree between the runtimes:
 // what the Probe measured on the CPU is what the GPU serves. Skips visibly
@@ -14,10 +16,13 @@
 // ============================================================================
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -62,6 +67,29 @@ Tensor scalar(float value) {
   return t;
 }
 
+/// A tensor's float32 values rounded to BF16 (nearest even): as a BF16 tensor, and widened back
+/// (exactly) as a float32 one.
+struct Bf16Values {
+  Tensor bf16, widened;
+};
+Bf16Values bf16_values(const Tensor& values) {
+  Bf16Values out{Tensor::zeros(DType::kBFloat16, values.shape()), Tensor::zeros(DType::kFloat32, values.shape())};
+  for (int64_t i = 0; i < values.element_count(); ++i) {
+    out.bf16.data<uint16_t>()[i] = float_to_bf16(values.data<float>()[i]);
+    out.widened.data<float>()[i] = bf16_to_float(out.bf16.data<uint16_t>()[i]);
+  }
+  return out;
+}
+
+/// The first `rows` rows of `full` (a feed at a smaller batch).
+Tensor first_rows(const Tensor& full, int64_t rows) {
+  Shape shape = full.shape();
+  shape[0] = rows;
+  Tensor part = Tensor::zeros(full.dtype(), shape);
+  std::memcpy(part.raw(), full.raw(), part.byte_size());
+  return part;
+}
+
 struct QuantizedGemmCase {
   int64_t k, n;
   std::string recipe;      // "tensor", "row" or "fp8" (FP8 input from a LayerNormQuant)
@@ -72,15 +100,41 @@ struct QuantizedGemmCase {
   bool codes = false;           // output 1, Yq (fuse-epilogue-quantize)
 };
 
+std::string describe(const QuantizedGemmCase& c) {
+  return "K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) + " " + c.recipe + " " + c.activation +
+         (c.bias ? " bias" : "") + (c.epilogue_terms ? " multiplier+residual" : "") +
+         (c.residual_only ? " residual" : "") + (c.codes ? " codes" : "");
+}
+
+/// Which of QuantizedGemm's activations a model stores in BF16 (docs/loka_ops.md): X, the
+/// Multiplier, the Residual, and Y (output_dtype = 16).
+struct Bf16Storage {
+  bool x = false, multiplier = false, residual = false, y = false;
+};
+
+std::string describe(const Bf16Storage& bf16) {
+  return std::string("BF16") + (bf16.x ? " X" : "") + (bf16.multiplier ? " Multiplier" : "") +
+         (bf16.residual ? " Residual" : "") + (bf16.y ? " Y" : "");
+}
+
 /// Y reaches a few units: this Yq scale saturates part of the codes. Not a power of two, so
 /// Y / s and Y · (1 / s) differ where they round: the codes must divide, as the op says.
 constexpr float kYScale = 0.0123f;
 
-void check_quantized_gemm(const QuantizedGemmCase& c) {
-  SCOPED_TRACE("K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) + " " + c.recipe + " " + c.activation +
-               (c.bias ? " bias" : "") + (c.epilogue_terms ? " multiplier+residual" : "") + (c.residual_only ? " residual" : "") + (c.codes ? " codes" : ""));
+constexpr int64_t kQuantizedGemmRows = 4096;
+
+/// A serialized model and its feeds at the largest batch it is run at.
+struct OneNodeModel {
+  std::string bytes;
+  std::vector<Tensor> feeds;
+};
+
+/// `c` as a one-node model, with fresh random weights and feeds drawn from a seed of K and N.
+/// With `bf16`, the float feeds hold BF16 values, stored as BF16 where it says (so a model that
+/// stores them as float32 reads the very same values) and Y is BF16 where it says.
+OneNodeModel quantized_gemm_model(const QuantizedGemmCase& c, const std::optional<Bf16Storage>& bf16) {
   std::mt19937 rng(static_cast<unsigned>(c.k * 1000 + c.n));
-  const int64_t rows = 4096;
+  const int64_t rows = kQuantizedGemmRows;
   testing::ModelBuilder builder(17);
   builder.opset("ai.loka", 1);
   std::uniform_real_distribution<float> w_scale(0.001f, 0.01f);
@@ -89,24 +143,31 @@ void check_quantized_gemm(const QuantizedGemmCase& c) {
   builder.initializer("w", random_codes(rng, {c.n, c.k})).initializer("w_scale", scales);
   builder.initializer("b", testing::random_tensor(rng, {c.n}, -0.5f, 0.5f));
   builder.initializer("x_scale", scalar(3.0f / 448.0f));
-  Tensor x;
+  // A graph input [rows, cols] of values in [-bound, bound]: float32, or BF16 values stored as
+  // `stored_bf16` says.
+  const auto float_input = [&](const std::string& name, int64_t cols, float bound, bool stored_bf16) {
+    const Tensor values = testing::random_tensor(rng, {rows, cols}, -bound, bound);
+    builder.input(name, stored_bf16 ? DType::kBFloat16 : DType::kFloat32, {-1, cols});
+    if (!bf16) return values;
+    Bf16Values rounded = bf16_values(values);
+    return stored_bf16 ? rounded.bf16 : rounded.widened;
+  };
+  OneNodeModel model;
   if (c.recipe == "fp8") {
-    x = random_codes(rng, {rows, c.k});
+    model.feeds.push_back(random_codes(rng, {rows, c.k}));
     builder.input("x", DType::kFloat8E4M3FN, {-1, c.k});
   } else {
-    x = testing::random_tensor(rng, {rows, c.k}, -3.0f, 3.0f);
-    builder.input("x", DType::kFloat32, {-1, c.k});
+    model.feeds.push_back(float_input("x", c.k, 3.0f, bf16 && bf16->x));
   }
-  const Attributes attributes = {{"act_recipe", std::string(c.recipe == "row" ? "row" : "tensor")},
-                                 {"activation", c.activation}};
+  Attributes attributes = {{"act_recipe", std::string(c.recipe == "row" ? "row" : "tensor")},
+                           {"activation", c.activation}};
+  const bool bf16_y = bf16 && bf16->y;
+  if (bf16_y) attributes.emplace_back("output_dtype", int64_t{16});
   std::vector<std::string> inputs = {"x", "w", "w_scale", c.bias ? "b" : "", "x_scale"};
-  std::vector<Tensor> feeds = {x};
   if (c.epilogue_terms || c.residual_only) {
-    builder.input("residual", DType::kFloat32, {-1, c.n});
-    if (c.epilogue_terms) builder.input("x0", DType::kFloat32, {-1, c.n});
+    model.feeds.push_back(float_input("residual", c.n, 2.0f, bf16 && bf16->residual));
+    if (c.epilogue_terms) model.feeds.push_back(float_input("x0", c.n, 2.0f, bf16 && bf16->multiplier));
     inputs.insert(inputs.end(), {c.epilogue_terms ? "x0" : "", "residual"});
-    feeds.push_back(testing::random_tensor(rng, {rows, c.n}, -2.0f, 2.0f));
-    if (c.epilogue_terms) feeds.push_back(testing::random_tensor(rng, {rows, c.n}, -2.0f, 2.0f));
   }
   std::vector<std::string> outputs = {"y"};
   if (c.codes) {
@@ -116,11 +177,18 @@ void check_quantized_gemm(const QuantizedGemmCase& c) {
     outputs.push_back("yq");
   }
   builder.node("QuantizedGemm", inputs, outputs, attributes, "qgemm", "ai.loka");
-  builder.output_unshaped("y", DType::kFloat32);
+  builder.output_unshaped("y", bf16_y ? DType::kBFloat16 : DType::kFloat32);
   if (c.codes) builder.output_unshaped("yq", DType::kFloat8E4M3FN);
+  model.bytes = builder.serialize();
+  return model;
+}
+
+void check_quantized_gemm(const QuantizedGemmCase& c) {
+  SCOPED_TRACE(describe(c));
+  const OneNodeModel model = quantized_gemm_model(c, std::nullopt);
   // Exact FP8 products summed in another order, by tensor cores whose accumulator keeps about 14
   // significant bits between FP32 promotions (measured here: 3.5e-3 of the largest output at K=64).
-  testing::expect_runtimes_agree(builder.serialize(), feeds, {1, 7, rows}, 6e-3f, c.codes ? kYScale : 0.0f);
+  testing::expect_runtimes_agree(model.bytes, model.feeds, {1, 7, kQuantizedGemmRows}, 6e-3f, c.codes ? kYScale : 0.0f);
 }
 
 TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
@@ -145,6 +213,97 @@ TEST_F(CudaLokaOps, QuantizedGemmMatchesTheCpuRuntime) {
            {216, 6, "row", "none", true, true, false, true},     // ... on the FP32 fallback
        })
     check_quantized_gemm(c);
+}
+
+/// One batch's outputs of a model storing activations in BF16, on both runtimes, and of its twin
+/// storing them in float32 on the GPU.
+struct Bf16Runs {
+  std::vector<Tensor> cpu, gpu, float32_twin;
+};
+
+/// Runs `model` on the CPU and the GPU, and `twin` on the GPU, on the first rows of their feeds at
+/// each of `batches`, and hands each batch's outputs to `check`.
+void run_beside_float32_twin(const OneNodeModel& model, const OneNodeModel& twin, const std::vector<int64_t>& batches,
+                             const std::function<void(const Bf16Runs&)>& check) {
+  const auto bytes = [](const std::string& text) { return std::as_bytes(std::span(text.data(), text.size())); };
+  EngineOptions options;
+  options.device = Device::kCuda;
+  options.max_batch = *std::max_element(batches.begin(), batches.end());
+  auto cpu = Engine::load_bytes(bytes(model.bytes));
+  auto gpu = Engine::load_bytes(bytes(model.bytes), options);
+  auto gpu_twin = Engine::load_bytes(bytes(twin.bytes), options);
+  ASSERT_TRUE(cpu) << cpu.status().message();
+  ASSERT_TRUE(gpu) << gpu.status().message();
+  ASSERT_TRUE(gpu_twin) << gpu_twin.status().message();
+  auto cpu_session = (*cpu)->new_session();
+  auto gpu_session = (*gpu)->new_session();
+  auto twin_session = (*gpu_twin)->new_session();
+  for (const int64_t rows : batches) {
+    SCOPED_TRACE("batch " + std::to_string(rows));
+    std::vector<Tensor> feeds, twin_feeds;
+    for (const Tensor& feed : model.feeds) feeds.push_back(first_rows(feed, rows));
+    for (const Tensor& feed : twin.feeds) twin_feeds.push_back(first_rows(feed, rows));
+    auto expected = cpu_session->run(feeds);
+    ASSERT_TRUE(expected) << expected.status().message();
+    auto actual = gpu_session->run(feeds);
+    ASSERT_TRUE(actual) << actual.status().message();
+    auto float32_storage = twin_session->run(twin_feeds);
+    ASSERT_TRUE(float32_storage) << float32_storage.status().message();
+    check(Bf16Runs{std::move(*expected), std::move(*actual), std::move(*float32_storage)});
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+/// `c` storing activations in BF16 as `storage` says, on both runtimes and beside its twin storing
+/// them in float32 on the GPU (the same values: the feeds hold BF16 values either way). Y is the
+/// CPU runtime's within QuantizedGemm's tolerance (which covers Y's BF16 rounding, 2^-9 of a value)
+/// or one BF16 step. Where the twin runs the same kernels (the scale epilogue after the FP8 GEMM,
+/// for a Multiplier or Yq; or the FP32 fallback, K or N not a multiple of 16) a BF16 X, Multiplier
+/// or Residual computes exactly what its widened float32 values do: Y is the twin's, rounded to
+/// nearest even when BF16, and the codes are the twin's, bit for bit (those of the float32 result,
+/// before Y's rounding).
+void check_bf16_quantized_gemm(const QuantizedGemmCase& c, const Bf16Storage& storage) {
+  SCOPED_TRACE(describe(c) + ", " + describe(storage));
+  const bool same_kernels = c.epilogue_terms || c.codes || c.k % 16 != 0 || c.n % 16 != 0;
+  run_beside_float32_twin(
+      quantized_gemm_model(c, storage), quantized_gemm_model(c, Bf16Storage{}), {1, 7, kQuantizedGemmRows},
+      [&](const Bf16Runs& runs) {
+        const Tensor& y = runs.gpu[0];
+        ASSERT_EQ(y.dtype(), storage.y ? DType::kBFloat16 : DType::kFloat32);
+        float magnitude = 0;
+        for (const float v : runs.cpu[0].to_floats()) magnitude = std::max(magnitude, std::fabs(v));
+        testing::expect_close(y, runs.cpu[0], 1, 6e-3f * (1.0f + magnitude));
+        if (!same_kernels) return;
+        const Tensor& twin_y = runs.float32_twin[0];
+        const Tensor expected_y = storage.y ? bf16_values(twin_y).bf16 : twin_y;
+        testing::expect_same_bytes(y.raw(), expected_y.raw(), static_cast<size_t>(y.element_count()),
+                                   dtype_size(y.dtype()));
+        if (c.codes)
+          testing::expect_same_bytes(runs.gpu[1].raw(), runs.float32_twin[1].raw(),
+                                     static_cast<size_t>(runs.gpu[1].element_count()), 1);
+      });
+}
+
+TEST_F(CudaLokaOps, QuantizedGemmStoringActivationsInBf16MatchesTheCpuAndItsFloat32Twin) {
+  const Bf16Storage everything{true, true, true, true}, y_only{false, false, false, true};
+  for (const auto& [c, storage] : std::vector<std::pair<QuantizedGemmCase, Bf16Storage>>{
+           // DLRM-DCNv2's cross layer with its residual stream in BF16: x0, x and y, writing Yq.
+           {{64, 32, "tensor", "none", true, true, false, true}, everything},
+           {{64, 32, "tensor", "none", true, true, false, true}, y_only},
+           {{64, 32, "tensor", "none", true, true, false, true}, {true, false, false, false}},
+           {{64, 32, "row", "relu", true, true}, {false, true, false, false}},   // a BF16 Multiplier alone
+           {{64, 32, "row", "relu", true, true}, {false, false, true, true}},    // ... a BF16 Residual, and Y
+           {{128, 256, "fp8", "relu", false, true, false, true}, {false, true, true, true}},  // FP8 X
+           // No Multiplier nor Yq: a BF16 X or Y takes QuantizedGemm's own op instead of the registry's.
+           {{128, 256, "row", "gelu", false}, {true, false, false, true}},
+           {{64, 32, "tensor", "relu", true}, {true, false, false, false}},
+           {{64, 32, "tensor", "none", true, false, true}, {false, false, true, false}},  // a BF16 Residual alone
+           // The FP32 fallback (N or K not a multiple of 16).
+           {{216, 6, "row", "none", true, true, false, true}, everything},
+           {{6, 216, "tensor", "gelu", true}, {true, false, false, true}},
+           {{6, 216, "tensor", "none", true, false, true}, {false, false, true, false}},
+       })
+    check_bf16_quantized_gemm(c, storage);
 }
 
 /// A QuantizedGemm (bias, `activation`) on x [rows, 128] -> [rows, 256] writing Yq at kYScale;
@@ -424,15 +583,7 @@ TEST_F(CudaLokaOps, EmbeddingBagsWithBf16TablesMatchTheCpuAndTheirWidenedFloat32
           ids.data<int32_t>()[r * 7 + k] =
               static_cast<int32_t>(std::uniform_int_distribution<int64_t>(-vocabulary[t], vocabulary[t] - 1)(rng));
     // A BF16 table and the float32 table of its widened values (exact).
-    const auto bf16_table = [&](int64_t v) {
-      const Tensor values = testing::random_tensor(rng, {v, dim}, -2.0f, 2.0f);
-      std::pair<Tensor, Tensor> table{Tensor::zeros(DType::kBFloat16, {v, dim}), Tensor::zeros(DType::kFloat32, {v, dim})};
-      for (int64_t i = 0; i < v * dim; ++i) {
-        table.first.data<uint16_t>()[i] = float_to_bf16(values.data<float>()[i]);
-        table.second.data<float>()[i] = bf16_to_float(table.first.data<uint16_t>()[i]);
-      }
-      return table;
-    };
+    const auto bf16_table = [&](int64_t v) { return bf16_values(testing::random_tensor(rng, {v, dim}, -2.0f, 2.0f)); };
     const auto [t0, t0_widened] = bf16_table(vocabulary[0]);
     const Tensor t1 = testing::random_tensor(rng, {vocabulary[1], dim});
     const Tensor t2 = random_codes(rng, {vocabulary[2], dim});
@@ -465,9 +616,7 @@ TEST_F(CudaLokaOps, EmbeddingBagsWithBf16TablesMatchTheCpuAndTheirWidenedFloat32
     auto widened_session = (*widened_gpu)->new_session();
     for (const int64_t batch : {int64_t{1}, int64_t{7}, rows}) {
       SCOPED_TRACE("batch " + std::to_string(batch));
-      Tensor part = Tensor::zeros(DType::kInt32, {batch, 7});
-      std::memcpy(part.raw(), ids.raw(), part.byte_size());
-      const std::vector<Tensor> inputs{part};
+      const std::vector<Tensor> inputs{first_rows(ids, batch)};
       auto actual = bf16_session->run(inputs);
       ASSERT_TRUE(actual) << actual.status().message();
       auto expected = widened_session->run(inputs);
@@ -477,6 +626,46 @@ TEST_F(CudaLokaOps, EmbeddingBagsWithBf16TablesMatchTheCpuAndTheirWidenedFloat32
       testing::expect_same_bytes((*actual)[0].raw(), (*expected)[0].raw(),
                                  static_cast<size_t>((*actual)[0].element_count()), sizeof(float));
     }
+  }
+}
+
+TEST_F(CudaLokaOps, EmbeddingBagsWithBf16OutputMatchTheCpuAndTheirFloat32OutputRounded) {
+  // output_dtype = 16 over float32, FP8 (per-row) and BF16 tables, int64 ids, bags of 1, 3 and 2;
+  // D = 24, 12 and 5 take the 8-wide, 4-wide and scalar stores of BF16 rows. Against the CPU
+  // (double sums rounded to float32, then to BF16: one BF16 step apart at most), and against the
+  // same node writing float32 on the GPU: its sums rounded to nearest even, bit for bit.
+  for (const int64_t dim : {int64_t{24}, int64_t{12}, int64_t{5}}) {
+    SCOPED_TRACE("D=" + std::to_string(dim));
+    std::mt19937 rng(static_cast<unsigned>(60 + dim));
+    const std::vector<int64_t> vocabulary{50, 1000, 300}, offsets{0, 1, 4, 6};
+    const int64_t rows = 4099;
+    Tensor ids = Tensor::zeros(DType::kInt64, {rows, 6});
+    for (int64_t r = 0; r < rows; ++r)
+      for (size_t t = 0; t < 3; ++t)
+        for (int64_t k = offsets[t]; k < offsets[t + 1]; ++k)
+          ids.data<int64_t>()[r * 6 + k] = std::uniform_int_distribution<int64_t>(-vocabulary[t], vocabulary[t] - 1)(rng);
+    const Tensor t0 = testing::random_tensor(rng, {vocabulary[0], dim}, -2.0f, 2.0f);
+    const Tensor t1 = random_codes(rng, {vocabulary[1], dim});
+    const Tensor s1 = testing::random_tensor(rng, {vocabulary[1]}, 0.001f, 0.01f);
+    const Tensor t2 = bf16_values(testing::random_tensor(rng, {vocabulary[2], dim}, -2.0f, 2.0f)).bf16;
+    const auto model = [&](DType output) {
+      testing::ModelBuilder builder(17);
+      builder.opset("ai.loka", 1);
+      builder.initializer("t0", t0).initializer("t1", t1).initializer("s1", s1).initializer("t2", t2);
+      builder.input("ids", DType::kInt64, {-1, 6});
+      builder.node("EmbeddingBags", {"ids", "t0", "", "t1", "s1", "t2"}, {"y"},
+                   {{"offsets", offsets}, {"output_dtype", static_cast<int64_t>(output)}}, "bags", "ai.loka");
+      builder.output_unshaped("y", output);
+      return OneNodeModel{builder.serialize(), {ids}};
+    };
+    run_beside_float32_twin(model(DType::kBFloat16), model(DType::kFloat32), {1, 7, rows}, [&](const Bf16Runs& runs) {
+      const Tensor& y = runs.gpu[0];
+      ASSERT_EQ(y.dtype(), DType::kBFloat16);
+      ASSERT_EQ(y.shape(), (Shape{runs.cpu[0].dim(0), 3, dim}));
+      testing::expect_close(y, runs.cpu[0], 1);
+      const Tensor rounded = bf16_values(runs.float32_twin[0]).bf16;
+      testing::expect_same_bytes(y.raw(), rounded.raw(), static_cast<size_t>(y.element_count()), 2);
+    });
   }
 }
 

@@ -4,12 +4,12 @@
 // registered with its factory: runtime/cuda/device_op.h), at a bucket's shapes.
 //
 // Host logic (no GPU needed): a Gemm with a bias or no C, a MatMul of a
-// weight, a FusedGemm with ReLU do, in rows of their last dim; EmbeddingBags
-// does, in rows of a sample's [T, D], and so does a MatMul of one small matrix
+// weight, a FusedGemm with ReLU and a float32 QuantizedGemm do, in rows of their
+// last dim; EmbeddingBags does (float32 or BF16), in rows of a sample's [T, D], and so does a MatMul of one small matrix
 // on the left of every sample (LoKA's shared-left kernel), in rows of a
 // sample's [M, N]; a Gemm whose C is added after it, a strided-batch MatMul,
 // a left matrix with K beyond the kernel's 64, a FusedGemm with a residual or
-// the exact GELU, and a Relu do not.
+// the exact GELU, a QuantizedGemm with a BF16 X or Y, and a Relu do not.
 // ============================================================================
 #include "runtime/cuda/device_op.h"
 
@@ -51,7 +51,22 @@ TEST(PitchedRowRules, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
   b.node("EmbeddingBags", {"ids", "table", "", "table"}, {"bags"}, {{"offsets", std::vector<int64_t>{0, 1, 3}}}, "bags",
          "ai.loka");
   b.output("bags", DType::kFloat32, {-1, 2, 8});
-  for (const char* out : {"no_c", "with_bias", "with_row_bias", "with_addend", "fused_relu", "fused_gelu", "fused_residual"})
+  b.node("EmbeddingBags", {"ids", "table", "", "table"}, {"bf16_bags"},
+         {{"offsets", std::vector<int64_t>{0, 1, 3}}, {"output_dtype", int64_t{16}}}, "bf16_bags", "ai.loka");
+  b.output("bf16_bags", DType::kBFloat16, {-1, 2, 8});
+  // QuantizedGemm: the registry's FP8 kernel writes float32 rows with a pitch; a BF16 X or Y
+  // takes its own op, which writes packed rows.
+  b.input("x_bf16", DType::kBFloat16, {-1, 16});
+  b.initializer("w_fp8", Tensor::zeros(DType::kFloat8E4M3FN, {32, 16})).initializer("w_scale", zeros({32}));
+  b.initializer("x_scale", Tensor::scalar_float(1.0f));
+  b.node("QuantizedGemm", {"x", "w_fp8", "w_scale", "bias", "x_scale"}, {"quantized"}, {}, "quantized", "ai.loka");
+  b.node("QuantizedGemm", {"x_bf16", "w_fp8", "w_scale", "bias", "x_scale"}, {"quantized_bf16_x"}, {},
+         "quantized_bf16_x", "ai.loka");
+  b.node("QuantizedGemm", {"x", "w_fp8", "w_scale", "bias", "x_scale"}, {"quantized_bf16_y"},
+         {{"output_dtype", int64_t{16}}}, "quantized_bf16_y", "ai.loka");
+  b.output("quantized_bf16_y", DType::kBFloat16, {-1, 32});
+  for (const char* out : {"no_c", "with_bias", "with_row_bias", "with_addend", "fused_relu", "fused_gelu", "fused_residual",
+                          "quantized", "quantized_bf16_x"})
     b.output(out, DType::kFloat32, {-1, 32});
   b.output("weight_matmul", DType::kFloat32, {-1, 4, 32});
   b.output("batched_matmul", DType::kFloat32, {-1, 4, 32});
@@ -73,7 +88,8 @@ TEST(PitchedRowRules, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
       {"with_addend", {}},     {"weight_matmul", {32}},      {"batched_matmul", {}},
       {"fused_relu", {32}},    {"fused_gelu", {}},           {"fused_residual", {}},
       {"relu", {}},            {"bags", {16}},               {"shared_left", {6 * 32, 32}},
-      {"wide_shared_left", {}}};
+      {"wide_shared_left", {}}, {"bf16_bags", {16}},        {"quantized", {32}},
+      {"quantized_bf16_x", {}}, {"quantized_bf16_y", {}}};
   size_t checked = 0;
   for (const PlanStep& step : (*engine)->plan().steps())
     for (const auto& [name, widths] : expected)

@@ -167,7 +167,7 @@ Result<DevicePlan> plan_quantized_gather(const DeviceOpInit& init) {
 }
 
 /// ai.loka.EmbeddingBags: every table pools its column range of Indices straight
-/// into token t of the [B, T, D] output, as few launches as formats allow.
+/// into token t of the [B, T, D] output (FP32 or BF16), as few launches as formats allow.
 Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
   if (init.inputs.size() < 2 || init.outputs.size() != 1 || init.outputs[0].shape.size() != 3)
     return Status::error("expects Indices, at least one table and a [B, T, D] output");
@@ -176,12 +176,14 @@ Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
   if (ids_shape.size() != 2) return Status::error("Indices must be 2-D [B, H]");
   const size_t tables = init.inputs.size() / 2;
   LOKA_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, init.attributes.get_ints("offsets"));
+  LOKA_ASSIGN_OR_RETURN(const DType out_dtype, output_dtype_attribute(init));
   if (offsets.size() != tables + 1 || offsets.back() > ids_shape[1])
     return Status::error("attribute 'offsets' does not match " + std::to_string(tables) + " tables over " +
                          std::to_string(ids_shape[1]) + " id columns");
   const int64_t dim = init.outputs[0].shape[2];
   // Asked to write into a Concat's output (runtime/concat_placement.h): each sample's [T, D] is a
-  // row of that output, `row_pitch` elements from the next.
+  // row of that output, `row_pitch` elements from the next (of the output's dtype: strides and
+  // the column offset count elements, which the kernel sizes by out_dtype).
   const int64_t sample_elements = static_cast<int64_t>(tables) * dim;
   const int64_t row_pitch = init.outputs[0].row_pitch;
   if (row_pitch != 0 && row_pitch < sample_elements)
@@ -200,7 +202,7 @@ Result<DevicePlan> plan_embedding_bags(const DeviceOpInit& init) {
     args.ids_int64 = init.inputs[0].dtype == DType::kInt64;
     args.bag = offsets[t + 1] - offsets[t];
     args.ids_row_stride = ids_shape[1];
-    args.out_dtype = DType::kFloat32;
+    args.out_dtype = out_dtype;
     args.out_row_stride = row_pitch != 0 ? row_pitch : sample_elements;
     args.out_column_offset = static_cast<int64_t>(t) * dim;
     args.policy = IndexPolicy::kError;

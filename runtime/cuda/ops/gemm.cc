@@ -9,15 +9,18 @@
 // QuantizedGemm runs the FP8 path when cuBLASLt can (K a multiple of 16): the
 // activation is quantized (or already FP8 from LayerNormQuant) and the
 // registry's fp8_e4m3 kernel runs (gemm_candidate.h: cuBLASLt applies the
-// scales, bias, ReLU and a residual). With a Multiplier (the DCN cross) or
-// output 1 (Yq) the E4M3 GEMM runs with unit scales into BF16 sums in the run
+// scales, bias, ReLU and a residual). With a Multiplier (the DCN cross),
+// output 1 (Yq), or activations stored in BF16 (a BF16 X, Multiplier or
+// Residual, or output_dtype BFLOAT16: the registry's kernels read and write
+// FP32) the E4M3 GEMM runs with unit scales into BF16 sums in the run
 // scratch (2 bytes an element to write and read back instead of 4: the GEMM's
 // own output pass is write-bound at these shapes) and LoKA's scale epilogue
 // applies scales, bias, activation and both terms in one pass, writing Y (unless
 // the node leaves it out) and the FP8 codes of Y for the next GEMM. Otherwise
 // it runs the same arithmetic in FP32: weights decoded once when planned, the
-// activation fake-quantized on the device. What lives across runs (decoded
-// weights, the unit scale) is the op's own, allocated when the bucket is planned;
+// activation fake-quantized on the device, the terms, a BF16 Y and the codes
+// written by the same scale epilogue after the GEMM. What lives across runs (decoded
+// weights, the unit scales) is the op's own, allocated when the bucket is planned;
 // what one run writes and reads within itself (the activation's codes, row scales,
 // dequantized values) is borrowed from the bucket's arena for the step alone
 // (DevicePlan::run_scratch_bytes), as the dispatched kernels' is.
@@ -254,28 +257,38 @@ Result<DevicePlan> plan_matmul(const DeviceOpInit& init) {
 
 enum class XForm { kFp8, kTensor, kRow };
 
+/// `count` floats of 1.0 on the device: the scales of a GEMM run with unit scales, or of an
+/// epilogue whose GEMM applied them already.
+Result<DeviceBuffer> upload_ones(size_t count) {
+  LOKA_ASSIGN_OR_RETURN(DeviceBuffer ones, DeviceBuffer::allocate(count * sizeof(float)));
+  const std::vector<float> host(count, 1.0f);
+  if (cudaMemcpy(ones.data(), host.data(), count * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess)
+    return Status::error("uploading unit scales failed");
+  return ones;
+}
+
 /// ai.loka.QuantizedGemm (docs/loka_ops.md) on the FP8 tensor cores.
 class QuantizedGemmOp final : public DeviceOp {
  public:
   struct Config {
     XForm x_form = XForm::kTensor;
+    DType x_type = DType::kFloat32;  ///< kTensor and kRow: X's storage, FP32 or BF16 (widened exactly)
     float x_scale = 1.0f;  ///< kTensor: the static scale (host copy of X_scale)
     int64_t rows = 0, n = 0, k = 0;
     bool has_bias = false;
     GemmEpilogue activation = GemmEpilogue::kNone;
     bool has_multiplier = false;  ///< input 5: Y ⊙ Multiplier (DCN cross)
     bool has_residual = false;    ///< input 6: + Residual
-    bool writes_codes = false;    ///< output 1: Yq = Q(Y / Y_scale)
+    DType multiplier_type = DType::kFloat32, residual_type = DType::kFloat32;  ///< each FP32 or BF16
+    bool writes_codes = false;    ///< output 1: Yq = Q(Y / Y_scale), of Y before its BF16 rounding
     bool writes_y = true;         ///< output 0 present (a node may leave Y out when it writes Yq)
+    DType y_type = DType::kFloat32;  ///< output_dtype: FP32, or BF16 (the FP32 result rounded to nearest even)
     float y_scale = 1.0f;         ///< writes_codes: the static Y_scale (host copy of input 7)
   };
   static Result<std::unique_ptr<QuantizedGemmOp>> create(const Config& config) {
     std::unique_ptr<QuantizedGemmOp> op(new QuantizedGemmOp(config));
     LOKA_ASSIGN_OR_RETURN(op->gemm_, Fp8Gemm::create(accumulator_problem(config)));
-    LOKA_ASSIGN_OR_RETURN(op->unit_, DeviceBuffer::allocate(sizeof(float)));
-    const float one = 1.0f;
-    if (cudaMemcpy(op->unit_.data(), &one, sizeof one, cudaMemcpyHostToDevice) != cudaSuccess)
-      return Status::error("uploading the unit scale failed");
+    LOKA_ASSIGN_OR_RETURN(op->unit_, upload_ones(1));
     return op;
   }
   /// The GEMM this op runs: unit scales, each sum rounded to BF16 (half the bytes of FP32 to write
@@ -302,7 +315,7 @@ class QuantizedGemmOp final : public DeviceOp {
         x_scale = static_cast<const float*>(in[4].data);
         break;
       case XForm::kTensor:
-        LOKA_RETURN_IF_ERROR(cuda_status_of(launch_quantize_fp8(static_cast<const float*>(in[0].data), codes,
+        LOKA_RETURN_IF_ERROR(cuda_status_of(launch_quantize_fp8(in[0].data, config_.x_type, codes,
                                                                 config_.rows * config_.k, config_.x_scale,
                                                                 Fp8Kind::kE4M3FN, context.stream)));
         x_scale = static_cast<const float*>(in[4].data);
@@ -320,7 +333,7 @@ class QuantizedGemmOp final : public DeviceOp {
     args.w_scale = unit;
     args.y = scratch + accumulator_offset();
     LOKA_RETURN_IF_ERROR(gemm_->run(args, context.workspace, context.stream));
-    DequantEpilogueArgs epilogue;
+    DequantEpilogueArgs epilogue = node_epilogue(config_, in, out);
     epilogue.acc = args.y;
     epilogue.acc_type = DType::kBFloat16;
     epilogue.x_scale = x_scale;
@@ -328,16 +341,26 @@ class QuantizedGemmOp final : public DeviceOp {
     epilogue.w_scale = static_cast<const float*>(in[2].data);
     epilogue.bias = config_.has_bias ? static_cast<const float*>(in[3].data) : nullptr;
     epilogue.activation = config_.activation;
-    epilogue.multiplier = config_.has_multiplier ? static_cast<const float*>(in[5].data) : nullptr;
-    epilogue.residual = config_.has_residual ? static_cast<const float*>(in[6].data) : nullptr;
-    epilogue.y = static_cast<float*>(out[0].data);  // null when the node leaves Y out (only Yq is read)
-    if (config_.writes_codes) {
-      epilogue.codes = static_cast<uint8_t*>(out[1].data);
-      epilogue.code_scale = config_.y_scale;
-    }
-    epilogue.rows = config_.rows;
-    epilogue.cols = config_.n;
     return launch_dequant_epilogue(epilogue, context.stream);
+  }
+  /// The scale epilogue's terms (inputs 5 and 6), outputs (Y unless the node leaves it out, Yq)
+  /// and shape, as the node has them: both QuantizedGemm ops apply them after their GEMM.
+  static DequantEpilogueArgs node_epilogue(const Config& config, std::span<const DeviceTensor> in,
+                                           std::span<const DeviceTensor> out) {
+    DequantEpilogueArgs epilogue;
+    epilogue.multiplier = config.has_multiplier ? in[5].data : nullptr;
+    epilogue.multiplier_type = config.multiplier_type;
+    epilogue.residual = config.has_residual ? in[6].data : nullptr;
+    epilogue.residual_type = config.residual_type;
+    epilogue.y = config.writes_y ? out[0].data : nullptr;
+    epilogue.y_type = config.y_type;
+    if (config.writes_codes) {
+      epilogue.codes = static_cast<uint8_t*>(out[1].data);
+      epilogue.code_scale = config.y_scale;
+    }
+    epilogue.rows = config.rows;
+    epilogue.cols = config.n;
+    return epilogue;
   }
 
  private:
@@ -359,7 +382,9 @@ class QuantizedGemmOp final : public DeviceOp {
 
 /// QuantizedGemm where cuBLASLt has no FP8 kernel (K not a multiple of 16):
 /// the same quantization, then an FP32 GEMM on the dequantized operands
-/// (weights decoded once, when planned).
+/// (weights decoded once, when planned), its bias and activation in the GEMM;
+/// then, where the node has them, the scale epilogue with unit scales applies
+/// the Multiplier and Residual and writes a BF16 Y and the codes, in one pass.
 class FakeQuantGemmOp final : public DeviceOp {
  public:
   static Result<std::unique_ptr<FakeQuantGemmOp>> create(const QuantizedGemmOp::Config& config, const Tensor& w_codes,
@@ -384,11 +409,15 @@ class FakeQuantGemmOp final : public DeviceOp {
     const size_t weight_bytes = decoded.size() * sizeof(float);
     const size_t count = static_cast<size_t>(config.rows * config.k);
     LOKA_ASSIGN_OR_RETURN(op->weights_, DeviceBuffer::allocate(weight_bytes));
+    if (op->runs_epilogue()) {
+      LOKA_ASSIGN_OR_RETURN(op->unit_scales_, upload_ones(static_cast<size_t>(std::max<int64_t>(config.n, 1))));
+    }
     op->codes_offset_ = device_aligned(count * sizeof(float));
     op->scales_offset_ = op->codes_offset_ + device_aligned(count);
     op->y_offset_ = op->scales_offset_ + device_aligned(static_cast<size_t>(config.rows + 1) * sizeof(float));
-    // Y left out of the node (only Yq is read): computed in the scratch, then encoded.
-    const size_t y_bytes = config.writes_y ? 0 : static_cast<size_t>(config.rows * config.n) * sizeof(float);
+    // The GEMM's FP32 result where Y is not it (left out of the node, only Yq read; or BF16): in
+    // the scratch, for the epilogue to read.
+    const size_t y_bytes = op->gemm_writes_y() ? 0 : static_cast<size_t>(config.rows * config.n) * sizeof(float);
     op->run_scratch_bytes_ = op->y_offset_ + y_bytes;
     if (weight_bytes > 0 &&
         cudaMemcpy(op->weights_.data(), decoded.data(), weight_bytes, cudaMemcpyHostToDevice) != cudaSuccess)
@@ -414,8 +443,8 @@ class FakeQuantGemmOp final : public DeviceOp {
                                                          config_.x_scale, Fp8Kind::kE4M3FN, context.stream)));
         break;
       case XForm::kTensor:
-        LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(in[0].data), codes, count,
-                                                       config_.x_scale, Fp8Kind::kE4M3FN, context.stream)));
+        LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(in[0].data, config_.x_type, codes, count, config_.x_scale,
+                                                       Fp8Kind::kE4M3FN, context.stream)));
         LOKA_RETURN_IF_ERROR(
             check(launch_dequantize_fp8(codes, xq, count, config_.x_scale, Fp8Kind::kE4M3FN, context.stream)));
         break;
@@ -427,36 +456,44 @@ class FakeQuantGemmOp final : public DeviceOp {
                                            DType::kFloat32, xq, context.stream));
         break;
     }
-    void* y = config_.writes_y ? out[0].data : scratch + y_offset_;
+    void* gemm_y = gemm_writes_y() ? out[0].data : scratch + y_offset_;
     GemmArgs args;
     args.x = xq;
     args.w = weights_.data();
     args.bias = config_.has_bias ? in[3].data : nullptr;
-    args.y = y;
+    args.y = gemm_y;
     LOKA_RETURN_IF_ERROR(gemm_->run(args, context.workspace, context.stream));
-    // The elementwise epilogue terms, as separate passes on this fallback path.
-    const std::vector<int64_t> y_shape{config_.rows, config_.n};
-    if (config_.has_multiplier)
-      LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kMul, y, y_shape, in[5].data, y_shape, DType::kFloat32, y,
-                                         context.stream));
-    if (config_.has_residual)
-      LOKA_RETURN_IF_ERROR(launch_binary(BinaryOp::kAdd, y, y_shape, in[6].data, y_shape, DType::kFloat32, y,
-                                         context.stream));
-    if (config_.writes_codes)
-      LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(y),
-                                                     static_cast<uint8_t*>(out[1].data), config_.rows * config_.n,
-                                                     config_.y_scale, Fp8Kind::kE4M3FN, context.stream,
-                                                     ScaleDivision::kDivide)));  // Q(Y / Y_scale), the op's definition
-    return Status::ok();
+    if (!runs_epilogue()) return Status::ok();
+    // The scales, bias and activation are applied: unit scales make the epilogue's v the GEMM's
+    // result exactly, then the terms, Y and Q(Y / Y_scale) as on the FP8 path (in place over an FP32 Y).
+    DequantEpilogueArgs epilogue = QuantizedGemmOp::node_epilogue(config_, in, out);
+    epilogue.acc = gemm_y;
+    epilogue.x_scale = epilogue.w_scale = static_cast<const float*>(unit_scales_.data());
+    return launch_dequant_epilogue(epilogue, context.stream);
   }
 
  private:
   explicit FakeQuantGemmOp(QuantizedGemmOp::Config config) : config_(config) {}
+  /// The GEMM writes Y itself: an FP32 output 0 with nothing after the activation.
+  bool gemm_writes_y() const { return config_.writes_y && config_.y_type == DType::kFloat32; }
+  /// Anything to do after the GEMM: the terms, the codes, or Y's rounding to BF16.
+  bool runs_epilogue() const {
+    return config_.has_multiplier || config_.has_residual || config_.writes_codes || !gemm_writes_y();
+  }
   QuantizedGemmOp::Config config_;
   std::unique_ptr<Gemm> gemm_;
-  DeviceBuffer weights_;  ///< decoded once, when planned
+  DeviceBuffer weights_;      ///< decoded once, when planned
+  DeviceBuffer unit_scales_;  ///< n floats of 1.0 when runs_epilogue(): the epilogue's x and w scales
   size_t codes_offset_ = 0, scales_offset_ = 0, y_offset_ = 0, run_scratch_bytes_ = 0;
 };
+
+/// Input `index`'s dtype where QuantizedGemm reads FP32 or BF16 (X for the float recipes, the
+/// Multiplier, the Residual); an error naming `what` for any other.
+Result<DType> float32_or_bf16_input(const DeviceOpInit& init, size_t index, const char* what) {
+  const DType dtype = init.inputs[index].dtype;
+  if (dtype == DType::kFloat32 || dtype == DType::kBFloat16) return dtype;
+  return Status::error(std::string(what) + " must be FLOAT or BFLOAT16, got " + std::string(dtype_name(dtype)));
+}
 
 Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   if (init.inputs.size() < 3) return Status::error("needs X, W and W_scale");
@@ -466,12 +503,19 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   LOKA_ASSIGN_OR_RETURN(const std::string recipe, init.attributes.get_string("act_recipe", std::string("tensor")));
   LOKA_ASSIGN_OR_RETURN(const std::string activation, init.attributes.get_string("activation", std::string("none")));
   QuantizedGemmOp::Config config;
+  LOKA_ASSIGN_OR_RETURN(config.y_type, output_dtype_attribute(init));
   config.n = w.shape[0];
   config.k = w.shape[1];
   config.rows = x.shape.empty() || config.k == 0 ? 0 : element_count(x.shape) / config.k;
   config.has_bias = has_input(init, 3);
   config.has_multiplier = has_input(init, 5);
   config.has_residual = has_input(init, 6);
+  if (config.has_multiplier) {
+    LOKA_ASSIGN_OR_RETURN(config.multiplier_type, float32_or_bf16_input(init, 5, "input 5 (Multiplier)"));
+  }
+  if (config.has_residual) {
+    LOKA_ASSIGN_OR_RETURN(config.residual_type, float32_or_bf16_input(init, 6, "input 6 (Residual)"));
+  }
   config.activation = activation == "relu"   ? GemmEpilogue::kRelu
                       : activation == "gelu" ? GemmEpilogue::kGelu
                                              : GemmEpilogue::kNone;
@@ -488,6 +532,8 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   if (config.x_form == XForm::kFp8) {
     if (!has_input(init, 4) || !init.inputs[4].host.defined()) return Status::error("FP8 X needs a constant X_scale");
     config.x_scale = init.inputs[4].host.to_floats().at(0);
+  } else {
+    LOKA_ASSIGN_OR_RETURN(config.x_type, float32_or_bf16_input(init, 0, "X (input 0)"));
   }
   config.writes_codes = init.outputs.size() > 1 && init.outputs[1].present;
   config.writes_y = !init.outputs.empty() && init.outputs[0].present;
@@ -504,9 +550,12 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
                        DType::kFloat8E4M3FN, DType::kFloat32,
                        config.x_form == XForm::kRow ? kernels::ScaleGranularity::kRow : kernels::ScaleGranularity::kTensor,
                        kernels::GemmLayout::kNT, w.host.defined(), config.has_bias, config.activation};
-  // Dispatch's candidates take a Residual but no Multiplier, nor write Yq: a DCN cross node keeps
-  // the built-in op, whose scale epilogue applies both terms and writes the codes in the same pass.
-  const bool own_epilogue = config.has_multiplier || config.writes_codes;
+  // Dispatch's candidates take a Residual but no Multiplier, nor write Yq, and read and write FP32
+  // only: a DCN cross node, or one that keeps its activations in BF16, keeps the built-in op, whose
+  // scale epilogue applies both terms, writes Y in either type and the codes in the same pass.
+  const bool bf16_storage = config.x_type == DType::kBFloat16 || config.multiplier_type == DType::kBFloat16 ||
+                            config.residual_type == DType::kBFloat16 || config.y_type == DType::kBFloat16;
+  const bool own_epilogue = config.has_multiplier || config.writes_codes || bf16_storage;
   key.residual = config.has_residual;
   GemmInputSlots slots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1};
   slots.residual = config.has_residual ? 6 : -1;
@@ -593,9 +642,11 @@ int64_t fused_gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes
 
 int64_t quantized_gemm_pitched_rows(const PlanStep& step, const BucketShapes& shapes) {
   const bool writes_codes = step.outputs.size() > 1 && step.outputs[1] != kNoValue;
-  return !input_present(step, 5) && !input_present(step, 6) && !writes_codes && !exact_gelu(step)
-             ? output_row_width(step, shapes)
-             : 0;
+  if (input_present(step, 5) || input_present(step, 6) || writes_codes || exact_gelu(step)) return 0;
+  // A BF16 X or Y: QuantizedGemm's own op, which writes packed rows.
+  const auto bf16 = [&](int value) { return shapes.dtypes[static_cast<size_t>(value)] == DType::kBFloat16; };
+  if ((input_present(step, 0) && bf16(step.inputs[0])) || bf16(step.outputs[0])) return 0;
+  return output_row_width(step, shapes);
 }
 
 }  // namespace
