@@ -49,6 +49,10 @@
 //   fold-transposes       after fuse-attention, which matches MatMul(Q, Transpose(K)) itself
 //                         (it would find a FusedGemm there); before dispatch, which times
 //                         the FusedGemm's batched_nt key instead of a MatMul and a Transpose.
+//   store-activations-bf16  after every fusion that decides which ai.loka op writes or reads
+//                         an activation (fuse-gemm-epilogue, fuse-embedding-bags, the
+//                         quantize fusions: a QuantizeLinear reader keeps a set FP32); after
+//                         pin-precision, which chose the sets; before infer-shapes and dispatch.
 //   dispatch              after every rewrite that changes a GEMM's key (precision,
 //                         FP8 input from LayerNormQuant) and after infer-shapes.
 //   lower-qdq             last, and only for --format qdq: replaces ai.loka ops.
@@ -83,6 +87,7 @@
 #include "passes/mods/pin_precision.h"
 #include "passes/mods/reassociate_matmuls.h"
 #include "passes/mods/share_activation_quantize.h"
+#include "passes/mods/store_activations_bf16.h"
 #include "passes/mods/store_tables_bf16.h"
 #include "passes/onnx/qdq_lowering.h"
 #include "passes/pass_registry.h"
@@ -124,6 +129,7 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add(fuse_concat_quantize_pass_info(), make_fuse_concat_quantize_pass);
   registry.add(fuse_epilogue_quantize_pass_info(), make_fuse_epilogue_quantize_pass);
   registry.add(fold_transposes_pass_info(), make_fold_transposes_pass);
+  registry.add(store_activations_bf16_pass_info(), make_store_activations_bf16_pass);
   registry.add(dispatch_pass_info(), make_dispatch_pass);
   registry.add(lower_qdq_pass_info(), make_lower_qdq_pass);
 }
@@ -131,8 +137,8 @@ void register_builtin_passes(PassRegistry& registry) {
 std::string default_pipeline() {
   return "canonicalize,infer-shapes,reassociate-matmuls,center-norm-weights,migrate-outliers,infer-shapes,probe,pin-precision,"
          "insert-scales,fuse-layernorm-quant,fuse-gemm-epilogue,fuse-embedding-bags,store-tables-bf16,fuse-attention,"
-         "fuse-residual-layernorm,share-activation-quantize,fuse-concat-quantize,fuse-epilogue-quantize,fold-transposes,infer-shapes,"
-         "dispatch";
+         "fuse-residual-layernorm,share-activation-quantize,fuse-concat-quantize,fuse-epilogue-quantize,fold-transposes,"
+         "store-activations-bf16,infer-shapes,dispatch";
 }
 
 }  // namespace loka

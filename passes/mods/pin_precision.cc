@@ -16,6 +16,7 @@
 #include "passes/dispatch/gpu_timer.h"
 #include "passes/mods/insert_scales.h"
 #include "passes/mods/measure_candidate.h"
+#include "passes/mods/store_activations_bf16.h"
 #include "passes/probe/annotations.h"
 #include "passes/probe/budget.h"
 #include "passes/probe/metrics.h"
@@ -153,6 +154,7 @@ struct Candidate {
   std::array<bool, 2> recipe_unsafe = {false, false};
   bool has_static_scale = false;  ///< stats.activation.scale_e4m3 (needed by e4m3_tensor)
   std::optional<size_t> recipe;   ///< chosen FP8 recipe
+  bool bf16_table = false;        ///< a lookup left out of FP8 whose table is stored in BF16 (measured)
   std::string reason;             ///< why not FP8
 };
 
@@ -261,10 +263,16 @@ class PinPrecisionPass final : public Pass {
         auto scales = probe::scales_from_annotation(site, nodes.contains(site.node) ? nodes[site.node] : json());
         switches.push_back(scales ? probe::switches_for(site, *scales) : probe::SiteSwitches{site.node, {}});
       }
+      m.storage_measured = context.bool_option("bf16_storage");
+      if (m.storage_measured) {
+        m.activation_sets = find_activation_storage_candidates(graph, sites, context.float_option("storage_min_elements"));
+        m.storage = plan_storage(m.activation_sets, candidates, sites, switches);
+      }
       LOKA_ASSIGN_OR_RETURN(CandidateMeter meter,
                             CandidateMeter::create(graph, switches, context.settings().calibration_data, budget.metric,
                                                    gpu_available() ? Device::kCuda : Device::kCpu));
       m.data_sets = meter.data_sets();
+      m.switches = switches.size();
       LOKA_RETURN_IF_ERROR(select_measured(meter, candidates, sites, model, total, m));
       measured = m;
     } else {
@@ -274,9 +282,25 @@ class PinPrecisionPass final : public Pass {
   }
 
  private:
+  /// BF16 storage the measured selection adds after the FP8 sites: a set of activations
+  /// (store_activations_bf16.h) or the table of a lookup left out of FP8. Each turns on the
+  /// bf16 switches at `entries` of the switched model's Mode, after the sites' own.
+  struct StorageChoice {
+    std::vector<size_t> entries;
+    std::optional<size_t> set;  ///< an activation set (its index in activation_sets), or
+    size_t lookup = 0;          ///< the lookup site's index (no set)
+    bool chosen = false;
+    std::string reason;  ///< why not chosen
+  };
+
   /// What the measured selection found (document["model"]["precision"]).
   struct Measurement {
     double margin = 1.0;
+    std::vector<ActivationStorageCandidate> activation_sets;
+    std::vector<StorageChoice> storage;  ///< activation sets (largest first), then tables
+    size_t switches = 0;                 ///< entries of Mode: sites, then storage switches
+    size_t storage_evaluations = 0;      ///< of `evaluations`, those that tried BF16 storage
+    bool storage_measured = false;       ///< option bf16_storage: BF16 storage was open to the selection
     size_t max_evaluations = 256;
     size_t evaluations = 0;
     size_t data_sets = 0;
@@ -285,6 +309,40 @@ class PinPrecisionPass final : public Pass {
   };
 
   static bool gpu_available() { return dispatch::gpu_unavailable_reason().empty(); }
+
+  /// Switches for every storage choice (appended to `switches`): BF16 rounding where each
+  /// activation set is computed, and on each lookup's gathered rows (the table in BF16). No
+  /// taps: a storage switch has no local error to report.
+  static std::vector<StorageChoice> plan_storage(const std::vector<ActivationStorageCandidate>& sets,
+                                                 const std::vector<Candidate>& candidates,
+                                                 const std::vector<probe::Site>& sites,
+                                                 std::vector<probe::SiteSwitches>& switches) {
+    const FakeQuantRecipe none{};
+    const FakeQuantRecipe bf16{FakeQuantForm::kBFloat16, false, 1.0f};
+    const auto add_switch = [&](const std::string& node) {
+      switches.push_back(probe::SiteSwitches{node, {{probe::OperandSwitch::kOutput, {bf16, none, none}}}, false});
+      return switches.size() - 1;
+    };
+    std::vector<StorageChoice> storage;
+    for (size_t i = 0; i < sets.size(); ++i) {
+      StorageChoice choice;
+      choice.set = i;
+      for (const std::string& source : sets[i].sources) choice.entries.push_back(add_switch(source));
+      storage.push_back(std::move(choice));
+    }
+    std::vector<size_t> lookups;
+    for (size_t i = 0; i < sites.size(); ++i)
+      if (is_embedding(sites[i])) lookups.push_back(i);
+    std::stable_sort(lookups.begin(), lookups.end(),
+                     [&](size_t x, size_t y) { return goes_first_among_equals(candidates[x], candidates[y]); });
+    for (size_t i : lookups) {
+      StorageChoice choice;
+      choice.lookup = i;
+      choice.entries.push_back(add_switch(sites[i].node));
+      storage.push_back(std::move(choice));
+    }
+    return storage;
+  }
 
   /// Option `measure`: auto (on when --calib is given and this machine has a GPU, where an
   /// evaluation costs milliseconds), true or false.
@@ -408,7 +466,12 @@ class PinPrecisionPass final : public Pass {
     });
     const auto evaluate = [&]() -> Result<SelectionError> {
       ++m.evaluations;
-      return measure_selection(meter, candidates);
+      return measure_selection(meter, candidates, m);
+    };
+    const auto over_budget = [&](const SelectionError& last) {
+      char text[96];
+      std::snprintf(text, sizeof text, "over budget (measured %.3g > %.3g)", model.measured_bound(last), limit);
+      return std::string(text);
     };
     // Pinned FP8 sites are in the selection from the start: measure them once.
     if (std::any_of(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.recipe.has_value(); })) {
@@ -418,7 +481,7 @@ class PinPrecisionPass final : public Pass {
       }
       LOKA_ASSIGN_OR_RETURN(m.selected, evaluate());
     }
-    for (const Entry& e : order) {
+    const auto try_site = [&](const Entry& e) -> Status {
       Candidate& c = candidates[e.index];
       // The recipe preferred by the prediction first; the row recipe as a
       // second chance when its predicted error is smaller.
@@ -439,24 +502,64 @@ class PinPrecisionPass final : public Pass {
       if (c.recipe) {
         m.selected = last;
         total = total + *c.error[*c.recipe];
-      } else if (!tried) {
-        c.reason = "evaluation limit";
       } else {
-        char text[96];
-        std::snprintf(text, sizeof text, "over budget (measured %.3g > %.3g)", model.measured_bound(last), limit);
-        c.reason = text;
+        c.reason = tried ? over_budget(last) : "evaluation limit";
       }
-    }
+      return Status::ok();
+    };
+    std::map<std::string, size_t> index_of;
+    for (size_t i = 0; i < candidates.size(); ++i) index_of[candidates[i].name] = i;
+    const auto try_storage = [&](StorageChoice& choice) -> Status {
+      if (choice.set) {
+        for (const std::string& gemm : m.activation_sets[*choice.set].gemm_sites)
+          if (const auto it = index_of.find(gemm); it == index_of.end() || !candidates[it->second].recipe) {
+            choice.reason = "GEMM '" + gemm + "' stays out of FP8 (its fused kernel is what writes or reads BF16)";
+            return Status::ok();
+          }
+      } else if (const Candidate& c = candidates[choice.lookup]; c.recipe || c.pin) {
+        return Status::ok();  // an FP8 table, or a pin decided (store-tables-bf16 stores bf16 pins)
+      }
+      if (m.evaluations >= m.max_evaluations) {
+        choice.reason = "evaluation limit";
+        return Status::ok();
+      }
+      choice.chosen = true;
+      ++m.storage_evaluations;
+      LOKA_ASSIGN_OR_RETURN(const SelectionError last, evaluate());
+      if (model.measured_bound(last) <= limit) {
+        m.selected = last;
+        if (!choice.set) candidates[choice.lookup].bf16_table = true;
+      } else {
+        choice.chosen = false;
+        choice.reason = over_budget(last);
+      }
+      return Status::ok();
+    };
+    // GEMM sites first (FLOPs in FP8 are the time saved); then BF16 activation sets (bytes moved
+    // at every run, and the arena); then lookups (a table's bytes at rest, few gathered); then
+    // BF16 tables for the lookups left out of FP8.
+    for (const Entry& e : order)
+      if (candidates[e.index].flops > 0) LOKA_RETURN_IF_ERROR(try_site(e));
+    for (StorageChoice& choice : m.storage)
+      if (choice.set) LOKA_RETURN_IF_ERROR(try_storage(choice));
+    for (const Entry& e : order)
+      if (candidates[e.index].flops <= 0) LOKA_RETURN_IF_ERROR(try_site(e));
+    for (StorageChoice& choice : m.storage)
+      if (!choice.set) LOKA_RETURN_IF_ERROR(try_storage(choice));
     return Status::ok();
   }
 
   /// The calibration-data error of the model with the sites in `candidates` that carry a
   /// recipe in FP8: one Mode vector for the meter's switched model (recipe r is Mode r + 1,
   /// kRecipes being the Probe's first recipes in its order).
-  static Result<SelectionError> measure_selection(CandidateMeter& meter, const std::vector<Candidate>& candidates) {
-    std::vector<int32_t> mode(candidates.size(), 0);
+  static Result<SelectionError> measure_selection(CandidateMeter& meter, const std::vector<Candidate>& candidates,
+                                                  const Measurement& m) {
+    std::vector<int32_t> mode(std::max(m.switches, candidates.size()), 0);
     for (size_t i = 0; i < candidates.size(); ++i)
       if (candidates[i].recipe) mode[i] = static_cast<int32_t>(*candidates[i].recipe) + 1;
+    for (const StorageChoice& choice : m.storage)
+      if (choice.chosen)
+        for (size_t entry : choice.entries) mode[entry] = 1;  // recipe 0 of a storage switch: bf16
     return meter.measure(mode);
   }
 
@@ -465,6 +568,7 @@ class PinPrecisionPass final : public Pass {
     if (!node.is_object()) node = json{{"name", c.name}, {"op", site.op}, {"flops", c.flops}};
     node.erase("pinned_by");
     node.erase("precision_reason");
+    node.erase("table_storage_by");
     std::string precision = "fp32";
     if (c.recipe) {
       precision = "fp8_e4m3";
@@ -478,6 +582,11 @@ class PinPrecisionPass final : public Pass {
       }
     } else if (c.pin && c.pin->precision == "bf16") {
       precision = "bf16";
+    } else if (c.bf16_table) {
+      // store-tables-bf16 stores it; the measured selection already holds its error.
+      precision = "bf16";
+      node["table_storage"] = "bf16";
+      node["table_storage_by"] = "pin-precision";
     }
     if (c.pin) node["pinned_by"] = c.pin->text;
     if (!c.reason.empty())
@@ -542,6 +651,30 @@ class PinPrecisionPass final : public Pass {
       context.add_statistic("evaluations", static_cast<double>(measured->evaluations));
       context.add_statistic("measured-error", measured_error);
     }
+    if (measured && measured->storage_measured) {
+      json sets = json::array(), declined = json::array();
+      size_t tables = 0;
+      for (const StorageChoice& choice : measured->storage) {
+        if (!choice.set) {
+          tables += choice.chosen;
+          continue;
+        }
+        const ActivationStorageCandidate& set = measured->activation_sets[*choice.set];
+        json entry = {{"values", set.values}, {"sources", set.sources}, {"elements_per_sample", set.elements_per_sample}};
+        if (choice.chosen) {
+          sets.push_back(std::move(entry));
+        } else {
+          entry["reason"] = choice.reason;
+          declined.push_back(std::move(entry));
+        }
+      }
+      summary["bf16_activations"] = sets;
+      summary["bf16_activations_declined"] = declined;
+      summary["bf16_tables"] = tables;
+      summary["storage_evaluations"] = measured->storage_evaluations;
+      context.add_statistic("bf16-activation-sets", static_cast<double>(sets.size()));
+      context.add_statistic("bf16-tables", static_cast<double>(tables));
+    }
     context.add_statistic("fp8-sites", static_cast<double>(fp8));
     context.add_statistic("bf16-sites", static_cast<double>(bf16));
     context.add_statistic("fp32-sites", static_cast<double>(candidates.size() - fp8 - bf16));
@@ -578,9 +711,17 @@ PassInfo pin_precision_pass_info() {
                    // for a logloss budget, (0.0016/0.051)^2 ~ 0.1% of it for BF16: all of them fit.
                    {"reserve", OptionType::kFloat, "0.02",
                     "share of the budget kept for dispatch's TF32/BF16 kernels on FP32 nodes (0: sites may "
-                    "spend it all, as before)"}},
+                    "spend it all, as before)"},
+                   // Measured only: BF16 storage is one more switch of the same run, so its error
+                   // combines with the sites' as it really does (store-tables-bf16's separate trials
+                   // add a second noise bound, which a full-size model's 2% reserve never covers).
+                   {"bf16_storage", OptionType::kBool, "true",
+                    "when measuring: after the FP8 sites, hold activation sets (store-activations-bf16) and "
+                    "the tables of lookups left out of FP8 in BF16 where the model still fits"},
+                   {"storage_min_elements", OptionType::kFloat, "256",
+                    "smallest activation set (elements per sample) worth a measured evaluation"}},
                   {"fp8-sites", "bf16-sites", "fp32-sites", "pinned-sites", "fp8-flop-share", "predicted-error",
-                   "evaluations", "measured-error"},
+                   "evaluations", "measured-error", "bf16-activation-sets", "bf16-tables"},
                   /*result_cacheable=*/true};
 }
 

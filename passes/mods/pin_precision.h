@@ -22,12 +22,19 @@
 // less option `reserve` (default 0.02: 2% of it), which stays for `dispatch`
 // to run FP32 nodes on TF32/BF16 tensor cores (their added error is small:
 // second order for a logloss budget); reserve=0 lets the sites take it all.
+// Measured (option measure): each site joins only if the switched model with
+// the selection still fits on the calibration data; after the GEMM sites come
+// BF16 activation sets (store_activations_bf16.h: model.precision.
+// bf16_activations, lowered by store-activations-bf16), then the lookups, then
+// BF16 tables for the lookups left out of FP8 (precision "bf16",
+// "table_storage_by": "pin-precision", stored by store-tables-bf16) — each one
+// more switch of the same run, so its error is measured jointly with the rest.
 // Model-level fields go to document["model"]["precision"]: predicted error,
 // FP8 FLOP share, FP8 sites, the reserve and the selection limit.
 // Requires: shape-inferred IR annotated by `probe`. Guarantees: every
 // candidate site has exactly one precision, consistent with insert-scales;
 // reports "changed" only when the annotation document changed.
-// Does not: rewrite nodes (insert-scales does) or measure anything.
+// Does not: rewrite nodes (insert-scales and the storage passes do).
 // ============================================================================
 #pragma once
 

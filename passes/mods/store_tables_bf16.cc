@@ -138,30 +138,41 @@ class StoreTablesBf16Pass final : public Pass {
     // A user's fp32 pin on any of a table's lookups (or an fp8 pin that could not be lowered)
     // keeps it; a bf16 pin stores it whatever it costs; the rest go largest first (the most bytes
     // saved) while the headroom allows.
-    std::vector<TableCandidate> candidates, open;
+    // Tables pin-precision's measured selection put in BF16 ("table_storage_by") are stored
+    // with no trial: their error is already in its measurement, with the FP8 sites'.
+    std::vector<TableCandidate> candidates, open, decided;
     for (TableCandidate& t : tables) {
-      bool kept = false;
+      bool kept = false, selected = false;
       for (const std::string& lookup : t.lookups) {
         const json annotation = nodes.value(lookup, json());  // a copy: no null entry for a lookup without one
-        if (!annotation.is_object() || !annotation.contains("pinned_by")) continue;
+        if (!annotation.is_object()) continue;
+        selected |= annotation.value("table_storage_by", "") == "pin-precision";
+        if (!annotation.contains("pinned_by")) continue;
         (annotation.value("precision", "") == "bf16" ? t.pinned_bf16 : kept) = true;
       }
       if (kept) continue;
-      (t.pinned_bf16 ? candidates : open).push_back(std::move(t));
+      (t.pinned_bf16 ? candidates : selected ? decided : open).push_back(std::move(t));
     }
+
     const size_t pinned = candidates.size();
     std::stable_sort(open.begin(), open.end(),
                      [](const TableCandidate& x, const TableCandidate& y) { return x.elements > y.elements; });
     const std::filesystem::path& calibration = context.settings().calibration_data;
     const bool measurable = !calibration.empty() && budget.known;
-    const bool noted = !measurable && !open.empty();
+    // When pin-precision measured BF16 storage, a table it left FP32 did not fit there, with
+    // the noise terms combined as they are; a second trial here would add a bound of its own.
+    const bool selection_measured = document["model"]["precision"].contains("bf16_tables");
+    const bool noted = (!measurable || selection_measured) && !open.empty();
     if (!measurable) {
       for (const TableCandidate& t : open)
         note(nodes, t, calibration.empty() ? "no calibration data (--calib) to measure BF16 on" : "no known budget");
       open.clear();
+    } else if (selection_measured) {
+      for (const TableCandidate& t : open) note(nodes, t, "BF16 over budget in pin-precision's measured selection");
+      open.clear();
     }
     candidates.insert(candidates.end(), std::make_move_iterator(open.begin()), std::make_move_iterator(open.end()));
-    if (candidates.empty()) {  // the reasons above are all that changed
+    if (candidates.empty() && decided.empty()) {  // the reasons above are all that changed
       if (noted) write_annotations(graph, document);
       return noted;
     }
@@ -190,9 +201,15 @@ class StoreTablesBf16Pass final : public Pass {
       t.bf16 = graph.add_initializer(graph.unique_value_name(t.fp32->name() + ".bf16"), to_bf16(*t.fp32->initializer()));
     std::vector<bool> chosen(candidates.size(), false);
     std::fill(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(pinned), true);
-    Result<double> spent = measurable ? choose(graph, context, candidates, pinned, *reader, trials, budget, nodes, chosen)
-                                      : Result<double>(0.0);
+    Result<double> spent = measurable && !candidates.empty()
+                               ? choose(graph, context, candidates, pinned, *reader, trials, budget, nodes, chosen)
+                               : Result<double>(0.0);
     if (!spent) chosen.assign(candidates.size(), false);  // back as it was, then the error
+    for (TableCandidate& t : decided) {
+      t.bf16 = graph.add_initializer(graph.unique_value_name(t.fp32->name() + ".bf16"), to_bf16(*t.fp32->initializer()));
+      candidates.push_back(std::move(t));
+      chosen.push_back(static_cast<bool>(spent));
+    }
     point(graph, candidates, chosen);
     for (size_t i = 0; i < candidates.size(); ++i) {
       ir::Value* unused = chosen[i] ? candidates[i].fp32 : candidates[i].bf16;
@@ -209,7 +226,8 @@ class StoreTablesBf16Pass final : public Pass {
         lookup["precision"] = "bf16";
         lookup["table_storage"] = "bf16";
         lookup.erase("storage_reason");
-        if (i >= pinned) lookup["precision_reason"] = "table stored in BF16 (FP8 over budget; BF16 within the headroom)";
+        if (i >= pinned && !lookup.contains("table_storage_by"))
+          lookup["precision_reason"] = "table stored in BF16 (FP8 over budget; BF16 within the headroom)";
       }
       context.add_statistic("tables-stored-bf16");
       context.add_statistic("bytes-saved", 2 * candidates[i].elements);

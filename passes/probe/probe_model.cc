@@ -118,7 +118,7 @@ Result<ProbeModel> build_probe_model(const ir::Graph& original, const std::vecto
       graph->set_input(node, operand.slot, add_switch(*graph, input, mode, s, operand, sites[s].node));
     }
     const bool float_output = site_output != nullptr && site_output->type().dtype == DType::kFloat32;
-    model.site_output.push_back(float_output ? tap(*graph, site_output) : -1);
+    model.site_output.push_back(float_output && sites[s].tap ? tap(*graph, site_output) : -1);
   }
   LOKA_ASSIGN_OR_RETURN(model.bytes, onnx_io::export_model_bytes(*graph));
   return model;

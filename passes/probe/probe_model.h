@@ -36,6 +36,7 @@ struct OperandSwitch {
 struct SiteSwitches {
   std::string node;  ///< the site's node name
   std::vector<OperandSwitch> operands;
+  bool tap = true;   ///< the node's output becomes a graph output (the site's local error)
 };
 
 struct ProbeModel {

@@ -471,7 +471,10 @@ TEST_P(MeasuredZoo, EvalLoglossDriftStaysWithinTheBudget) {
               1e-12);
   EXPECT_GT(precision["measured_sample_noise"].get<double>(), 0.0);
   EXPECT_TRUE(precision["within_budget"].get<bool>());
-  EXPECT_LE(precision["evaluations"].get<int>(), 64);
+  // One evaluation a site (two when the row recipe gets its second chance), then one a BF16
+  // storage choice (activation sets, tables of lookups left out of FP8).
+  EXPECT_LE(precision["evaluations"].get<int>() - precision["storage_evaluations"].get<int>(), 64);
+  EXPECT_LE(precision["storage_evaluations"].get<int>(), precision["sites"].get<int>());
   // Every FP8 site was verified: the count agrees with the lowering.
   EXPECT_GT(precision["fp8_sites"].get<int>(), 0);
   EXPECT_EQ(measured.records[1].statistics.at("gemms-quantized") + measured.records[1].statistics.at("gathers-quantized"),

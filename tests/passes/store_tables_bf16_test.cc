@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <tuple>
 
@@ -398,6 +399,52 @@ TEST_P(StoreTablesBf16Zoo, EvalLoglossDriftStaysWithinTheBudget) {
               GetParam(), count("tables-stored-bf16"), count("bytes-saved"), count("storage-error"), count("trial-runs"),
               100 * drift->relative_drift);
   EXPECT_LE(drift->relative_drift, 0.0002);
+}
+
+// pin-precision's measured selection put the tables FP8 did not fit in BF16, measured with the
+// sites in one run: stored here with no trial and nothing more charged; without that choice
+// (bf16_storage=false) this pass measures its own trials, as before.
+TEST(StoreTablesBf16, TablesPinPrecisionMeasuredInBf16AreStoredWithoutATrial) {
+  const std::filesystem::path zoo = testing::source_dir() / "models" / "zoo" / "dlrm_dcnv2";
+  auto reference = onnx_io::import_model_file(zoo / "model.onnx");
+  ASSERT_TRUE(reference) << reference.status().message();
+  CompileSettings settings;
+  settings.calibration_data = zoo / "calib";
+  settings.budget = "logloss=0.0002";
+  for (const bool joint : {true, false}) {
+    SCOPED_TRACE(joint ? "bf16_storage=true" : "bf16_storage=false");
+    const std::unique_ptr<ir::Graph> graph = (*reference)->clone();
+    auto records = testing::run_pipeline(*graph,
+                                         std::string("infer-shapes,probe,pin-precision{measure=true,bf16_storage=") +
+                                             (joint ? "true" : "false") +
+                                             "},insert-scales,fuse-embedding-bags,store-tables-bf16",
+                                         settings);
+    ASSERT_TRUE(records) << records.status().message();
+    const json document = *read_annotations(*graph);
+    const json& precision = document["model"]["precision"];
+    const std::map<std::string, double>& stored = records->back().statistics;
+    const auto count = [&](const char* name) { return stored.count(name) ? stored.at(name) : 0.0; };
+    if (!joint) {
+      EXPECT_FALSE(precision.contains("bf16_tables"));
+      EXPECT_GT(count("trial-runs"), 0) << "its own trials, as before";
+      continue;
+    }
+    const double chosen = precision.value("bf16_tables", 0.0);
+    EXPECT_GT(chosen, 0) << "the tiny model's budget leaves lookups out of FP8";
+    EXPECT_EQ(count("tables-stored-bf16"), chosen);
+    EXPECT_EQ(count("trial-runs"), 0);
+    EXPECT_EQ(count("storage-error"), 0) << "already in pin-precision's measurement";
+    size_t marked = 0;
+    for (const auto& [name, node] : document["nodes"].items())
+      if (node.value("table_storage_by", "") == "pin-precision") {
+        ++marked;
+        EXPECT_EQ(node.value("precision", ""), "bf16") << name;
+      }
+    EXPECT_EQ(static_cast<double>(marked), chosen);
+    auto drift = testing::eval_logloss_drift(**reference, *graph, zoo / "eval");
+    ASSERT_TRUE(drift) << drift.status().message();
+    EXPECT_LE(std::fabs(drift->relative_drift), 0.0002);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, StoreTablesBf16Zoo, ::testing::Values("dlrm_dcnv2", "dhen"),

@@ -1,0 +1,172 @@
+// ============================================================================
+// tests/passes/store_activations_bf16_test.cc — BF16 activation sets: which
+// sets pin-precision may choose, its measured choice, and their lowering by
+// store-activations-bf16 (the bundled DLRM-DCNv2: its cross-layer stream).
+// ============================================================================
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "mods_test_util.h"
+#include "passes/mods/store_activations_bf16.h"
+#include "passes/onnx/onnx_import.h"
+#include "passes/probe/annotations.h"
+#include "passes/probe/sites.h"
+#include "test_support.h"
+
+namespace loka {
+namespace {
+
+using nlohmann::json;
+
+const std::filesystem::path kZoo = testing::source_dir() / "models" / "zoo" / "dlrm_dcnv2";
+
+std::unique_ptr<ir::Graph> shaped_dlrm() {
+  auto graph = onnx_io::import_model_file(kZoo / "model.onnx");
+  EXPECT_TRUE(graph) << graph.status().message();
+  auto records = testing::run_pipeline(**graph, "canonicalize,infer-shapes");
+  EXPECT_TRUE(records) << records.status().message();
+  return std::move(*graph);
+}
+
+const ActivationStorageCandidate* set_with(const std::vector<ActivationStorageCandidate>& sets, const std::string& value) {
+  for (const ActivationStorageCandidate& set : sets)
+    if (std::find(set.values.begin(), set.values.end(), value) != set.values.end()) return &set;
+  return nullptr;
+}
+
+TEST(ActivationStorageCandidates, DcnStreamSetsAreFoundWithTheirSourcesAndGemms) {
+  const auto graph = shaped_dlrm();
+  const auto sets = find_activation_storage_candidates(*graph, probe::find_sites(*graph), 0);
+  // x0: the bottom MLP's output and the 26 bags, concatenated and flattened: one set.
+  const ActivationStorageCandidate* x0 = set_with(sets, "cat");
+  ASSERT_NE(x0, nullptr);
+  for (const char* value : {"relu_2", "stack", "view"}) EXPECT_TRUE(set_with(sets, value) == x0) << value;
+  EXPECT_EQ(x0->sources.size(), 27u) << "node_relu_2 and the 26 bags' sums";
+  EXPECT_NE(std::find(x0->sources.begin(), x0->sources.end(), "node_relu_2"), x0->sources.end());
+  const std::set<std::string> gemms(x0->gemm_sites.begin(), x0->gemm_sites.end());
+  EXPECT_TRUE(gemms.count("node_linear_2")) << "the GEMM whose epilogue writes relu_2";
+  EXPECT_TRUE(gemms.count("node_linear_3")) << "the first cross layer reads x0";
+  EXPECT_DOUBLE_EQ(x0->elements_per_sample, 216);
+  // Each cross layer's output x_l is a set of its own, written by its up-projection's epilogue.
+  for (const char* value : {"add", "add_1", "add_2"}) {
+    const ActivationStorageCandidate* xl = set_with(sets, value);
+    ASSERT_NE(xl, nullptr) << value;
+    EXPECT_EQ(xl->values.size(), 1u) << value;
+    EXPECT_EQ(xl->sources.size(), 1u) << value;
+  }
+  EXPECT_NE(std::find(set_with(sets, "add")->gemm_sites.begin(), set_with(sets, "add")->gemm_sites.end(), "node_linear_4"),
+            set_with(sets, "add")->gemm_sites.end());
+  // Largest first, and the size floor drops the small ones.
+  for (size_t i = 1; i < sets.size(); ++i) EXPECT_GE(sets[i - 1].elements_per_sample, sets[i].elements_per_sample);
+  const auto large = find_activation_storage_candidates(*graph, probe::find_sites(*graph), 200);
+  for (const ActivationStorageCandidate& set : large) EXPECT_GE(set.elements_per_sample, 200);
+  EXPECT_NE(set_with(large, "cat"), nullptr);
+  EXPECT_EQ(set_with(large, "relu_3"), nullptr) << "32 elements a sample";
+}
+
+TEST(ActivationStorageCandidates, OutputsAndOtherReadersAreNotCandidates) {
+  const auto graph = shaped_dlrm();
+  const auto sets = find_activation_storage_candidates(*graph, probe::find_sites(*graph), 0);
+  // The last GEMM's output feeds the Sigmoid (a reader that is neither a GEMM nor an epilogue
+  // op), and the probability is a graph output.
+  EXPECT_EQ(set_with(sets, "linear_13"), nullptr);
+  EXPECT_EQ(set_with(sets, "prob"), nullptr);
+  // A GEMM's output read only by the next op of its epilogue is fused away, never stored:
+  // the bottom MLP's pre-activation, the cross layer's up-projection and its product with x0.
+  for (const char* value : {"linear_2", "linear_4", "mul_4"}) EXPECT_EQ(set_with(sets, value), nullptr) << value;
+}
+
+/// DLRM through pin-precision (measured on the CPU) and the lowering, with `pin` and `budget`.
+struct Lowered {
+  std::unique_ptr<ir::Graph> graph;
+  json precision;
+  std::vector<PassRunRecord> records;
+};
+
+Lowered lower_dlrm(const std::string& budget, const std::string& pin_options) {
+  Lowered out;
+  auto graph = onnx_io::import_model_file(kZoo / "model.onnx");
+  EXPECT_TRUE(graph) << graph.status().message();
+  out.graph = std::move(*graph);
+  CompileSettings settings;
+  settings.calibration_data = kZoo / "calib";
+  settings.budget = budget;
+  auto records = testing::run_pipeline(
+      *out.graph,
+      "canonicalize,infer-shapes,probe,pin-precision{measure=true,storage_min_elements=0" + pin_options +
+          "},insert-scales,fuse-gemm-epilogue,fuse-embedding-bags,store-tables-bf16,"
+          "share-activation-quantize,fuse-concat-quantize,fuse-epilogue-quantize,store-activations-bf16,infer-shapes",
+      settings);
+  EXPECT_TRUE(records) << records.status().message();
+  if (records) out.records = *records;
+  auto document = read_annotations(*out.graph);
+  EXPECT_TRUE(document) << document.status().message();
+  if (document) out.precision = (*document)["model"]["precision"];
+  return out;
+}
+
+TEST(StoreActivationsBf16, AGenerousBudgetStoresTheCrossStreamInBf16AndTheModelStillRuns) {
+  // 1% of logloss: room for every GEMM and every set, so the lowering is what is tested.
+  const Lowered lowered = lower_dlrm("logloss=0.01", "");
+  ASSERT_TRUE(lowered.precision.contains("bf16_activations")) << lowered.precision.dump();
+  EXPECT_GT(lowered.precision["bf16_activations"].size(), 0u) << lowered.precision.dump();
+  const json& report = lowered.precision["bf16_activations_lowered"];
+  size_t stored = 0;
+  for (const json& entry : report) stored += entry.value("stored", false);
+  EXPECT_GT(stored, 0u) << report.dump();
+  // x0 and the cross-layer outputs are BF16 between the fused ops, written by them as such.
+  for (const char* name : {"view", "add", "add_1"}) {
+    const ir::Value* value = lowered.graph->find_value(name);
+    ASSERT_NE(value, nullptr) << name;
+    EXPECT_EQ(value->type().dtype, DType::kBFloat16) << name << ": " << report.dump();
+  }
+  const ir::Value* add = lowered.graph->find_value("add");
+  ASSERT_TRUE(add->producer()->is("QuantizedGemm", "ai.loka"));
+  EXPECT_EQ(add->producer()->attributes().get_int("output_dtype", 1).value(), 16);
+  // The lowered model runs on the CPU runtime and stays close to the one without BF16 storage.
+  const Lowered fp32_storage = lower_dlrm("logloss=0.01", ",bf16_storage=false");
+  EXPECT_EQ(fp32_storage.precision.value("bf16_activations", json::array()).size(), 0u);
+  EXPECT_EQ(fp32_storage.graph->find_value("add")->type().dtype, DType::kFloat32);
+  auto difference = testing::max_output_difference_on_data(*lowered.graph, *fp32_storage.graph, kZoo / "calib", 1);
+  ASSERT_TRUE(difference) << difference.status().message();
+  EXPECT_GT(*difference, 0.0f) << "BF16 storage rounds something";
+  EXPECT_LT(*difference, 0.05f);
+}
+
+TEST(StoreActivationsBf16, ASetWhoseGemmStaysFp32IsDeclinedWithItsReason) {
+  // The first cross layer's down-projection pinned FP32: x0 is read by a float GEMM, which
+  // reads no BF16, so x0 is not measured at all.
+  const std::string x0_gemm = "node_linear_3";
+  auto graph = onnx_io::import_model_file(kZoo / "model.onnx");
+  ASSERT_TRUE(graph) << graph.status().message();
+  CompileSettings settings;
+  settings.calibration_data = kZoo / "calib";
+  settings.budget = "logloss=0.01";
+  settings.pin_rules = {x0_gemm + "$=fp32"};
+  auto records = testing::run_pipeline(**graph, "canonicalize,infer-shapes,probe,pin-precision{measure=true,storage_min_elements=0}", settings);
+  ASSERT_TRUE(records) << records.status().message();
+  const json precision = (*read_annotations(**graph))["model"]["precision"];
+  bool declined = false;
+  for (const json& entry : precision["bf16_activations_declined"]) {
+    const json& values = entry["values"];
+    if (std::find(values.begin(), values.end(), "cat") == values.end()) continue;
+    declined = true;
+    EXPECT_NE(entry.value("reason", "").find(x0_gemm), std::string::npos) << entry.dump();
+  }
+  EXPECT_TRUE(declined) << precision.dump();
+}
+
+TEST(StoreActivationsBf16, WithoutAChoiceTheGraphIsUntouched) {
+  auto graph = onnx_io::import_model_file(kZoo / "model.onnx");
+  ASSERT_TRUE(graph) << graph.status().message();
+  auto records = testing::run_pipeline(**graph, "canonicalize,infer-shapes,store-activations-bf16");
+  ASSERT_TRUE(records) << records.status().message();
+  EXPECT_FALSE(records->back().changed);
+}
+
+}  // namespace
+}  // namespace loka
