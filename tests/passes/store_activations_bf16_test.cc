@@ -80,14 +80,14 @@ TEST(ActivationStorageCandidates, OutputsAndOtherReadersAreNotCandidates) {
   for (const char* value : {"linear_2", "linear_4", "mul_4"}) EXPECT_EQ(set_with(sets, value), nullptr) << value;
 }
 
-/// DLRM through pin-precision (measured on the CPU) and the lowering, with `pin` and `budget`.
+/// DLRM through pin-precision (measured on the CPU, BF16 storage open or not) and the lowering.
 struct Lowered {
   std::unique_ptr<ir::Graph> graph;
   json precision;
   std::vector<PassRunRecord> records;
 };
 
-Lowered lower_dlrm(const std::string& budget, const std::string& pin_options) {
+Lowered lower_dlrm(const std::string& budget, bool bf16_storage) {
   Lowered out;
   auto graph = onnx_io::import_model_file(kZoo / "model.onnx");
   EXPECT_TRUE(graph) << graph.status().message();
@@ -97,7 +97,8 @@ Lowered lower_dlrm(const std::string& budget, const std::string& pin_options) {
   settings.budget = budget;
   auto records = testing::run_pipeline(
       *out.graph,
-      "canonicalize,infer-shapes,probe,pin-precision{measure=true,storage_min_elements=0" + pin_options +
+      std::string("canonicalize,infer-shapes,probe,pin-precision{measure=true,storage_min_elements=0,bf16_storage=") +
+          (bf16_storage ? "true" : "false") +
           "},insert-scales,fuse-gemm-epilogue,fuse-embedding-bags,store-tables-bf16,"
           "share-activation-quantize,fuse-concat-quantize,fuse-epilogue-quantize,store-activations-bf16,infer-shapes",
       settings);
@@ -111,7 +112,7 @@ Lowered lower_dlrm(const std::string& budget, const std::string& pin_options) {
 
 TEST(StoreActivationsBf16, AGenerousBudgetStoresTheCrossStreamInBf16AndTheModelStillRuns) {
   // 1% of logloss: room for every GEMM and every set, so the lowering is what is tested.
-  const Lowered lowered = lower_dlrm("logloss=0.01", "");
+  const Lowered lowered = lower_dlrm("logloss=0.01", /*bf16_storage=*/true);
   ASSERT_TRUE(lowered.precision.contains("bf16_activations")) << lowered.precision.dump();
   EXPECT_GT(lowered.precision["bf16_activations"].size(), 0u) << lowered.precision.dump();
   const json& report = lowered.precision["bf16_activations_lowered"];
@@ -128,7 +129,7 @@ TEST(StoreActivationsBf16, AGenerousBudgetStoresTheCrossStreamInBf16AndTheModelS
   ASSERT_TRUE(add->producer()->is("QuantizedGemm", "ai.loka"));
   EXPECT_EQ(add->producer()->attributes().get_int("output_dtype", 1).value(), 16);
   // The lowered model runs on the CPU runtime and stays close to the one without BF16 storage.
-  const Lowered fp32_storage = lower_dlrm("logloss=0.01", ",bf16_storage=false");
+  const Lowered fp32_storage = lower_dlrm("logloss=0.01", /*bf16_storage=*/false);
   EXPECT_EQ(fp32_storage.precision.value("bf16_activations", json::array()).size(), 0u);
   EXPECT_EQ(fp32_storage.graph->find_value("add")->type().dtype, DType::kFloat32);
   auto difference = testing::max_output_difference_on_data(*lowered.graph, *fp32_storage.graph, kZoo / "calib", 1);
@@ -147,7 +148,8 @@ TEST(StoreActivationsBf16, ASetWhoseGemmStaysFp32IsDeclinedWithItsReason) {
   settings.calibration_data = kZoo / "calib";
   settings.budget = "logloss=0.01";
   settings.pin_rules = {x0_gemm + "$=fp32"};
-  auto records = testing::run_pipeline(**graph, "canonicalize,infer-shapes,probe,pin-precision{measure=true,storage_min_elements=0}", settings);
+  auto records = testing::run_pipeline(**graph, "canonicalize,infer-shapes,probe,pin-precision{measure=true,bf16_storage=true,storage_min_elements=0}",
+      settings);
   ASSERT_TRUE(records) << records.status().message();
   const json precision = (*read_annotations(**graph))["model"]["precision"];
   bool declined = false;
