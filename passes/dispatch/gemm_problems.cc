@@ -149,6 +149,15 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     shape_fn = fused_gemm_shape;
   } else if (node.is("QuantizedGemm", "ai.loka")) {
     if (dtype_of(node.input(1)) != DType::kFloat8E4M3FN) return std::nullopt;
+    // BF16 activation storage (store-activations-bf16): the candidates read and write FP32, so
+    // the runtime runs the node's own FP8 op whatever a choice here would say.
+    const auto bf16 = [](const ir::Value* value) { return dtype_of(value) == DType::kBFloat16; };
+    if (bf16(node.input(0)) || bf16(node.input(5)) || bf16(node.input(6)) ||
+        (!node.outputs().empty() && bf16(node.output(0)))) {
+      problem.reason = "BF16 activation storage: the CUDA runtime runs QuantizedGemm's own FP8 GEMM and epilogue "
+                       "(no candidate reads or writes BF16)";
+      return problem;
+    }
     key.input = dtype_of(node.input(0)) == DType::kFloat8E4M3FN ? DType::kFloat8E4M3FN : DType::kFloat32;
     key.weight = DType::kFloat8E4M3FN;
     const std::string recipe = string_attribute(node, "act_recipe", "tensor");

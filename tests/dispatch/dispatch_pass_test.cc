@@ -515,6 +515,37 @@ TEST(DispatchPass, UnknownShapesAreRecordedWithAReason) {
   EXPECT_NE(document["nodes"]["mm"]["kernel_reason"].get<std::string>().find("shapes unknown"), std::string::npos);
 }
 
+// A QuantizedGemm holding BF16 activations (store-activations-bf16) runs its own FP8 op on the
+// GPU: no candidate reads or writes BF16, so none is chosen and the reason says why. Its FP32
+// twin (the same node, an FP32 Y) gets a kernel.
+TEST(DispatchPass, Bf16StorageNodesGetTheirOwnOpNotACandidate) {
+  for (const bool bf16 : {true, false}) {
+    SCOPED_TRACE(bf16 ? "bf16 Y" : "fp32 Y");
+    const std::string text = std::string(R"(graph "g" {
+  opset "" 17
+  opset "ai.loka" 1
+  input %x : f32[batch,128]
+  input %w : f8e4m3fn[128,128]
+  input %w_scale : f32[128]
+  input %x_scale : f32[1]
+  %y = ai.loka::QuantizedGemm(%x, %w, %w_scale, %w_scale, %x_scale) {activation = "relu", output_dtype = )") +
+                             (bf16 ? "16" : "1") + R"(} @"fc"
+  %z = ai.loka::QuantizedGemm(%y, %w, %w_scale, %w_scale, %x_scale) @"fc2"
+  output %z
+})";
+    auto graph = make_graph(text.c_str(), {"w", "w_scale", "x_scale"});
+    ASSERT_EQ(graph->find_value("y")->type().dtype, bf16 ? DType::kBFloat16 : DType::kFloat32);
+    const json document = dispatch_with_cost_model(*graph);
+    for (const char* node : {"fc", "fc2"}) {  // fc writes the BF16 activation, fc2 reads it
+      SCOPED_TRACE(node);
+      const json& annotation = document["nodes"][node];
+      EXPECT_EQ(annotation.contains("kernel"), !bf16) << annotation.dump();
+      EXPECT_EQ(annotation.value("kernel_reason", "").find("BF16 activation storage") != std::string::npos, bf16)
+          << annotation.dump();
+    }
+  }
+}
+
 TEST(DispatchPass, OptionsAreValidated) {
   EXPECT_EQ(*dispatch::parse_buckets("512:4096:16384"), (std::vector<int64_t>{512, 4096, 16384}));
   EXPECT_TRUE(dispatch::parse_buckets("512,4096,16384").is_ok());
