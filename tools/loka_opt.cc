@@ -195,6 +195,17 @@ void print_summary(const Summary& summary, size_t weight_bytes_before) {
                 p.value("predicted_metric", std::string("error")).c_str(), p.value("predicted_error", 0.0),
                 p.value("budget", std::string("?")).c_str(), p.value("within_budget", false) ? "within" : "OVER");
   }
+  if (summary.precision.is_object() && summary.precision.contains("bf16_tables")) {
+    // BF16 storage chosen by pin-precision's measured selection; lowered by store-activations-bf16.
+    const auto& p = summary.precision;
+    size_t chosen = 0, stored = 0;
+    for (const nlohmann::json& set : p.value("bf16_activations_lowered", nlohmann::json::array())) {
+      ++chosen;
+      stored += set.value("stored", false);
+    }
+    std::printf("  BF16       %zu of %zu chosen activation sets held in BF16, %d tables stored in BF16\n", stored, chosen,
+                p.value("bf16_tables", 0));
+  }
   if (!summary.calibration_note.empty()) std::printf("  note       %s\n", summary.calibration_note.c_str());
   std::printf("  weights    %.2f MB before, %.2f MB after\n", weight_bytes_before / 1e6, summary.weight_bytes / 1e6);
 }

@@ -91,6 +91,31 @@ TEST(LokaOpt, TheSummarySaysWhenCalibrationSamplesAreTooFewForTheBudget) {
   EXPECT_EQ(rel_l2.output.find("too few for this budget"), std::string::npos) << rel_l2.output;
 }
 
+// BF16 storage chosen by the measured selection is in the summary; without that choice, no line.
+TEST(LokaOpt, TheSummaryCountsWhatIsHeldInBf16) {
+  const auto dir = testing::make_temp_dir("loka-opt-bf16");
+  const std::string pipeline =
+      "canonicalize,infer-shapes,probe,pin-precision{measure=true,bf16_storage=%s,storage_min_elements=0},"
+      "insert-scales,fuse-gemm-epilogue,fuse-embedding-bags,store-tables-bf16,fuse-epilogue-quantize,"
+      "store-activations-bf16,infer-shapes";
+  for (const bool storage : {true, false}) {
+    std::string chosen = pipeline;
+    chosen.replace(chosen.find("%s"), 2, storage ? "true" : "false");
+    auto run = testing::run_command("LOKA_PASS_CACHE=off " + tool("loka-opt") + " " + zoo("dlrm_dcnv2") + "/model.onnx -o " +
+                                    (dir / "out.onnx").string() + " --calib " + zoo("dlrm_dcnv2") +
+                                    "/calib --budget logloss=0.01 --pipeline '" + chosen + "'");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const size_t line = run.output.find("  BF16       ");
+    if (!storage) {
+      EXPECT_EQ(line, std::string::npos) << run.output;
+      continue;
+    }
+    ASSERT_NE(line, std::string::npos) << run.output;
+    EXPECT_NE(run.output.find("chosen activation sets held in BF16", line), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("  BF16       0 of", line), std::string::npos) << "a 1% budget holds some: " << run.output;
+  }
+}
+
 // --device cuda checks the output on the GPU: with one, it runs a calibration batch there and
 // reports the difference from the CPU; without one, it fails with one line naming the model and CUDA.
 TEST(LokaOpt, DeviceCudaChecksTheOutputOnTheGpuOrSaysWhyItCannot) {
