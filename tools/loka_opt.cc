@@ -111,6 +111,7 @@ struct Summary {
   double site_flops = 0, safe_flops = 0;
   size_t weight_bytes = 0;
   nlohmann::json precision;  ///< pin-precision's model-level decision (empty when it did not run)
+  size_t bf16_table_lookups = 0;  ///< lookups whose table is stored in BF16 ("table_storage")
   std::string calibration_note;  ///< when too few calibration samples kept GEMM sites out of FP8
 };
 
@@ -167,6 +168,7 @@ Summary summarize(const ir::Graph& graph) {
   summary.precision = (*document)["model"].value("precision", nlohmann::json());
   summary.calibration_note = calibration_note(*document);
   for (const auto& [name, node] : (*document)["nodes"].items()) {
+    summary.bf16_table_lookups += node.is_object() && node.value("table_storage", "") == "bf16";
     if (!node.contains("verdict")) continue;
     ++summary.sites;
     const double flops = node.value("flops", 0.0);
@@ -196,15 +198,14 @@ void print_summary(const Summary& summary, size_t weight_bytes_before) {
                 p.value("budget", std::string("?")).c_str(), p.value("within_budget", false) ? "within" : "OVER");
   }
   if (summary.precision.is_object() && summary.precision.contains("bf16_tables")) {
-    // BF16 storage chosen by pin-precision's measured selection; lowered by store-activations-bf16.
+    // BF16 storage chosen by pin-precision's measured selection: what store-activations-bf16 and
+    // store-tables-bf16 then held in BF16 (the lowered report, the lookups' table_storage).
     const auto& p = summary.precision;
-    size_t chosen = 0, stored = 0;
-    for (const nlohmann::json& set : p.value("bf16_activations_lowered", nlohmann::json::array())) {
-      ++chosen;
+    size_t chosen = p.value("bf16_activations", nlohmann::json::array()).size(), stored = 0;
+    for (const nlohmann::json& set : p.value("bf16_activations_lowered", nlohmann::json::array()))
       stored += set.value("stored", false);
-    }
-    std::printf("  BF16       %zu of %zu chosen activation sets held in BF16, %d tables stored in BF16\n", stored, chosen,
-                p.value("bf16_tables", 0));
+    std::printf("  BF16       %zu of %zu chosen activation sets held in BF16, %zu lookups read BF16 tables\n", stored,
+                chosen, summary.bf16_table_lookups);
   }
   if (!summary.calibration_note.empty()) std::printf("  note       %s\n", summary.calibration_note.c_str());
   std::printf("  weights    %.2f MB before, %.2f MB after\n", weight_bytes_before / 1e6, summary.weight_bytes / 1e6);

@@ -569,6 +569,7 @@ class PinPrecisionPass final : public Pass {
     node.erase("pinned_by");
     node.erase("precision_reason");
     node.erase("table_storage_by");
+    node.erase("storage_reason");
     std::string precision = "fp32";
     if (c.recipe) {
       precision = "fp8_e4m3";
@@ -617,6 +618,13 @@ class PinPrecisionPass final : public Pass {
       }
       bf16 += precision == "bf16";
     }
+    // Why a lookup left out of FP8 did not get a BF16 table either (store-tables-bf16 keeps it).
+    if (measured)
+      for (const StorageChoice& choice : measured->storage)
+        if (!choice.set && !choice.chosen && !choice.reason.empty()) {
+          json& lookup = nodes[candidates[choice.lookup].name];
+          if (lookup.is_object()) lookup["storage_reason"] = choice.reason;
+        }
     const double share = site_flops > 0 ? fp8_flops / site_flops : 0.0;
     const double predicted = model.predicted(total);
     const double measured_error = measured ? model.measured_bound(measured->selected) : 0.0;

@@ -216,23 +216,36 @@ class StoreActivationsBf16Pass final : public Pass {
     size_t lowered = 0;
     double bytes_per_sample = 0;
     for (const json& entry : *chosen) {
-      // Fusion renamed or removed some of the set's values (the Mul before a fused Add, a bag's
-      // sum): the lowered set is what views join to the values that remain.
-      ir::Value* start = nullptr;
-      for (const json& name : entry.value("values", json::array()))
-        if (ir::Value* value = graph.find_value(name.get<std::string>()); value && value->producer()) {
-          start = value;
-          break;
-        }
-      json outcome = {{"values", entry.value("values", json::array())}};
-      if (start == nullptr) {
+      const json values = entry.is_object() ? entry.value("values", json::array()) : json::array();
+      json outcome = {{"values", values}};
+      // Fusion removed some of the set's values (a bag's sum, a view it folded): the lowered set
+      // is what views join to the values that remain, and it must hold all of them.
+      std::vector<ir::Value*> surviving;
+      for (const json& name : values)
+        if (ir::Value* value = name.is_string() ? graph.find_value(name.get<std::string>()) : nullptr;
+            value && value->producer())
+          surviving.push_back(value);
+      if (surviving.empty()) {
         outcome["stored"] = false;
-        outcome["reason"] = "none of its values is in the lowered graph";
+        outcome["reason"] = entry.is_object() && values.is_array() ? "none of its values is in the lowered graph"
+                                                                   : "unreadable entry (expected {\"values\": [names]})";
         report.push_back(outcome);
         continue;
       }
-      const std::vector<ir::Value*> set = view_set(start);
-      const std::string obstacle = lowering_obstacle(set);
+      const std::vector<ir::Value*> set = view_set(surviving.front());
+      std::string obstacle;
+      for (const ir::Value* value : surviving)
+        if (std::find(set.begin(), set.end(), value) == set.end())
+          obstacle = "fusion split it: '" + value->name() + "' is no longer joined to '" + surviving.front()->name() + "'";
+      // Run again on a lowered graph: the set is BF16 already.
+      const bool already = std::all_of(set.begin(), set.end(), [](const ir::Value* v) { return v->type().dtype == DType::kBFloat16; });
+      if (already) {
+        outcome["stored"] = true;
+        report.push_back(outcome);
+        ++lowered;
+        continue;
+      }
+      if (obstacle.empty()) obstacle = lowering_obstacle(set);
       outcome["stored"] = obstacle.empty();
       if (!obstacle.empty()) {
         outcome["reason"] = obstacle;

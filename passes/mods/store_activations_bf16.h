@@ -51,7 +51,7 @@ namespace loka {
 
 /// Activations stored in BF16 together (see the header comment).
 struct ActivationStorageCandidate {
-  std::vector<std::string> values;      ///< every value of the set, sources' outputs first
+  std::vector<std::string> values;      ///< every value of the set
   std::vector<std::string> sources;     ///< nodes whose output 0 is a value of the set: the rounding points
   std::vector<std::string> gemm_sites;  ///< GEMM sites that must run in FP8 (sources' GEMMs and readers)
   double elements_per_sample = 0;       ///< of the set's largest value: what one sample stores

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,7 +130,11 @@ class StoreTablesBf16Pass final : public Pass {
     LOKA_ASSIGN_OR_RETURN(json document, read_annotations(graph));
     json& nodes = document["nodes"];
     std::vector<TableCandidate> tables = float_tables(graph, nodes);
-    if (tables.empty()) return false;
+    if (tables.empty()) {
+      if (!nodes.is_object() || !unclaim_unstored(nodes, {})) return false;
+      write_annotations(graph, document);
+      return true;
+    }
     if (!document.contains("model") || !document["model"].contains("precision"))
       return Status::error("needs pin-precision's annotations (model.precision is missing): run probe and "
                            "pin-precision before store-tables-bf16");
@@ -142,12 +147,13 @@ class StoreTablesBf16Pass final : public Pass {
     // with no trial: their error is already in its measurement, with the FP8 sites'.
     std::vector<TableCandidate> candidates, open, decided;
     for (TableCandidate& t : tables) {
-      bool kept = false, selected = false;
+      // Decided only when pin-precision took every lookup of the table: a table two lookups read
+      // is rounded for both, and one of them may have measured over budget.
+      bool kept = false, selected = !t.lookups.empty();
       for (const std::string& lookup : t.lookups) {
         const json annotation = nodes.value(lookup, json());  // a copy: no null entry for a lookup without one
-        if (!annotation.is_object()) continue;
-        selected |= annotation.value("table_storage_by", "") == "pin-precision";
-        if (!annotation.contains("pinned_by")) continue;
+        selected &= annotation.is_object() && annotation.value("table_storage_by", "") == "pin-precision";
+        if (!annotation.is_object() || !annotation.contains("pinned_by")) continue;
         (annotation.value("precision", "") == "bf16" ? t.pinned_bf16 : kept) = true;
       }
       if (kept) continue;
@@ -168,13 +174,25 @@ class StoreTablesBf16Pass final : public Pass {
         note(nodes, t, calibration.empty() ? "no calibration data (--calib) to measure BF16 on" : "no known budget");
       open.clear();
     } else if (selection_measured) {
-      for (const TableCandidate& t : open) note(nodes, t, "BF16 over budget in pin-precision's measured selection");
+      for (const TableCandidate& t : open) {
+        // pin-precision's own reason when it gave one (over budget, evaluation limit); a lookup it
+        // took whose table another lookup also reads, and that one was not taken, is undone.
+        std::string reason = "BF16 not chosen by pin-precision's measured selection";
+        for (const std::string& lookup : t.lookups) {
+          json& annotation = nodes[lookup];
+          if (!annotation.is_object()) annotation = json{{"name", lookup}};
+          if (annotation.contains("storage_reason")) reason = annotation["storage_reason"].get<std::string>();
+          if (annotation.value("table_storage_by", "") == "pin-precision") undo_selection(annotation);
+        }
+        note(nodes, t, reason);
+      }
       open.clear();
     }
     candidates.insert(candidates.end(), std::make_move_iterator(open.begin()), std::make_move_iterator(open.end()));
     if (candidates.empty() && decided.empty()) {  // the reasons above are all that changed
-      if (noted) write_annotations(graph, document);
-      return noted;
+      const bool unclaimed = unclaim_unstored(nodes, {});
+      if (noted || unclaimed) write_annotations(graph, document);
+      return noted || unclaimed;
     }
 
     TrialSettings trials;
@@ -217,9 +235,11 @@ class StoreTablesBf16Pass final : public Pass {
     }
     LOKA_RETURN_IF_ERROR(spent.status());
 
+    std::set<std::string> stored_lookups;
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (!chosen[i]) continue;
       for (const std::string& name : candidates[i].lookups) {
+        stored_lookups.insert(name);
         json& lookup = nodes[name];
         if (!lookup.is_object()) lookup = json::object();
         lookup["name"] = name;
@@ -232,6 +252,7 @@ class StoreTablesBf16Pass final : public Pass {
       context.add_statistic("tables-stored-bf16");
       context.add_statistic("bytes-saved", 2 * candidates[i].elements);
     }
+    unclaim_unstored(nodes, stored_lookups);
     for (ir::Node* bags : graph.nodes())
       if (bags->is("EmbeddingBags", "ai.loka")) count_formats(*bags, nodes[bags->name()]);
     document["model"]["precision"]["storage_error"] = budget.storage_error + *spent;
@@ -323,6 +344,29 @@ class StoreTablesBf16Pass final : public Pass {
     context.add_statistic("calibration-seconds",
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     return spent;
+  }
+
+  /// A lookup pin-precision put in BF16 whose table stays FP32: its annotation says FP32 again.
+  static void undo_selection(json& lookup) {
+    lookup.erase("table_storage");
+    lookup.erase("table_storage_by");
+    lookup.erase("precision_reason");
+    lookup["precision"] = "fp32";
+  }
+
+  /// Lookups pin-precision chose whose table no EmbeddingBags reads (a Gather left unfused) keep
+  /// their FP32 table, only the fused op reading BF16 ones: their annotations say so. True when
+  /// one changed.
+  static bool unclaim_unstored(json& nodes, const std::set<std::string>& stored) {
+    bool changed = false;
+    for (auto& [name, lookup] : nodes.items())
+      if (lookup.is_object() && lookup.value("table_storage_by", "") == "pin-precision" &&
+          lookup.value("table_storage", "") == "bf16" && !stored.count(name)) {
+        undo_selection(lookup);
+        lookup["storage_reason"] = "its lookup is not part of an EmbeddingBags, the op that reads BF16 tables";
+        changed = true;
+      }
+    return changed;
   }
 
   /// Why a table stays FP32, on each of its lookups' annotations.

@@ -6,7 +6,8 @@
 // instead: every quantized operand of every site goes through an
 // ai.loka.ProbeFakeQuant switch (docs/loka_ops.md) reading one entry of a new
 // INT32 input, `Mode` ([sites]: 0 off, r + 1 recipe r). Each site's output is
-// tapped as an extra graph output, for its local error. One Engine, one CUDA
+// tapped as an extra graph output, for its local error (not a storage switch's:
+// SiteSwitches::tap). Switches planted later on one output run first. One Engine, one CUDA
 // graph per bucket, and every (site, recipe) is a run with a different Mode.
 // ============================================================================
 #pragma once
@@ -43,7 +44,7 @@ struct ProbeModel {
   std::string bytes;                ///< serialized ModelProto
   size_t model_outputs = 0;         ///< the original outputs come first, in order
   size_t mode_input = 0;            ///< position of Mode among the inputs
-  std::vector<long> site_output;    ///< per site: its tap's output position, -1 when not float
+  std::vector<long> site_output;    ///< per site: its tap's output position, -1 when not float or not tapped
 };
 
 /// The static scales a site's recipes use: E4M3 per tensor of the first operand (or the

@@ -128,6 +128,12 @@ TEST(StoreActivationsBf16, AGenerousBudgetStoresTheCrossStreamInBf16AndTheModelS
   const ir::Value* add = lowered.graph->find_value("add");
   ASSERT_TRUE(add->producer()->is("QuantizedGemm", "ai.loka"));
   EXPECT_EQ(add->producer()->attributes().get_int("output_dtype", 1).value(), 16);
+  {  // Again on the lowered graph: the same sets, already BF16, still reported stored.
+    auto again = lowered.graph->clone();
+    auto records = testing::run_pipeline(*again, "store-activations-bf16,infer-shapes");
+    ASSERT_TRUE(records) << records.status().message();
+    EXPECT_EQ(records->front().statistics.at("sets-stored-bf16"), static_cast<double>(stored));
+  }
   // The lowered model runs on the CPU runtime and stays close to the one without BF16 storage.
   const Lowered fp32_storage = lower_dlrm("logloss=0.01", /*bf16_storage=*/false);
   EXPECT_EQ(fp32_storage.precision.value("bf16_activations", json::array()).size(), 0u);

@@ -326,6 +326,42 @@ CHECK: ai.loka::EmbeddingBags(%ids, %t0.bf16, _, %t0.bf16, _, %q2, %s2)
   EXPECT_EQ(result.annotations["nodes"]["lookup_1"]["table_storage"], "bf16");
 }
 
+// pin-precision's measured choice: a table is stored, untried, only when it took every lookup of
+// that table; a lookup it took whose table another lookup also reads, not taken, is undone, and a
+// lookup it took that no EmbeddingBags reads is told why its table stays FP32.
+TEST(StoreTablesBf16, APinPrecisionChoiceStoresATableOnlyWhenEveryLookupOfItWasTaken) {
+  Model m = three_table_model();
+  m.text.replace(m.text.find("%t1, _, %q2"), 11, "%t0, _, %q2");  // slot 2 reads %t0 too
+  json document = annotations("rel_l2=0.01", 0.005);
+  document["model"]["precision"]["bf16_tables"] = 1;
+  const json taken = {{"precision", "bf16"}, {"table_storage", "bf16"}, {"table_storage_by", "pin-precision"}};
+  document["nodes"]["lookup_0"].update(taken);
+  document["nodes"]["lookup_1"]["storage_reason"] = "over budget (measured 0.02 > 0.0098)";
+  document["nodes"]["unfused"] = taken;  // a lookup outside every EmbeddingBags
+  const Stored half = store(m.text, document);
+  ASSERT_TRUE(half.changed);
+  EXPECT_EQ(half.statistics.count("tables-stored-bf16"), 0u) << half.printed;
+  EXPECT_EQ(half.statistics.count("trial-runs"), 0u) << "the measured selection declined the rest";
+  for (const char* lookup : {"lookup_0", "lookup_1"}) {
+    const json& annotation = half.annotations["nodes"][lookup];
+    EXPECT_EQ(annotation.value("precision", ""), "fp32") << lookup << annotation.dump();
+    EXPECT_FALSE(annotation.contains("table_storage")) << lookup << annotation.dump();
+    EXPECT_EQ(annotation.value("storage_reason", ""), "over budget (measured 0.02 > 0.0098)") << annotation.dump();
+  }
+  const json& unfused = half.annotations["nodes"]["unfused"];
+  EXPECT_EQ(unfused.value("precision", ""), "fp32") << unfused.dump();
+  EXPECT_NE(unfused.value("storage_reason", "").find("EmbeddingBags"), std::string::npos) << unfused.dump();
+  // Both lookups of the table taken: stored with no trial and nothing charged.
+  document["nodes"]["lookup_1"].update(taken);
+  document["nodes"]["lookup_1"].erase("storage_reason");
+  const Stored whole = store(m.text, document);
+  ASSERT_TRUE(whole.changed);
+  EXPECT_EQ(whole.statistics.at("tables-stored-bf16"), 1.0);
+  EXPECT_EQ(whole.statistics.count("trial-runs"), 0u);
+  EXPECT_EQ(whole.annotations["nodes"]["lookup_1"]["table_storage"], "bf16");
+  EXPECT_EQ(whole.annotations["model"]["precision"].value("storage_error", -1.0), 0.0);
+}
+
 TEST(StoreTablesBf16, MaxAbsBudgetsMeasureTheLargestChange) {
   const Model m = three_table_model();
   const std::filesystem::path calib = calibration_ids();
