@@ -140,7 +140,8 @@ void launch_specialised(const DequantEpilogueArgs& args, cudaStream_t stream) {
   }
 }
 
-/// Calls fn(T{}) with T the storage type of an FP32 or BF16 buffer (the only types checked in).
+/// Calls fn(T{}) with T the storage type of an FP32 or BF16 buffer (the only types checked in):
+/// device_util.cuh's visit_float_type without FP16, whose kernels nothing would launch.
 template <typename Fn>
 void with_storage_type(DType dtype, Fn&& fn) {
   if (dtype == DType::kBFloat16) fn(__nv_bfloat16{});

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "passes/ir/shape_inference_helpers.h"
+#include "runtime/ops/op_helpers.h"
 
 namespace loka::ir::inference {
 namespace {
@@ -101,14 +102,11 @@ Status check_same_shape(const InferenceContext& ctx, size_t index, const std::op
   return Status::ok();
 }
 
-/// Output 0's dtype from the `output_dtype` attribute of QuantizedGemm and EmbeddingBags:
-/// float32 (1, the default) or BF16 (16).
+/// Output 0's dtype from the `output_dtype` attribute of QuantizedGemm and EmbeddingBags.
 Result<DType> output_dtype_attribute(const InferenceContext& ctx) {
-  auto value = ctx.attributes().get_int("output_dtype", 1);
-  if (!value) return ctx.error(value.status().message());
-  if (*value == 1) return DType::kFloat32;
-  if (*value == 16) return DType::kBFloat16;
-  return ctx.error("attribute 'output_dtype' must be 1 (FLOAT) or 16 (BFLOAT16), got " + std::to_string(*value));
+  Result<DType> dtype = ops::read_output_dtype(ctx.attributes());
+  if (!dtype) return ctx.error(dtype.status().message());
+  return dtype;
 }
 
 Result<TypeList> quantized_gemm(InferenceContext& ctx) {

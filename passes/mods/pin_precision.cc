@@ -554,7 +554,7 @@ class PinPrecisionPass final : public Pass {
   /// kRecipes being the Probe's first recipes in its order).
   static Result<SelectionError> measure_selection(CandidateMeter& meter, const std::vector<Candidate>& candidates,
                                                   const Measurement& m) {
-    std::vector<int32_t> mode(std::max(m.switches, candidates.size()), 0);
+    std::vector<int32_t> mode(m.switches, 0);  // the sites' entries first, then the storage switches'
     for (size_t i = 0; i < candidates.size(); ++i)
       if (candidates[i].recipe) mode[i] = static_cast<int32_t>(*candidates[i].recipe) + 1;
     for (const StorageChoice& choice : m.storage)

@@ -15,16 +15,17 @@
 #include <nlohmann/json.hpp>
 
 #include "passes/probe/annotations.h"
+#include "runtime/view_ops.h"
 
 namespace loka {
 namespace {
 
 using nlohmann::json;
 
-/// Ops that move elements without arithmetic: their output is stored as their inputs are.
+/// Ops that move elements without arithmetic: their output is stored as their inputs are (the
+/// runtime's views, and Concat, whose inputs its output holds side by side).
 bool is_view(const ir::Node& node) {
-  static const std::set<std::string> kViews = {"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Concat"};
-  return node.domain().empty() && kViews.count(node.op_type()) > 0;
+  return is_view_op(node.domain(), node.op_type()) || node.is("Concat");
 }
 
 /// The inputs of a view that carry its elements (Reshape's shape and the axes inputs do not).
@@ -174,8 +175,6 @@ std::vector<ActivationStorageCandidate> find_activation_storage_candidates(const
 
 namespace {
 
-constexpr int64_t kBFloat16Type = 16;  // TensorProto.BFLOAT16, QuantizedGemm's and EmbeddingBags' output_dtype
-
 bool is_loka(const ir::Node& node, const char* op) { return node.is(op, "ai.loka"); }
 
 /// Why the lowered set cannot be BF16, or "" when it can: every computing node writes BF16
@@ -257,7 +256,9 @@ class StoreActivationsBf16Pass final : public Pass {
         value->mutable_type().dtype = DType::kBFloat16;
         largest = std::max(largest, elements_per_sample(*value));
         ir::Node* producer = value->producer();
-        if (!is_view(*producer)) producer->mutable_attributes().set("output_dtype", kBFloat16Type);
+        // output_dtype is a TensorProto type, which DType's values are.
+        if (!is_view(*producer))
+          producer->mutable_attributes().set("output_dtype", static_cast<int64_t>(DType::kBFloat16));
       }
       bytes_per_sample += 2 * largest;
       ++lowered;

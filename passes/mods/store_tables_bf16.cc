@@ -215,8 +215,10 @@ class StoreTablesBf16Pass final : public Pass {
       }
     }
 
-    for (TableCandidate& t : candidates)
+    const auto add_bf16_copy = [&](TableCandidate& t) {
       t.bf16 = graph.add_initializer(graph.unique_value_name(t.fp32->name() + ".bf16"), to_bf16(*t.fp32->initializer()));
+    };
+    for (TableCandidate& t : candidates) add_bf16_copy(t);
     std::vector<bool> chosen(candidates.size(), false);
     std::fill(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(pinned), true);
     Result<double> spent = measurable && !candidates.empty()
@@ -224,7 +226,7 @@ class StoreTablesBf16Pass final : public Pass {
                                : Result<double>(0.0);
     if (!spent) chosen.assign(candidates.size(), false);  // back as it was, then the error
     for (TableCandidate& t : decided) {
-      t.bf16 = graph.add_initializer(graph.unique_value_name(t.fp32->name() + ".bf16"), to_bf16(*t.fp32->initializer()));
+      add_bf16_copy(t);
       candidates.push_back(std::move(t));
       chosen.push_back(static_cast<bool>(spent));
     }

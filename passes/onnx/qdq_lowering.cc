@@ -45,6 +45,7 @@
 #include "passes/canonicalize/upgrade_opset.h"
 #include "passes/ir/graph_algorithms.h"
 #include "passes/ir/shape_inference.h"
+#include "runtime/ops/op_helpers.h"
 
 namespace loka {
 namespace {
@@ -568,8 +569,8 @@ void lower_node(Graph& graph, Emitter& emit, Node* node, int64_t opset) {
   graph.erase_node(node);
   Value* output = graph.add_value(output_name, output_type);
   // QuantizedGemm's and EmbeddingBags' output_dtype, which inference checked: 1 (FLOAT, the default) or 16.
-  const Result<int64_t> output_dtype = lowering.attributes.get_int("output_dtype", kOnnxFloat);
-  const bool bf16_output = output_dtype && *output_dtype == kOnnxBFloat16;
+  const Result<DType> output_dtype = ops::read_output_dtype(lowering.attributes);
+  const bool bf16_output = output_dtype && *output_dtype == DType::kBFloat16;
   lowering.output = bf16_output ? graph.add_value(graph.unique_value_name(output_name + "/fp32"),
                                                   with_dtype(output_type, DType::kFloat32))
                                 : output;

@@ -96,15 +96,6 @@ const float* float32_values(const Tensor& tensor, std::vector<float>& widened) {
   return widened.data();
 }
 
-/// The `output_dtype` attribute of QuantizedGemm and EmbeddingBags: Y is stored as float32 (the
-/// default) or as BF16, half the bytes for a large activation passed between ai.loka ops.
-Result<DType> parse_output_dtype(const KernelInit& init) {
-  LOKA_ASSIGN_OR_RETURN(const int64_t dtype, init.attributes.get_int("output_dtype", 1));
-  if (dtype == 1) return DType::kFloat32;
-  if (dtype == 16) return DType::kBFloat16;
-  return Status::error("attribute 'output_dtype' must be 1 (FLOAT) or 16 (BFLOAT16), got " + std::to_string(dtype));
-}
-
 /// Where an op with `output_dtype` computes its float32 result: Y itself when Y is FLOAT, else a
 /// scratch buffer that store() rounds into the BF16 Y (nearest even, NaN stays NaN), once,
 /// after everything that reads the float32 result (QuantizedGemm's Yq) has read it.
@@ -297,7 +288,7 @@ Result<std::unique_ptr<OpKernel>> make_quantized_gemm(const KernelInit& init) {
   else if (recipe == "row") attrs.recipe = ActRecipe::kRow;
   else return Status::error("attribute 'act_recipe' must be \"tensor\" or \"row\", got \"" + recipe + "\"");
   LOKA_ASSIGN_OR_RETURN(attrs.activation, parse_activation(init));
-  LOKA_ASSIGN_OR_RETURN(attrs.output_dtype, parse_output_dtype(init));
+  LOKA_ASSIGN_OR_RETURN(attrs.output_dtype, ops::read_output_dtype(init.attributes));
   return make_function_kernel([attrs](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
     return run_quantized_gemm(attrs, in, out, context);
   });
@@ -662,7 +653,7 @@ Result<std::unique_ptr<OpKernel>> make_embedding_bags(const KernelInit& init) {
   const size_t tables = init.input_count / 2;  // Indices + (Table, Row_scale) pairs, the last scale may be omitted
   EmbeddingBagsAttributes attrs;
   LOKA_ASSIGN_OR_RETURN(attrs.offsets, embedding_bag_offsets(init.attributes, tables));
-  LOKA_ASSIGN_OR_RETURN(attrs.output_dtype, parse_output_dtype(init));
+  LOKA_ASSIGN_OR_RETURN(attrs.output_dtype, ops::read_output_dtype(init.attributes));
   return make_function_kernel([attrs](std::span<const Tensor> in, std::span<Tensor> out, KernelContext& context) {
     return run_embedding_bags(attrs, in, out, context);
   });

@@ -26,6 +26,14 @@ Status require_index_type(const Tensor& tensor, const char* what) {
   return Status::ok();
 }
 
+Result<DType> read_output_dtype(const Attributes& attributes) {
+  LOKA_ASSIGN_OR_RETURN(const int64_t number, attributes.get_int("output_dtype", 1));
+  // DType's values are TensorProto's.
+  if (number == static_cast<int64_t>(DType::kFloat32)) return DType::kFloat32;
+  if (number == static_cast<int64_t>(DType::kBFloat16)) return DType::kBFloat16;
+  return Status::error("attribute 'output_dtype' must be 1 (FLOAT) or 16 (BFLOAT16), got " + std::to_string(number));
+}
+
 Result<int> normalize_axis(int64_t axis, int rank) {
   if (axis < -rank || axis >= rank)
     return Status::error("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));

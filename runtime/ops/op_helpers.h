@@ -13,6 +13,7 @@
 
 #include "loka/status.h"
 #include "loka/tensor.h"
+#include "runtime/attributes.h"
 
 namespace loka {
 class KernelContext;
@@ -26,6 +27,10 @@ Status require_input(std::span<const Tensor> inputs, size_t index, const char* w
 Status require_float32(const Tensor& tensor, const char* what);
 /// Error unless the tensor's dtype is one of the integer index types (int32/int64).
 Status require_index_type(const Tensor& tensor, const char* what);
+/// The `output_dtype` attribute of ai.loka QuantizedGemm and EmbeddingBags (a TensorProto data
+/// type): FLOAT (1, the default) or BFLOAT16 (16: BF16 activation storage); any other value is an
+/// error naming the attribute. The CPU and CUDA kernels, shape inference and the QDQ export read it here.
+Result<DType> read_output_dtype(const Attributes& attributes);
 
 /// ONNX Concat of `in` along `axis` into `out` (allocated from `context`): the Concat kernel's
 /// body, which ai.loka ConcatQuant runs before encoding.

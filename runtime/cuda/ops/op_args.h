@@ -47,10 +47,7 @@ inline Status require_float32(const DeviceOpInit& init, size_t index) {
 /// TensorProto type) asks for: FLOAT by default, or BFLOAT16 (the float32 result rounded to
 /// nearest even: BF16 activation storage); output 0 must have been planned with it.
 inline Result<DType> output_dtype_attribute(const DeviceOpInit& init) {
-  LOKA_ASSIGN_OR_RETURN(const int64_t number, init.attributes.get_int("output_dtype", int64_t{1}));
-  const DType dtype = static_cast<DType>(number);
-  if (dtype != DType::kFloat32 && dtype != DType::kBFloat16)
-    return Status::error("attribute 'output_dtype' must be 1 (FLOAT) or 16 (BFLOAT16), got " + std::to_string(number));
+  LOKA_ASSIGN_OR_RETURN(const DType dtype, ops::read_output_dtype(init.attributes));
   if (!init.outputs.empty() && init.outputs[0].present && init.outputs[0].dtype != dtype)
     return Status::error("output 0 is " + std::string(dtype_name(init.outputs[0].dtype)) +
                          " but attribute 'output_dtype' asks for " + std::string(dtype_name(dtype)));
