@@ -164,7 +164,7 @@ Result<TypeList> fused_gemm(InferenceContext& ctx) {
   auto trans_b = ctx.attributes().get_int("transB", 0);
   if (!trans_b) return ctx.error(trans_b.status().message());
   if (*trans_b != 0 && *trans_b != 1) return ctx.error("attribute 'transB' must be 0 or 1, got " + std::to_string(*trans_b));
-  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kFloat32}, "X"));
+  LOKA_RETURN_IF_ERROR(check_dtype(ctx, 0, {DType::kFloat32, DType::kBFloat16}, "X"));
   LOKA_RETURN_IF_ERROR(check_rank(ctx, 0, 2, INT32_MAX, "X", "of rank >= 2"));
   LOKA_RETURN_IF_ERROR(check_dtype(ctx, 1, {DType::kFloat32}, "W"));
   LOKA_RETURN_IF_ERROR(check_rank(ctx, 1, 2, INT32_MAX, "W", *trans_b ? "[..., N, K]" : "[..., K, N]"));

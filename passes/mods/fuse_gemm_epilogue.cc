@@ -151,7 +151,8 @@ Status replace_with_fused(ir::Graph& graph, ir::Node* gemm, const std::vector<ir
                           Attributes attributes) {
   std::vector<ir::Node*> absorbed = chain;
   absorbed.push_back(gemm);
-  LOKA_RETURN_IF_ERROR(canonicalize::replace_with_node(graph, chain.back()->output(0), absorbed,
+  ir::Value* result = chain.empty() ? gemm->output(0) : chain.back()->output(0);
+  LOKA_RETURN_IF_ERROR(canonicalize::replace_with_node(graph, result, absorbed,
                                                        {op, inputs, std::move(attributes), gemm->name(), kLokaDomain})
                            .status());
   if (old_bias && std::find(inputs.begin(), inputs.end(), old_bias) == inputs.end() && !old_bias->has_uses() &&
@@ -213,7 +214,7 @@ bool float_attribute_is(const ir::Node& node, const char* name, float expected) 
 /// of an activation by a 2-D float32 constant followed by a bias Add and/or Relu/Gelu, either then
 /// followed by a residual Add: what one cuBLASLt GEMM with a bias/ReLU epilogue and C computes
 /// (ai.loka::FusedGemm).
-std::optional<FloatMatch> match_float(ir::Node* gemm) {
+std::optional<FloatMatch> match_float(ir::Node* gemm, bool allow_bare = false) {
   const bool is_gemm = gemm->is("Gemm", "");
   if (!is_gemm && !gemm->is("MatMul", "")) return std::nullopt;
   if (gemm->outputs().size() != 1 || gemm->input(0) == nullptr || gemm->input(1) == nullptr) return std::nullopt;
@@ -256,7 +257,7 @@ std::optional<FloatMatch> match_float(ir::Node* gemm) {
     reader = mods::sole_reader(current);
   }
   if (reader && reader->is("Add", "") && (m.residual = elementwise_partner(*reader, current))) m.add = reader;
-  if (m.chain().empty()) return std::nullopt;  // nothing after the GEMM to fold
+  if (m.chain().empty() && !allow_bare) return std::nullopt;  // nothing after the GEMM to fold
   return m;
 }
 
@@ -321,6 +322,14 @@ class FuseGemmEpiloguePass final : public Pass {
 };
 
 }  // namespace
+
+bool can_become_fused_gemm(ir::Node& gemm) { return match_float(&gemm, /*allow_bare=*/true).has_value(); }
+
+Status become_fused_gemm(ir::Graph& graph, ir::Node& gemm) {
+  const std::optional<FloatMatch> m = match_float(&gemm, /*allow_bare=*/true);
+  if (!m) return Status::error("node '" + gemm.name() + "' is no float Gemm or MatMul by a 2-D constant");
+  return fuse_float(graph, *m);
+}
 
 PassInfo fuse_gemm_epilogue_pass_info() {
   return PassInfo{"fuse-gemm-epilogue",

@@ -60,6 +60,7 @@
 
 #include <memory>
 
+#include "passes/ir/graph.h"
 #include "passes/pass.h"
 
 namespace loka {
@@ -68,5 +69,14 @@ namespace loka {
 PassInfo fuse_gemm_epilogue_pass_info();
 /// A fresh `fuse-gemm-epilogue` pass.
 std::unique_ptr<Pass> make_fuse_gemm_epilogue_pass();
+
+/// Whether `gemm` is a float Gemm or MatMul of the FusedGemm form above, with or without an
+/// epilogue to fold: what `become_fused_gemm` rewrites.
+bool can_become_fused_gemm(ir::Node& gemm);
+
+/// Rewrites such a node (and the epilogue after it, if any is left) as one ai.loka::FusedGemm
+/// under its name, computing the same bits: for store-activations-bf16, since FusedGemm reads a
+/// BFLOAT16 X and Gemm and MatMul do not. An error when `can_become_fused_gemm` is false.
+Status become_fused_gemm(ir::Graph& graph, ir::Node& gemm);
 
 }  // namespace loka

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "passes/mods/fuse_gemm_epilogue.h"
 #include "passes/probe/annotations.h"
 #include "runtime/view_ops.h"
 
@@ -152,12 +153,20 @@ std::vector<ActivationStorageCandidate> find_activation_storage_candidates(const
         const ir::Node& reader = *use.node;
         if (is_view(reader)) continue;
         const auto site = by_node.find(reader.name());
-        const bool gemm_activation = site != by_node.end() && site->second->kind == probe::SiteKind::kWeightGemm &&
-                                     site->second->activation_input == use.input_index;
-        if (gemm_activation)
-          gemms.insert(reader.name());
-        else if (!(reader.domain().empty() && (reader.is("Mul") || reader.is("Add"))))
+        // A GEMM site reading the set as its activation reads BF16 in either precision
+        // (QuantizedGemm quantizes it, FusedGemm widens it): no requirement on it.
+        if (site != by_node.end() && site->second->kind == probe::SiteKind::kWeightGemm &&
+            site->second->activation_input == use.input_index)
+          continue;
+        // A Mul or Add is a fused epilogue's Multiplier or Residual: only QuantizedGemm's epilogue
+        // reads those in BF16, so the GEMM it follows must be FP8.
+        const std::optional<std::string> gemm =
+            reader.domain().empty() && (reader.is("Mul") || reader.is("Add")) ? source_gemm(reader, by_node) : std::nullopt;
+        if (!gemm || gemm->empty()) {
           storable = false;
+          break;
+        }
+        gemms.insert(*gemm);
       }
       if (!storable) break;
     }
@@ -179,8 +188,10 @@ bool is_loka(const ir::Node& node, const char* op) { return node.is(op, "ai.loka
 
 /// Why the lowered set cannot be BF16, or "" when it can: every computing node writes BF16
 /// (QuantizedGemm Y, EmbeddingBags), every other reader reads it (QuantizedGemm X,
-/// Multiplier, Residual), nothing else sees it.
-std::string lowering_obstacle(const std::vector<ir::Value*>& set) {
+/// Multiplier, Residual; FusedGemm X with a 2-D W), nothing else sees it. A float Gemm or
+/// MatMul site reading it as X (one with no epilogue, which fuse-gemm-epilogue left alone) goes
+/// to `to_fuse`: as a FusedGemm it reads BF16.
+std::string lowering_obstacle(const std::vector<ir::Value*>& set, std::vector<ir::Node*>& to_fuse) {
   for (const ir::Value* value : set) {
     if (value->is_graph_output()) return "'" + value->name() + "' is a graph output";
     if (value->type().dtype != DType::kFloat32) return "'" + value->name() + "' is not FLOAT";
@@ -194,9 +205,15 @@ std::string lowering_obstacle(const std::vector<ir::Value*>& set) {
     for (const ir::Use& use : value->uses()) {
       const ir::Node& reader = *use.node;
       if (is_view(reader)) continue;
-      const bool reads = is_loka(reader, "QuantizedGemm") &&
-                         (use.input_index == 0 || use.input_index == 5 || use.input_index == 6);
-      if (!reads) return "'" + value->name() + "' is read by " + reader.op_type() + " '" + reader.name() + "'";
+      const bool reads =
+          (is_loka(reader, "QuantizedGemm") && (use.input_index == 0 || use.input_index == 5 || use.input_index == 6)) ||
+          (is_loka(reader, "FusedGemm") && use.input_index == 0 && reader.input(1) && reader.input(1)->type().rank() == 2);
+      if (reads) continue;
+      if (use.input_index == 0 && can_become_fused_gemm(*use.node)) {
+        if (std::find(to_fuse.begin(), to_fuse.end(), use.node) == to_fuse.end()) to_fuse.push_back(use.node);
+        continue;
+      }
+      return "'" + value->name() + "' is read by " + reader.op_type() + " '" + reader.name() + "'";
     }
   }
   return "";
@@ -244,13 +261,15 @@ class StoreActivationsBf16Pass final : public Pass {
         ++lowered;
         continue;
       }
-      if (obstacle.empty()) obstacle = lowering_obstacle(set);
+      std::vector<ir::Node*> to_fuse;
+      if (obstacle.empty()) obstacle = lowering_obstacle(set, to_fuse);
       outcome["stored"] = obstacle.empty();
       if (!obstacle.empty()) {
         outcome["reason"] = obstacle;
         report.push_back(outcome);
         continue;
       }
+      for (ir::Node* gemm : to_fuse) LOKA_RETURN_IF_ERROR(become_fused_gemm(graph, *gemm));
       double largest = 0;
       for (ir::Value* value : set) {
         value->mutable_type().dtype = DType::kBFloat16;

@@ -19,8 +19,10 @@
 // each must be the epilogue of a GEMM site (the GEMM itself, or Relu, Gelu,
 // Add and Mul nodes after it, which fuse-gemm-epilogue folds into it) or an
 // embedding bag (a lookup site, or the ReduceSum of its rows). Its readers must
-// be GEMM sites reading it as their activation, or Mul and Add nodes (a fused
-// epilogue's Multiplier and Residual). A set that is a graph output is left
+// be GEMM sites reading it as their activation (in FP8 or not: QuantizedGemm
+// quantizes a BF16 X, FusedGemm widens it), or Mul and Add nodes after a GEMM
+// site (a fused epilogue's Multiplier and Residual, which only the FP8
+// QuantizedGemm's epilogue reads in BF16). A set that is a graph output is left
 // alone, and so is a value only the next op of its GEMM's epilogue reads (the
 // fusion absorbs it: it is never stored). pin-precision measures a candidate together with the FP8 sites
 // (probe::SiteSwitches with the bf16 form on each source), and takes it when the
@@ -29,7 +31,8 @@
 // `store-activations-bf16` then finds each chosen set in the lowered graph and
 // retypes it when every source is an ai.loka QuantizedGemm's Y or an
 // EmbeddingBags' output (written as BF16: attribute output_dtype) and every
-// reader is a QuantizedGemm's X, Multiplier or Residual (docs/loka_ops.md); a
+// reader is a QuantizedGemm's X, Multiplier or Residual or a FusedGemm's X
+// (docs/loka_ops.md); a
 // set that did not lower so (a GEMM left FP32 by dispatch's lowering, an
 // epilogue that did not fuse) stays FP32, which is at least as accurate as
 // what was measured, and the report says why.
@@ -53,7 +56,8 @@ namespace loka {
 struct ActivationStorageCandidate {
   std::vector<std::string> values;      ///< every value of the set
   std::vector<std::string> sources;     ///< nodes whose output 0 is a value of the set: the rounding points
-  std::vector<std::string> gemm_sites;  ///< GEMM sites that must run in FP8 (sources' GEMMs and readers)
+  std::vector<std::string> gemm_sites;  ///< GEMM sites that must run in FP8: the sources' and the Mul/Add readers'
+                                        ///< (their fused epilogues write or read BF16)
   double elements_per_sample = 0;       ///< of the set's largest value: what one sample stores
 };
 

@@ -388,8 +388,9 @@ void lower_quantized_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
 void lower_fused_gemm(Emitter& emit, const Lowering& node, int64_t opset) {
   const bool trans_b = *node.attributes.get_int("transB", 0) != 0;
   const std::string activation = *node.attributes.get_string("activation", "none");
-  emit_float_gemm(emit, node, node.input(0), node.input(1), trans_b, node.input(2), activation, nullptr, node.input(3),
-                  opset);
+  // A BF16 X (BF16 activation storage) widens exactly, as the kernels read it.
+  emit_float_gemm(emit, node, emit.widened(node.input(0), node.name, "widen_x"), node.input(1), trans_b, node.input(2),
+                  activation, nullptr, node.input(3), opset);
 }
 
 void lower_layer_norm_quant(Emitter& emit, const Lowering& node) {

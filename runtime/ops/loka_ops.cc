@@ -319,8 +319,10 @@ Status run_batched_fused_gemm(bool trans_b, Activation activation, std::span<con
   out_shape.push_back(n);
   LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
   const int64_t batches = element_count(lead);
+  std::vector<float> widened_x;
+  const float* x_values = float32_values(x, widened_x);
   for (int64_t b = 0; b < batches && m * n > 0; ++b)
-    gemm_then_epilogue({m, n, k}, x.data<float>() + b * m * k, w.data<float>() + b * k * n, trans_b, w_cols, nullptr,
+    gemm_then_epilogue({m, n, k}, x_values + b * m * k, w.data<float>() + b * k * n, trans_b, w_cols, nullptr,
                        activation, nullptr, nullptr, out[0].data<float>() + b * m * n);
   return Status::ok();
 }
@@ -331,7 +333,9 @@ Status run_fused_gemm(bool trans_b, Activation activation, std::span<const Tenso
   LOKA_RETURN_IF_ERROR(ops::require_input(in, 1, "W"));
   const Tensor& x = in[0];
   const Tensor& w = in[1];
-  LOKA_RETURN_IF_ERROR(ops::require_float32(x, "X"));
+  // X may be BFLOAT16 (BF16 activation storage): widened exactly, the float recipe unchanged.
+  if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kBFloat16)
+    return Status::error("X must be FLOAT or BFLOAT16, got " + std::string(dtype_name(x.dtype())));
   LOKA_RETURN_IF_ERROR(ops::require_float32(w, "W"));
   if (x.rank() < 2) return Status::error("X must have rank >= 2, got " + shape_to_string(x.shape()));
   if (w.rank() > 2) return run_batched_fused_gemm(trans_b, activation, in, out, context);
@@ -351,7 +355,8 @@ Status run_fused_gemm(bool trans_b, Activation activation, std::span<const Tenso
   if (has_input(in, 3)) LOKA_RETURN_IF_ERROR(require_y_shaped(in[3], out_shape, "Residual", /*bf16_allowed=*/false));
   LOKA_ASSIGN_OR_RETURN(out[0], context.allocate(DType::kFloat32, out_shape));
   if (rows == 0 || n == 0) return Status::ok();
-  gemm_then_epilogue({rows, n, k}, x.data<float>(), w.data<float>(), trans_b, w.dim(1),
+  std::vector<float> widened_x;
+  gemm_then_epilogue({rows, n, k}, float32_values(x, widened_x), w.data<float>(), trans_b, w.dim(1),
                      has_bias ? in[2].data<float>() : nullptr, activation, nullptr,
                      has_input(in, 3) ? in[3].data<float>() : nullptr, out[0].data<float>());
   return Status::ok();

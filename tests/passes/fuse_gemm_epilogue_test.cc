@@ -9,6 +9,7 @@
 #include "canonicalize_test_util.h"
 #include "mods_test_util.h"
 #include "passes/ir/text_format.h"
+#include "passes/mods/fuse_gemm_epilogue.h"
 #include "passes/probe/annotations.h"
 #include "test_support.h"
 
@@ -418,6 +419,50 @@ TEST(FuseGemmEpilogue, NoFloatFusionOfScaledGemmsComputedWeightsLoneGemmsOrReadP
 })");
   // tanh GELU is another function.
   expect_unchanged(float_matmul_then("  %out = Gelu(%y) {approximate = \"tanh\"} : f32[batch,3,2] @\"gelu\"\n"));
+}
+
+TEST(FuseGemmEpilogue, ABareFloatGemmBecomesAFusedGemmOnRequestComputingTheSameBits) {
+  // What store-activations-bf16 asks of a float GEMM site that reads a BF16 activation: the pass
+  // leaves a lone Gemm alone (its bias is already in it), become_fused_gemm rewrites it.
+  for (const std::string& input :
+       {float_gemm_then("  %out = Sigmoid(%y) : f32[batch,2] @\"sigmoid\"\n"),
+        float_matmul_then("  %out = Sigmoid(%y) : f32[batch,3,2] @\"sigmoid\"\n")}) {
+    auto graph = ir::parse_graph(input);
+    ASSERT_TRUE(graph) << graph.status().message();
+    auto before = (*graph)->clone();
+    ir::Node* gemm = (*graph)->find_node("gemm");
+    ASSERT_NE(gemm, nullptr);
+    ASSERT_TRUE(can_become_fused_gemm(*gemm));
+    ASSERT_TRUE(become_fused_gemm(**graph, *gemm).is_ok());
+    const ir::Node* fused = (*graph)->find_node("gemm");
+    ASSERT_NE(fused, nullptr);
+    EXPECT_TRUE(fused->is("FusedGemm", "ai.loka")) << ir::print_graph(**graph);
+    EXPECT_EQ(fused->output(0)->name(), "y") << "the GEMM's value keeps its name and readers";
+    for (int64_t batch : {1, 5}) {
+      auto difference = testing::max_output_difference(*before, **graph, batch, /*seed=*/7);
+      ASSERT_TRUE(difference) << difference.status().message();
+      EXPECT_EQ(*difference, 0.0f) << "batch " << batch;
+    }
+  }
+  // Negative twins: a scaled Gemm and an activation x activation MatMul have no FusedGemm form.
+  for (const std::string& input :
+       {float_gemm_then("  %out = Sigmoid(%y) : f32[batch,2] @\"sigmoid\"\n", "{alpha = 2.0f}"),
+        std::string(R"(graph "t" {
+  opset "" 20
+  input %x : f32[batch,3,2]
+  input %v : f32[batch,2,2]
+  %out = MatMul(%x, %v) : f32[batch,3,2] @"gemm"
+  output %out
+})")}) {
+    auto graph = ir::parse_graph(input);
+    ASSERT_TRUE(graph) << graph.status().message();
+    ir::Node* gemm = (*graph)->find_node("gemm");
+    ASSERT_NE(gemm, nullptr);
+    EXPECT_FALSE(can_become_fused_gemm(*gemm));
+    const Status refused = become_fused_gemm(**graph, *gemm);
+    EXPECT_FALSE(refused.is_ok());
+    EXPECT_NE(refused.message().find("'gemm'"), std::string::npos) << refused.message();
+  }
 }
 
 // --------------------------------------------------------------- the zoo --

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "mods_test_util.h"
 #include "passes/mods/store_activations_bf16.h"
@@ -49,7 +50,10 @@ TEST(ActivationStorageCandidates, DcnStreamSetsAreFoundWithTheirSourcesAndGemms)
   EXPECT_NE(std::find(x0->sources.begin(), x0->sources.end(), "node_relu_2"), x0->sources.end());
   const std::set<std::string> gemms(x0->gemm_sites.begin(), x0->gemm_sites.end());
   EXPECT_TRUE(gemms.count("node_linear_2")) << "the GEMM whose epilogue writes relu_2";
-  EXPECT_TRUE(gemms.count("node_linear_3")) << "the first cross layer reads x0";
+  EXPECT_TRUE(gemms.count("node_linear_4")) << "the first cross layer's up-projection: its epilogue reads x0 "
+                                                "(Multiplier, Residual)";
+  EXPECT_FALSE(gemms.count("node_linear_3")) << "the first cross layer's down-projection reads x0 as its X, which "
+                                                "both GEMM forms read in BF16";
   EXPECT_DOUBLE_EQ(x0->elements_per_sample, 216);
   // Each cross layer's output x_l is a set of its own, written by its up-projection's epilogue.
   for (const char* value : {"add", "add_1", "add_2"}) {
@@ -87,7 +91,7 @@ struct Lowered {
   std::vector<PassRunRecord> records;
 };
 
-Lowered lower_dlrm(const std::string& budget, bool bf16_storage) {
+Lowered lower_dlrm(const std::string& budget, bool bf16_storage, std::vector<std::string> pin_rules = {}) {
   Lowered out;
   auto graph = onnx_io::import_model_file(kZoo / "model.onnx");
   EXPECT_TRUE(graph) << graph.status().message();
@@ -95,6 +99,7 @@ Lowered lower_dlrm(const std::string& budget, bool bf16_storage) {
   CompileSettings settings;
   settings.calibration_data = kZoo / "calib";
   settings.budget = budget;
+  settings.pin_rules = std::move(pin_rules);
   auto records = testing::run_pipeline(
       *out.graph,
       std::string("canonicalize,infer-shapes,probe,pin-precision{measure=true,storage_min_elements=0,bf16_storage=") +
@@ -145,9 +150,10 @@ TEST(StoreActivationsBf16, AGenerousBudgetStoresTheCrossStreamInBf16AndTheModelS
 }
 
 TEST(StoreActivationsBf16, ASetWhoseGemmStaysFp32IsDeclinedWithItsReason) {
-  // The first cross layer's down-projection pinned FP32: x0 is read by a float GEMM, which
-  // reads no BF16, so x0 is not measured at all.
-  const std::string x0_gemm = "node_linear_3";
+  // The first cross layer's up-projection pinned FP32: its epilogue (the Mul by x0 and the Add
+  // of x0) is no QuantizedGemm's (only that epilogue reads a BF16 Multiplier and Residual), so
+  // x0 is not measured at all.
+  const std::string x0_gemm = "node_linear_4";
   auto graph = onnx_io::import_model_file(kZoo / "model.onnx");
   ASSERT_TRUE(graph) << graph.status().message();
   CompileSettings settings;
@@ -166,6 +172,36 @@ TEST(StoreActivationsBf16, ASetWhoseGemmStaysFp32IsDeclinedWithItsReason) {
     EXPECT_NE(entry.value("reason", "").find(x0_gemm), std::string::npos) << entry.dump();
   }
   EXPECT_TRUE(declined) << precision.dump();
+}
+
+TEST(StoreActivationsBf16, AFloatGemmReadingTheSetReadsItInBf16AsAFusedGemm) {
+  // The first cross layer's down-projection (x0 -> 6, no bias) pinned FP32: it reads x0 as its X
+  // only, so x0 is still chosen; the lowering makes the bare Gemm a FusedGemm, which reads BF16.
+  const std::string x0_reader = "node_linear_3";
+  const Lowered lowered = lower_dlrm("logloss=0.01", /*bf16_storage=*/true, {x0_reader + "$=fp32"});
+  bool x0_stored = false;
+  for (const json& entry : lowered.precision["bf16_activations_lowered"]) {
+    const json& values = entry["values"];
+    if (std::find(values.begin(), values.end(), "cat") != values.end()) x0_stored = entry.value("stored", false);
+  }
+  EXPECT_TRUE(x0_stored) << lowered.precision["bf16_activations_lowered"].dump();
+  const ir::Node* reader = lowered.graph->find_node(x0_reader);
+  ASSERT_NE(reader, nullptr);
+  EXPECT_TRUE(reader->is("FusedGemm", "ai.loka")) << reader->op_type();
+  EXPECT_EQ(reader->input(0)->type().dtype, DType::kBFloat16);
+  EXPECT_EQ(reader->attributes().get_string("activation", "none").value(), "none");
+  // It runs on the CPU runtime, close to the twin without BF16 storage (same pin).
+  const Lowered fp32_storage = lower_dlrm("logloss=0.01", /*bf16_storage=*/false, {x0_reader + "$=fp32"});
+  const ir::Node* twin = fp32_storage.graph->find_node(x0_reader);
+  ASSERT_NE(twin, nullptr);
+  EXPECT_TRUE(twin->is("Gemm")) << "without BF16 storage nothing turns it into a FusedGemm";
+  // The measured selection (sites and sets together) stayed within the 1% budget; the largest
+  // change of one probability is a looser figure than that mean, hence the wider bound.
+  EXPECT_TRUE(lowered.precision.value("within_budget", false)) << lowered.precision.dump();
+  auto difference = testing::max_output_difference_on_data(*lowered.graph, *fp32_storage.graph, kZoo / "calib", 1);
+  ASSERT_TRUE(difference) << difference.status().message();
+  EXPECT_GT(*difference, 0.0f);
+  EXPECT_LT(*difference, 0.1f);
 }
 
 TEST(StoreActivationsBf16, WithoutAChoiceTheGraphIsUntouched) {

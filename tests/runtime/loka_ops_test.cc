@@ -632,6 +632,39 @@ TEST(FusedGemm, ABatchedWMultipliesMatrixByMatrix) {
   expect_failure(gemm({{"x", x, true}, {"w", w_nk}, {"b", testing::random_tensor(rng, {4})}}), "no B or Residual");
 }
 
+TEST(FusedGemm, Bf16XIsItsWidenedFloatXBitForBit) {
+  // BF16 activation storage: a float GEMM site reads a BF16 X widened exactly, so it computes
+  // what it computes on the float32 tensor of the widened values, bit for bit (-0, a subnormal
+  // and 1.7e38 among them), with each epilogue, a residual, transB, rank 3 and a batched W.
+  std::mt19937 rng(37);
+  const Bf16Values x = random_bf16(rng, {2, 5, 7});
+  const Tensor w_kn = testing::random_tensor(rng, {7, 3}), w_nk = testing::random_tensor(rng, {3, 7});
+  const Tensor bias = testing::random_tensor(rng, {3}), residual = testing::random_tensor(rng, {2, 5, 3});
+  for (const std::string activation : {"none", "relu", "gelu"}) {
+    SCOPED_TRACE(activation);
+    const auto gemm = [&](const Tensor& xs, const Tensor& w, int64_t trans_b) {
+      return run_loka_op("FusedGemm", {{"x", xs, true}, {"w", w}, {"b", bias}, {"r", residual}},
+                         {{"activation", activation}, {"transB", trans_b}});
+    };
+    for (const auto& [w, trans_b] : {std::pair{w_kn, int64_t{0}}, std::pair{w_nk, int64_t{1}}}) {
+      auto from_bf16 = gemm(x.codes, w, trans_b), from_float = gemm(x.widened, w, trans_b);
+      ASSERT_TRUE(from_bf16 && from_float) << (from_bf16 ? from_float.status().message() : from_bf16.status().message());
+      ASSERT_EQ((*from_bf16)[0].dtype(), DType::kFloat32) << "Y stays FLOAT";
+      expect_same_bits((*from_bf16)[0], (*from_float)[0]);
+    }
+  }
+  const Bf16Values xb = random_bf16(rng, {3, 5, 7});
+  const Tensor wb = testing::random_tensor(rng, {3, 4, 7});
+  auto batched_bf16 = run_loka_op("FusedGemm", {{"x", xb.codes, true}, {"w", wb}}, {{"transB", int64_t{1}}});
+  auto batched_float = run_loka_op("FusedGemm", {{"x", xb.widened, true}, {"w", wb}}, {{"transB", int64_t{1}}});
+  ASSERT_TRUE(batched_bf16 && batched_float);
+  expect_same_bits((*batched_bf16)[0], (*batched_float)[0]);
+  // Only X: a BF16 W, or an FP8 X, is refused by name.
+  expect_failure(run_loka_op("FusedGemm", {{"x", x.widened, true}, {"w", random_bf16(rng, {7, 3}).codes}}), "W");
+  expect_failure(run_loka_op("FusedGemm", {{"x", Tensor::zeros(DType::kFloat8E4M3FN, {2, 7}), true}, {"w", w_kn}}),
+                 "X must be FLOAT or BFLOAT16");
+}
+
 TEST(FusedGemm, RejectsIllFormedInputsNamingThem) {
   std::mt19937 rng(29);
   const Tensor x = testing::random_tensor(rng, {2, 8});
