@@ -17,6 +17,15 @@ inline kernels::GemmKey fp32_gemm_key(bool bias = true) {
   return key;
 }
 
+/// A FusedGemm reading a BF16 activation (BF16 activation storage) with a constant FP32 weight
+/// [N,K]: the FP32 op on the widened values.
+inline kernels::GemmKey bf16_activation_gemm_key(bool bias = true) {
+  kernels::GemmKey key = fp32_gemm_key(bias);
+  key.op = "FusedGemm";
+  key.input = DType::kBFloat16;
+  return key;
+}
+
 /// A QuantizedGemm: E4M3 weights [N,K], the activation scale per `granularity`, ReLU fused.
 inline kernels::GemmKey quantized_gemm_key(kernels::ScaleGranularity granularity, DType input = DType::kFloat32) {
   kernels::GemmKey key;

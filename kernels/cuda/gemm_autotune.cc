@@ -17,6 +17,7 @@
 #include "kernels/cuda/gemm_candidate.h"
 #include "kernels/cuda/gemm_types.h"
 #include "kernels/registry/kernel_registry.h"
+#include "loka/bfloat16.h"
 #include "loka/float8.h"
 
 namespace loka::cuda {
@@ -58,6 +59,7 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
                                                    const AutotuneOptions& options) {
   const int64_t m = shape.m, n = shape.n, k = shape.k, batch = shape.batch;
   const bool fp8_w = key.weight == DType::kFloat8E4M3FN, fp8_x = key.input == DType::kFloat8E4M3FN;
+  const bool bf16_x = key.input == DType::kBFloat16;
   const size_t x_count = static_cast<size_t>(batch * m * k);
   const size_t w_count = static_cast<size_t>((is_batched(key.layout) ? batch : 1) * n * k);
   const size_t y_count = static_cast<size_t>(batch * m * n);
@@ -77,6 +79,17 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   const size_t error_count =
       static_cast<size_t>(n) * std::clamp<size_t>(kErrorValues / static_cast<size_t>(std::max(n, k)), 1,
                                                   static_cast<size_t>(batch * m));
+
+  // A BF16 activation (BF16 activation storage): the candidates read its codes, so the reference
+  // and the error are taken on the values they hold.
+  std::vector<uint16_t> x_bf16;
+  if (bf16_x) {
+    x_bf16.resize(x_count);
+    for (size_t i = 0; i < x_count; ++i) {
+      x_bf16[i] = float_to_bf16(x[i]);
+      x[i] = bf16_to_float(x_bf16[i]);
+    }
+  }
 
   // Quantized forms, as insert-scales writes them.
   std::vector<uint8_t> w_codes, x_codes;
@@ -117,8 +130,10 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   LOKA_RETURN_IF_ERROR(workspace.upload(nullptr, kGemmWorkspaceBytes));
 
   // Input sets: as many as it takes to rotate through rotate_bytes.
-  const void* x_host = fp8_x ? static_cast<const void*>(x_codes.data()) : x.data();
-  const size_t x_bytes = x_count * (fp8_x ? 1 : 4);
+  const void* x_host = fp8_x    ? static_cast<const void*>(x_codes.data())
+                       : bf16_x ? static_cast<const void*>(x_bf16.data())
+                                : x.data();
+  const size_t x_bytes = x_count * (fp8_x ? 1 : bf16_x ? 2 : 4);
   const void* w_host = fp8_w ? static_cast<const void*>(w_codes.data()) : w.data();
   const size_t w_bytes = w_count * (fp8_w ? 1 : 4);
   const size_t y_bytes = y_count * 4;

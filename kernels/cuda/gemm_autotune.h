@@ -4,7 +4,8 @@
 //
 // For a key and shape: synthetic inputs (normal activations, weights scaled
 // 1/√K, quantized as insert-scales does: per output channel, and the
-// activation's static scale from its amax); the FP32 cuBLASLt GEMM of the
+// activation's static scale from its amax; a BF16 activation rounded to BF16,
+// whose values the reference reads too); the FP32 cuBLASLt GEMM of the
 // unquantized operands is the reference. Each candidate the registry offers
 // (every heuristic algorithm cuBLASLt returns, FAST_ACCUM variants, TF32,
 // BF16, emulation, explicit split-K and tile configurations, cuDNN graphs,

@@ -270,8 +270,12 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   LOKA_ASSIGN_OR_RETURN(impl->gemm, Gemm::create(problem, options));
   impl->algorithms = c.precision == GemmPrecision::kFp8Emulated ? 1 : impl->gemm->algorithm_count();
   if (c.algorithm >= impl->algorithms) return too_few(impl->algorithms);
+  const bool bf16_input = key.input == DType::kBFloat16;
   if (c.precision == GemmPrecision::kFp32 || c.precision == GemmPrecision::kTf32) {
     LOKA_RETURN_IF_ERROR(impl->scratch.allocate(0));
+    // A BF16 activation is widened into the run scratch: the GEMM reads FP32, as for an FP32 X.
+    impl->x_offset = 0;
+    LOKA_RETURN_IF_ERROR(impl->plan_run_scratch(bf16_input ? mk * sizeof(float) : 0));
     return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
   }
   // bf16 and emulation keep converted weights and a converted activation. A computed W
@@ -291,7 +295,8 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   LOKA_RETURN_IF_ERROR(impl->scratch.allocate(key.constant_weight ? weight_bytes : 0));
   impl->computed_w_offset = 0;
   impl->x_offset = device_aligned(key.constant_weight ? 0 : weight_bytes);
-  impl->codes_offset = impl->x_offset + device_aligned(mk * (bf16 ? 2 : 4));
+  // A BF16 activation needs no copy: the BF16 GEMM reads it as it is.
+  impl->codes_offset = impl->x_offset + device_aligned(bf16_input ? 0 : mk * (bf16 ? 2 : 4));
   impl->row_scales_offset = impl->codes_offset + device_aligned(bf16 ? 0 : mk);
   LOKA_RETURN_IF_ERROR(impl->plan_run_scratch(
       impl->row_scales_offset + (bf16 ? 0 : static_cast<size_t>(shape.m + 1) * sizeof(float))));
@@ -323,19 +328,33 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
   const Impl& p = *impl_;
   const float* addend = p.residual_in_gemm ? args.residual : nullptr;
   const int64_t count = p.shape.m * p.shape.k * p.shape.batch;
+  const bool bf16_input = p.key.input == DType::kBFloat16;
   if (candidate_.library == kernels::GemmLibrary::kLoka)
     return launch_small_m_gemm(small_m_args(p.key, p.shape, candidate_.granularity, args), stream);
   switch (candidate_.precision) {
     case GemmPrecision::kFp32:
     case GemmPrecision::kTf32: {  // the same cuBLASLt call; TF32 was chosen when planned (compute type)
-      GemmArgs gemm{args.x, args.w, args.bias, args.y, addend};
+      const void* x = args.x;
+      if (bf16_input) {  // widened exactly (bits << 16): the op's FP32 arithmetic on the stored values
+        LOKA_ASSIGN_OR_RETURN(std::byte* const run, p.run_base(args));
+        void* widened = run + p.x_offset;
+        LOKA_RETURN_IF_ERROR(
+            launch_unary(UnaryOp::kIdentity, args.x, DType::kBFloat16, widened, DType::kFloat32, count, stream));
+        x = widened;
+      }
+      GemmArgs gemm{x, args.w, args.bias, args.y, addend};
       return p.gemm->run(gemm, workspace, stream);
     }
     case GemmPrecision::kBf16: {
       LOKA_ASSIGN_OR_RETURN(std::byte* const run, p.run_base(args));
-      void* x = run + p.x_offset;
+      const void* x = args.x;  // a BF16 activation is read as it is
       void* w = p.key.constant_weight ? p.scratch.at(p.weights_offset) : run + p.computed_w_offset;
-      LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.x, DType::kFloat32, x, DType::kBFloat16, count, stream));
+      if (!bf16_input) {
+        void* cast = run + p.x_offset;
+        LOKA_RETURN_IF_ERROR(
+            launch_unary(UnaryOp::kIdentity, args.x, DType::kFloat32, cast, DType::kBFloat16, count, stream));
+        x = cast;
+      }
       if (!p.key.constant_weight)
         LOKA_RETURN_IF_ERROR(launch_unary(UnaryOp::kIdentity, args.w, DType::kFloat32, w, DType::kBFloat16,
                                           p.shape.n * p.shape.k * (is_batched(p.key.layout) ? p.shape.batch : 1),

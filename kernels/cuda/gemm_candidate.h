@@ -6,12 +6,14 @@
 // Status, as CUTLASS's library operations do. A planned kernel enqueues the
 // whole sequence its candidate stands for, the same one the cost model counts
 // (kernels/registry/cost_model.h) and the autotuner times:
-//   fp32          one cuBLASLt FP32 GEMM (bias and activation fused)
+//   fp32          one cuBLASLt FP32 GEMM (bias and activation fused); a BF16 X (BF16
+//                 activation storage) widened to FP32 first, exactly, into the run scratch
 //   tf32          the same GEMM with CUBLAS_COMPUTE_32F_FAST_TF32 (no cast: the tensor
-//                 cores round FP32 operands to TF32 themselves)
-//   bf16          cast X to BF16, cuBLASLt BF16 GEMM into FP32 (bias/activation fused);
-//                 constant weights converted to BF16 once, when planned, from the host
-//                 copy; a computed W (activation x activation) cast on the device per run
+//                 cores round FP32 operands to TF32 themselves; a BF16 X widened as for fp32)
+//   bf16          cast X to BF16 (a BF16 X is read as it is), cuBLASLt BF16 GEMM into
+//                 FP32 (bias/activation fused); constant weights converted to BF16 once,
+//                 when planned, from the host copy; a computed W (activation x
+//                 activation) cast on the device per run
 //   fp8_e4m3      quantize X (per tensor, or per row) unless it is E4M3 already,
 //                 E4M3 GEMM (heuristic algorithm N, optional FAST_ACCUM) with the
 //                 per-channel weight and per-row (or M copies of the per-tensor)
@@ -36,8 +38,8 @@
 // Memory is allocated when planned, so runs allocate nothing and CUDA graphs can
 // capture them. What lives across runs (converted weights, the unit and copied
 // activation scales, a BF16 bias) is the kernel's own. What one run writes and
-// reads only within itself (the codes or BF16 copy of X, per-row scales, a
-// computed W cast to BF16: run_scratch_bytes()) is the kernel's own too, unless
+// reads only within itself (the codes, BF16 copy or FP32 widening of X, per-row
+// scales, a computed W cast to BF16: run_scratch_bytes()) is the kernel's own too, unless
 // the planner lends it (GemmCandidatePlanInputs::lent_run_scratch): then every
 // run gets it in GemmCandidateArgs::run_scratch, and a runtime that runs its
 // nodes one after another can let all of them share the same bytes (the CUDA
@@ -74,7 +76,7 @@ inline constexpr int kGemmKernelRevision = 6;
 
 /// Device operands of one run. Which ones are read depends on the key.
 struct GemmCandidateArgs {
-  const void* x = nullptr;          ///< [M,K] (or [batch,M,K]) FP32, or E4M3 codes when key.input is E4M3
+  const void* x = nullptr;          ///< [M,K] (or [batch,M,K]) FP32, or key.input's BF16 values or E4M3 codes
   const void* w = nullptr;          ///< FP32 ([N,K] nt / [K,N] nn / [batch,K,N]), or E4M3 codes [N,K]
   const float* w_scale = nullptr;   ///< E4M3 weights: [N] per-channel scales
   const float* x_scale = nullptr;   ///< E4M3 input or the tensor recipe: the static scale (one float)

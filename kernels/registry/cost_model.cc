@@ -54,7 +54,8 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
   const double m = static_cast<double>(s.m) * static_cast<double>(s.batch);  // rows over the whole batch
   const double n = static_cast<double>(s.n), k = static_cast<double>(s.k);
   const double w_batch = is_batched(key.layout) ? static_cast<double>(s.batch) : 1.0;
-  const double in_bytes = key.input == DType::kFloat8E4M3FN ? 1.0 : 4.0;
+  const bool bf16_input = key.input == DType::kBFloat16;  // BF16 activation storage (FusedGemm's X)
+  const double in_bytes = key.input == DType::kFloat8E4M3FN ? 1.0 : bf16_input ? 2.0 : 4.0;
   ModelledTime t;
   if (c.library == GemmLibrary::kLoka) {  // the small-M kernel: one launch, the residual included
     t.gemm_us = t.total_us = small_m_kernel_us(key, s, f);
@@ -63,19 +64,28 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
   }
   switch (c.precision) {
     case GemmPrecision::kFp32:
-      t.gemm_us = gemm_kernel_us(f.fp32_tflops, f.fp32_tile, 4 * (m * k + w_batch * n * k + m * n), s, f);
+    case GemmPrecision::kTf32: {
+      // TF32: the FP32 GEMM's bytes on the tensor cores, no cast of its own. A BF16 activation is
+      // widened first (read 2 bytes, write 4): the GEMM reads FP32 either way.
+      const bool tf32 = c.precision == GemmPrecision::kTf32;
+      t.gemm_us = gemm_kernel_us(tf32 ? f.tf32_tflops : f.fp32_tflops, tf32 ? f.tile : f.fp32_tile,
+                                 4 * (m * k + w_batch * n * k + m * n), s, f);
       t.kernels = 1;
+      if (bf16_input) {
+        t.extra_us = memory_kernel_us(6 * m * k, f);
+        ++t.kernels;
+      }
       break;
-    case GemmPrecision::kTf32:
-      // The FP32 GEMM's bytes on the tensor cores: no cast, one kernel.
-      t.gemm_us = gemm_kernel_us(f.tf32_tflops, f.tile, 4 * (m * k + w_batch * n * k + m * n), s, f);
-      t.kernels = 1;
-      break;
+    }
     case GemmPrecision::kBf16:
-      // Cast the activation (read FP32, write BF16) — and a computed W the same way (constant
-      // weights are converted when planned) — then BF16 x BF16 -> FP32 with bias fused.
-      t.extra_us = memory_kernel_us(6 * m * k, f);
-      t.kernels = 2;
+      // Cast the activation (read FP32, write BF16) unless it is stored in BF16 already — and a
+      // computed W the same way (constant weights are converted when planned) — then
+      // BF16 x BF16 -> FP32 with bias fused.
+      t.kernels = 1;
+      if (!bf16_input) {
+        t.extra_us = memory_kernel_us(6 * m * k, f);
+        ++t.kernels;
+      }
       if (!key.constant_weight) {
         t.extra_us += memory_kernel_us(6 * w_batch * n * k, f);
         ++t.kernels;

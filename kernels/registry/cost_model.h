@@ -10,7 +10,9 @@
 // a separate activation quantize (FP8 from FP32 activations) and the GEMM,
 // which applies the FP8 scales itself (plus LoKA's scale epilogue pass when
 // the activation is the exact GELU); the BF16 path casts activations first (and
-// a computed W: activation x activation); TF32 is the FP32 GEMM alone; LoKA's
+// a computed W: activation x activation); TF32 is the FP32 GEMM alone; a BF16
+// activation (BF16 storage) is read as it is by the BF16 path and widened by
+// a kernel of its own before an FP32 or TF32 GEMM; LoKA's
 // small-M kernel is one launch (quantize, SIMT FP32 sums of E4M3 products,
 // epilogue) whose CTAs run in waves at one SM's share of the FP32 rate.
 // Figures (HopperFigures) come from ARCHITECTURE.md's measurements where there

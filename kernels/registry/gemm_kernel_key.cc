@@ -219,6 +219,14 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
     return Status::error("tanh_gelu replaces a GELU epilogue; this node has none");
   if (c.tanh_gelu && (c.library != GemmLibrary::kCublasLt || c.precision == GemmPrecision::kFp8Emulated))
     return Status::error("tanh_gelu is cuBLASLt's GELU epilogue");
+  if (key.input == DType::kBFloat16) {
+    // A BF16 activation (BF16 activation storage: FusedGemm) is an FP32 op's X in half the bytes:
+    // the FP32 and TF32 families widen it exactly, the BF16 family reads it as it is. Quantizing it
+    // to E4M3 would be another op's arithmetic, and E4M3 weights belong to QuantizedGemm.
+    if (c.precision == GemmPrecision::kFp8E4M3 || c.precision == GemmPrecision::kFp8Emulated)
+      return Status::error(c.name() + " reads no BF16 activation: an FP32 op's X runs in FP32, TF32 or BF16");
+    if (key.weight != DType::kFloat32) return Status::error("a BF16 activation is read with FP32 weights only");
+  }
   if (c.library == GemmLibrary::kCudnn) {
     // The graph of kernels/cuda/cudnn_fp8_gemm.h: E4M3 operands, scales, bias, ReLU and residual.
     if (c.precision != GemmPrecision::kFp8E4M3) return Status::error("the cuDNN candidates are FP8 graphs");
@@ -239,20 +247,22 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
                            shape.to_string() + ")");
   }
   const bool fp8_weights = key.weight == DType::kFloat8E4M3FN;
+  const bool float_input = key.input == DType::kFloat32 || key.input == DType::kBFloat16;
   switch (c.precision) {
     case GemmPrecision::kFp32:
-      if (fp8_weights || key.input != DType::kFloat32) return Status::error("FP32 GEMMs take FP32 operands");
+      // A BF16 activation is widened to FP32 first (run scratch): the same GEMM on the same values.
+      if (fp8_weights || !float_input) return Status::error("FP32 GEMMs take FP32 operands");
       return Status::ok();
     case GemmPrecision::kTf32:
       // The same cuBLASLt GEMM with CUBLAS_COMPUTE_32F_FAST_TF32: any layout, batched or not, any K.
       // E4M3 weights gain nothing from it: BF16 holds E4M3 values exactly, at twice the rate.
-      if (fp8_weights || key.input != DType::kFloat32)
+      if (fp8_weights || !float_input)
         return Status::error("TF32 GEMMs take FP32 operands (E4M3 weights run exactly in BF16)");
       return Status::ok();
     case GemmPrecision::kBf16:
-      // Activations are cast to BF16 on the device; constant weights converted once when planned,
-      // computed ones (activation x activation) cast on the device too.
-      if (key.input != DType::kFloat32) return Status::error("the BF16 path casts FP32 activations only");
+      // Activations are cast to BF16 on the device (a BF16 one is read as it is); constant weights
+      // converted once when planned, computed ones (activation x activation) cast on the device too.
+      if (!float_input) return Status::error("the BF16 path casts FP32 activations or reads BF16 ones");
       if (!key.constant_weight && fp8_weights) return Status::error("E4M3 weights must be constant for the BF16 path");
       return Status::ok();
     case GemmPrecision::kFp8E4M3:

@@ -73,7 +73,9 @@ constexpr bool stores_w_transposed(GemmLayout layout) {
 /// What one GEMM node computes (the registry's functional key).
 struct GemmKey {
   std::string op;                          ///< "Gemm", "MatMul", "FusedGemm" or "QuantizedGemm"
-  DType input = DType::kFloat32;           ///< activation dtype as stored (FP32, or E4M3 from LayerNormQuant)
+  /// Activation dtype as stored: FP32, E4M3 from LayerNormQuant, or BF16 (BF16 activation storage:
+  /// FusedGemm's X, whose op is FP32 on the widened values; FP32, TF32 and BF16 candidates only).
+  DType input = DType::kFloat32;
   DType weight = DType::kFloat32;          ///< FP32, or E4M3 codes for QuantizedGemm
   DType output = DType::kFloat32;
   ScaleGranularity activation_scale = ScaleGranularity::kNone;

@@ -70,9 +70,13 @@ Result<Fp8RecipeSpec::Kind> parse_fp8_recipe(const std::string& name) {
   return Status::error("unknown FP8 recipe '" + name + "' (expected e4m3_tensor, e4m3_row or e5m2_tensor)");
 }
 
-Result<FamilyErrors> gemm_family_errors(const std::string& node, const Tensor& x, const Tensor& w, GemmLayout layout,
-                                        const Fp8RecipeSpec& recipe, int64_t max_rows) {
+Result<FamilyErrors> gemm_family_errors(const std::string& node, const Tensor& stored_x, const Tensor& w,
+                                        GemmLayout layout, const Fp8RecipeSpec& recipe, int64_t max_rows) {
   const std::string where = "node '" + node + "': ";
+  // A BF16 X (held so by store-activations-bf16) is what every family reads, widened exactly;
+  // the BF16 family's own rounding of it then changes nothing.
+  const Tensor x = stored_x.dtype() == DType::kBFloat16 ? Tensor::from_floats(stored_x.shape(), stored_x.to_floats())
+                                                        : stored_x;
   if (x.dtype() != DType::kFloat32 || w.dtype() != DType::kFloat32)
     return Status::error(where + "calibration errors need FP32 operands");
   if (x.rank() < 2 || w.rank() < 2)

@@ -140,7 +140,11 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     key.layout = w && w->type().rank() == 2 ? GemmLayout::kNN : GemmLayout::kBatched;
     shape_fn = matmul_shape;
   } else if (node.is("FusedGemm", "ai.loka")) {
-    if (dtype_of(node.input(0)) != DType::kFloat32 || dtype_of(node.input(1)) != DType::kFloat32) return std::nullopt;
+    // X may be BF16 (store-activations-bf16): the BF16 candidates read it as it is, the FP32 and
+    // TF32 ones after widening it (kernels/registry/gemm_kernel_key.h).
+    const DType x = dtype_of(node.input(0));
+    if ((x != DType::kFloat32 && x != DType::kBFloat16) || dtype_of(node.input(1)) != DType::kFloat32) return std::nullopt;
+    key.input = x;
     const ir::Value* w = node.input(1);
     key.layout = kernels::gemm_layout(w && w->type().rank() > 2, int_attribute(node, "transB") != 0);
     key.bias = node.input(2) != nullptr;

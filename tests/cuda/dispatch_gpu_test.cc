@@ -1,7 +1,8 @@
 // ============================================================================
 // tests/cuda/dispatch_gpu_test.cc — Dispatch on the GPU (skipped without one):
 // the autotuner measures every candidate with sane errors; a warm perf DB
-// makes the dispatch pass >= 10x faster with an identical plan; the runtime
+// makes the dispatch pass >= 10x faster with an identical plan; a BF16
+// activation is measured on the values its kernels read; the runtime
 // runs dispatched BF16, TF32 and tile-configured kernels, and refuses a foreign
 // plan in strict mode.
 // ============================================================================
@@ -15,6 +16,7 @@
 #include <random>
 
 #include "cuda_test_util.h"
+#include "gemm_test_keys.h"
 #include "kernels/cuda/gemm_autotune.h"
 #include "kernels/registry/kernel_plan.h"
 #include "model_builder.h"
@@ -99,6 +101,32 @@ TEST_F(DispatchGpuTest, AutotuneMeasuresEveryCandidateWithSaneErrors) {
       EXPECT_LT(m.rel_error, 0.01) << m.candidate.name();
     }
   }
+}
+
+TEST_F(DispatchGpuTest, AutotuneOfABf16ActivationMeasuresOnTheValuesTheKernelsRead) {
+  // The synthetic X is rounded to BF16 and the reference reads the rounded values: FP32 (X widened
+  // exactly, then the reference's own GEMM) is within summation order of it, as for an FP32 X;
+  // against the unrounded X it would be off by BF16's rounding, about 2^-9. No FP8 candidate.
+  cuda::AutotuneOptions options;
+  options.repeats = 3;
+  options.max_algorithms = 2;
+  options.cudnn_engines = 2;
+  auto measured = cuda::autotune_gemm(bf16_activation_gemm_key(), {512, 256, 512, 1}, options);
+  ASSERT_TRUE(measured.is_ok()) << measured.status().message();
+  bool fp32 = false, bf16 = false;
+  for (const cuda::GemmMeasurement& m : *measured) {
+    SCOPED_TRACE(m.candidate.name());
+    EXPECT_NE(m.candidate.precision, kernels::GemmPrecision::kFp8E4M3);
+    EXPECT_NE(m.candidate.precision, kernels::GemmPrecision::kFp8Emulated);
+    if (m.candidate.precision == kernels::GemmPrecision::kFp32) {
+      fp32 = true;
+      EXPECT_LT(m.rel_error, 1e-5);
+    } else if (m.candidate.precision == kernels::GemmPrecision::kBf16) {
+      bf16 = true;
+      EXPECT_LT(m.rel_error, 0.01);
+    }
+  }
+  EXPECT_TRUE(fp32 && bf16);
 }
 
 constexpr const char* kGraph = R"(graph "mlp" {

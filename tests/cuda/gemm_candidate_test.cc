@@ -1,6 +1,8 @@
 // ============================================================================
 // tests/cuda/gemm_candidate_test.cc — the registry's TF32 and activation x
-// activation BF16 candidates, the tanh_gelu candidates of GELU nodes (FP32,
+// activation BF16 candidates, the FP32, TF32 and BF16 candidates of a BF16
+// activation (against their twins on its widened values, bit for bit), the
+// tanh_gelu candidates of GELU nodes (FP32,
 // TF32, BF16 and FP8 against the exact GELU), and the explicit split-K and tile configurations
 // (kernels/cuda/gemm_candidate.h) against an FP32 CPU reference
 // (dispatch_gpu_test.cc runs them through the runtime). Skips visibly without
@@ -29,6 +31,7 @@
 #include "kernels/cuda/gemm_types.h"
 #include "kernels/registry/cublaslt_tiles.h"
 #include "cuda/fp8_candidate_util.h"
+#include "loka/bfloat16.h"
 #include "gemm_test_keys.h"
 
 namespace loka::testing {
@@ -45,12 +48,15 @@ class GemmCandidateTest : public CudaTest {};
 struct Outcome {
   size_t bad = 0;
   double rel_l2 = 0;
+  std::vector<float> y;  ///< what the candidate wrote
 };
 
 /// Runs `candidate` on random operands and compares it with the FP32 GEMM computed in double.
 /// The bound per element is `per_product` x Σ|x·w| plus FP32 accumulation (K·2^-24 of it).
+/// With `bf16_x_values` (and always for a BF16 key.input), X holds BF16 values: stored as BF16
+/// codes when key.input is BF16, else widened to FP32; the reference reads those values.
 Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key, const GemmShape& shape,
-                              double per_product) {
+                              double per_product, bool bf16_x_values = false) {
   std::mt19937 rng(static_cast<unsigned>(shape.m * 131 + shape.n * 7 + shape.k * 3 + shape.batch));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t w_batches = is_batched(key.layout) ? shape.batch : 1;
@@ -59,6 +65,14 @@ Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key
   std::vector<float> bias(static_cast<size_t>(shape.n));
   for (std::vector<float>* values : {&x, &w, &bias})
     for (float& v : *values) v = normal(rng);
+  const bool bf16_x = key.input == DType::kBFloat16;
+  std::vector<uint16_t> x_codes;
+  if (bf16_x || bf16_x_values) {
+    for (float& v : x) {
+      x_codes.push_back(float_to_bf16(v));
+      v = bf16_to_float(x_codes.back());
+    }
+  }
 
   const Tensor host_w = Tensor::from_floats({static_cast<int64_t>(w.size())}, w);
   cuda::GemmCandidatePlanInputs inputs;
@@ -68,7 +82,9 @@ Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key
   if (!kernel.is_ok()) return {1, 0};
 
   const size_t y_count = static_cast<size_t>(shape.batch * shape.m * shape.n);
-  DeviceBytes d_x(x), d_w(w), d_bias(bias), d_y(y_count * sizeof(float)), workspace(cuda::kGemmWorkspaceBytes);
+  DeviceBytes d_x(x.size() * (bf16_x ? sizeof(uint16_t) : sizeof(float)));
+  d_x.upload(bf16_x ? static_cast<const void*>(x_codes.data()) : x.data(), x.size() * (bf16_x ? 2 : 4));
+  DeviceBytes d_w(w), d_bias(bias), d_y(y_count * sizeof(float)), workspace(cuda::kGemmWorkspaceBytes);
   cuda::GemmCandidateArgs args;
   args.x = d_x.get();
   args.w = d_w.get();
@@ -79,6 +95,7 @@ Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key
   const std::vector<float> y = d_y.download_vector<float>(y_count);
 
   Outcome outcome;
+  outcome.y = y;
   double error = 0, norm = 0;
   for (int64_t b = 0; b < shape.batch; ++b)
     for (int64_t i = 0; i < shape.m; ++i)
@@ -168,6 +185,58 @@ TEST_F(GemmCandidateTest, NegativeTwinExactFp32IsWithinAccumulationErrorOnly) {
   const Outcome outcome = run_against_reference(fp32, fp32_gemm_key(), {33, 17, 37, 1}, 0.0);
   EXPECT_EQ(outcome.bad, 0u);
   EXPECT_LT(outcome.rel_l2, 1e-6);
+}
+
+// A BF16 activation (FusedGemm's X under BF16 activation storage) is the FP32 op on its widened
+// values: each family computes, bit for bit, what it computes from those values stored as FP32.
+// FP32 and TF32 widen X exactly before the same cuBLASLt call; BF16 reads X as it is where an
+// FP32 X is cast (exactly: the values are BF16's). X is exact in TF32 and BF16, so only W rounds:
+// TF32 by 2^-10 of a product, BF16 by 2^-9. One row, K = 37, 4099 rows; ReLU with a bias, GELU
+// without one over W [K,N].
+TEST_F(GemmCandidateTest, ABf16ActivationComputesWhatItsWidenedValuesDoBitForBit) {
+  GemmKey relu = bf16_activation_gemm_key();
+  relu.epilogue = cuda::GemmEpilogue::kRelu;
+  GemmKey gelu = bf16_activation_gemm_key(false);
+  gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  gelu.layout = GemmLayout::kNN;
+  for (const GemmKey& key : {relu, gelu}) {
+    GemmKey fp32_twin = key;
+    fp32_twin.input = DType::kFloat32;
+    for (const GemmShape shape : {GemmShape{1, 64, 37, 1}, GemmShape{4099, 48, 37, 1}, GemmShape{33, 17, 64, 1}}) {
+      for (const auto& [precision, per_product] : {std::pair{GemmPrecision::kFp32, 0.0},
+                                                   std::pair{GemmPrecision::kTf32, std::ldexp(1.0, -10)},
+                                                   std::pair{GemmPrecision::kBf16, std::ldexp(1.0, -9)}}) {
+        const GemmCandidate c{precision, kernels::ScaleGranularity::kNone, 0, false};
+        SCOPED_TRACE(c.name() + " " + key.to_string() + " " + shape.to_string());
+        const Outcome stored = run_against_reference(c, key, shape, per_product);
+        EXPECT_EQ(stored.bad, 0u);
+        const Outcome widened = run_against_reference(c, fp32_twin, shape, per_product, true);
+        ASSERT_EQ(stored.y.size(), widened.y.size());
+        expect_same_bytes(stored.y.data(), widened.y.data(), stored.y.size(), sizeof(float));
+      }
+    }
+  }
+}
+
+TEST_F(GemmCandidateTest, ABf16ActivationIsWidenedInTheRunScratchForFp32AndReadAsItIsByBf16) {
+  const GemmShape shape{4099, 48, 37, 1};
+  const Tensor host_w = Tensor::from_floats({48 * 37}, std::vector<float>(48 * 37, 0.5f));
+  cuda::GemmCandidatePlanInputs inputs;
+  inputs.host_w = &host_w;
+  const auto run_scratch = [&](GemmPrecision precision, DType input) -> size_t {
+    GemmKey key = bf16_activation_gemm_key();
+    key.input = input;
+    auto kernel = cuda::GemmKernel::create({precision, kernels::ScaleGranularity::kNone, 0, false}, key, shape, inputs);
+    EXPECT_TRUE(kernel.is_ok()) << kernel.status().message();
+    return kernel.is_ok() ? (*kernel)->run_scratch_bytes() : 0;
+  };
+  const size_t values = 4099 * 37;
+  EXPECT_EQ(run_scratch(GemmPrecision::kFp32, DType::kBFloat16), values * sizeof(float));
+  EXPECT_EQ(run_scratch(GemmPrecision::kTf32, DType::kBFloat16), values * sizeof(float));
+  EXPECT_EQ(run_scratch(GemmPrecision::kBf16, DType::kBFloat16), 0u);
+  // The negative twins: an FP32 X is read as it is by FP32, cast into the run scratch for BF16.
+  EXPECT_EQ(run_scratch(GemmPrecision::kFp32, DType::kFloat32), 0u);
+  EXPECT_GE(run_scratch(GemmPrecision::kBf16, DType::kFloat32), values * sizeof(uint16_t));
 }
 
 // Explicit split-K configurations (cublaslt.*.algo0.splitkN) change only the summation order. On a

@@ -6,7 +6,8 @@
 // bias, ReLU/GELU, shapes the FP8 tensor cores take and shapes they do not:
 // K or N not a multiple of 16; X, Multiplier, Residual and Y stored in BF16,
 // also against the node storing them in float32), FusedGemm (FP32; 2-D and 3-D X, transB,
-// bias, ReLU/GELU), QuantizedGather (per-row and per-tensor
+// bias, ReLU/GELU; X stored in BF16 on the default, TF32 and BF16 kernels, also bit for bit
+// against the node reading the widened values in float32), QuantizedGather (per-row and per-tensor
 // scales), EmbeddingBags (mixed float32/BF16/FP8 tables, odd D, float32 or BF16
 // output), LayerNormQuant and ResidualLayerNorm run on both runtimes with fresh random inputs at
 // awkward batches (1, 7, 4096). Then each zoo model goes through the default
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -31,6 +33,7 @@
 #include "cuda_test_util.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/fp8_gemm.h"
+#include "kernels/registry/kernel_plan.h"
 #include "loka/bfloat16.h"
 #include "loka/engine.h"
 #include "loka/float8.h"
@@ -516,6 +519,98 @@ TEST_F(CudaLokaOps, BatchedFusedGemmMatchesTheCpuRuntime) {
       testing::expect_runtimes_agree(builder.serialize(), feeds, {1, 7, rows}, 1e-4f);
     }
   }
+}
+
+/// A FusedGemm whose X is stored in BF16 (store-activations-bf16): the FP32 op on its widened values.
+struct Bf16FusedGemmCase {
+  int64_t k, n;
+  bool three_d, trans_b, bias;
+  std::string activation;
+  bool residual = false;
+  bool batched_w = false;  // W an activation [rows, N, K] (or [rows, K, N]): a strided batch over X [rows, 5, K]
+};
+
+std::string describe(const Bf16FusedGemmCase& c) {
+  return "K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) + (c.three_d ? " 3-D" : " 2-D") +
+         (c.trans_b ? " transB" : "") + (c.bias ? " bias " : " ") + c.activation + (c.residual ? " residual" : "") +
+         (c.batched_w ? " batched W" : "");
+}
+
+constexpr int64_t kFusedGemmRows = 4099;
+
+/// `c` as a one-node model reading X as `x_type`, with feeds at kFusedGemmRows rows drawn from a
+/// seed of K and N, as the weights are: X holds BF16 values either way, so a model reading it as
+/// float32 reads the very same values. With `kernel`, a Dispatch plan (the cost model's: no
+/// algorithm index to re-check) asks for that candidate at every batch.
+OneNodeModel bf16_fused_gemm_model(const Bf16FusedGemmCase& c, DType x_type, const std::string& kernel) {
+  std::mt19937 rng(static_cast<unsigned>(c.k * 100 + c.n));
+  const int64_t tokens = 5;
+  const Shape w_matrix = c.trans_b ? Shape{c.n, c.k} : Shape{c.k, c.n};
+  const auto rows_of = [&](int64_t rows, int64_t width) {
+    return c.three_d ? Shape{rows, tokens, width} : Shape{rows, width};
+  };
+  testing::ModelBuilder builder(17);
+  builder.opset("ai.loka", 1);
+  builder.input("x", x_type, rows_of(-1, c.k));
+  if (c.batched_w) {
+    builder.input("w", DType::kFloat32, {-1, w_matrix[0], w_matrix[1]});
+  } else {
+    builder.initializer("w", testing::random_tensor(rng, w_matrix, -1.0f, 1.0f));
+  }
+  builder.initializer("b", testing::random_tensor(rng, {c.n}, -0.5f, 0.5f));
+  if (c.residual) builder.input("r", DType::kFloat32, rows_of(-1, c.n));
+  std::vector<std::string> inputs = {"x", "w", c.bias ? "b" : ""};
+  if (c.residual) inputs.push_back("r");
+  builder.node("FusedGemm", inputs, {"y"}, {{"transB", int64_t{c.trans_b ? 1 : 0}}, {"activation", c.activation}},
+               "fused", "ai.loka");
+  builder.output_unshaped("y", DType::kFloat32);
+  if (!kernel.empty()) {
+    auto* plan = builder.proto().add_metadata_props();
+    plan->set_key(kernels::kKernelPlanKey);
+    plan->set_value("loka.kernels 1\ndevice\t" + std::string(kernels::kCostModelDevice) + "\nfused\t1\t" + kernel +
+                    "\n");
+  }
+  const Bf16Values x = bf16_values(testing::random_tensor(rng, rows_of(kFusedGemmRows, c.k), -2.0f, 2.0f));
+  OneNodeModel model{builder.serialize(), {x_type == DType::kBFloat16 ? x.bf16 : x.widened}};
+  if (c.batched_w)
+    model.feeds.push_back(testing::random_tensor(rng, {kFusedGemmRows, w_matrix[0], w_matrix[1]}, -1.0f, 1.0f));
+  if (c.residual) model.feeds.push_back(testing::random_tensor(rng, rows_of(kFusedGemmRows, c.n), -2.0f, 2.0f));
+  return model;
+}
+
+TEST_F(CudaLokaOps, FusedGemmReadingBf16MatchesTheCpuAndItsFloat32TwinBitForBit) {
+  // A BF16 X is widened exactly, then the op is unchanged: each kernel writes what it writes for
+  // the float32 twin fed the widened values, bit for bit — the default FP32 kernel (X widened
+  // first), and Dispatch's TF32 (the same widening) and BF16 (X read as it is, where the twin's
+  // is cast: exactly, its values are BF16's) — and the CPU runtime's Y within the kernel's
+  // tolerance: FP32 rounding only for FP32; for TF32 and BF16, X is exact and W rounds (2^-10
+  // and 2^-9 of a product). Strictly: a candidate that does not build is an error, no fallback.
+  ::setenv("LOKA_STRICT_KERNELS", "1", 1);
+  for (const auto& [kernel, tolerance] : std::vector<std::pair<std::string, float>>{
+           {"", 1e-4f}, {"cublaslt.tf32.algo0", 4e-3f}, {"cublaslt.bf16.algo0", 4e-3f}}) {
+    for (const Bf16FusedGemmCase& c : std::vector<Bf16FusedGemmCase>{
+             {37, 48, false, true, true, "relu"},              // K = 37, bias and ReLU in cuBLASLt's epilogue
+             {37, 40, true, false, true, "gelu", true},        // 3-D X, W [K,N], exact GELU, a residual after it
+             {64, 32, false, true, true, "none", true},        // a residual as cuBLASLt's C
+             {216, 6, false, false, false, "none"},            // N = 6, no bias
+             {13, 34, true, true, false, "none", false, true},  // fold-transposes' X·Yᵀ, K = 13
+         }) {
+      SCOPED_TRACE((kernel.empty() ? std::string("default kernel") : kernel) + ", " + describe(c));
+      run_beside_float32_twin(
+          bf16_fused_gemm_model(c, DType::kBFloat16, kernel), bf16_fused_gemm_model(c, DType::kFloat32, kernel),
+          {1, 7, kFusedGemmRows}, [&](const Bf16Runs& runs) {
+            const Tensor& y = runs.gpu[0];
+            ASSERT_EQ(y.dtype(), DType::kFloat32);
+            float magnitude = 0;
+            for (const float v : runs.cpu[0].to_floats()) magnitude = std::max(magnitude, std::fabs(v));
+            testing::expect_close(y, runs.cpu[0], 0, tolerance * (1.0f + magnitude));
+            ASSERT_EQ(runs.float32_twin[0].shape(), y.shape());
+            testing::expect_same_bytes(y.raw(), runs.float32_twin[0].raw(), static_cast<size_t>(y.element_count()),
+                                       sizeof(float));
+          });
+    }
+  }
+  ::unsetenv("LOKA_STRICT_KERNELS");
 }
 
 TEST_F(CudaLokaOps, QuantizedGatherMatchesTheCpuRuntime) {

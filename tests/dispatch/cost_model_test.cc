@@ -24,12 +24,21 @@ const GemmCandidate kTf32{GemmPrecision::kTf32, ScaleGranularity::kNone, 0, fals
 /// Attention QK^T / an interaction: a batched MatMul of two activations.
 GemmKey activation_matmul() { return testing::activation_matmul_key(); }
 
+/// A FusedGemm whose X is stored in BF16, and its twin reading FP32.
+GemmKey bf16_activation() { return testing::bf16_activation_gemm_key(); }
+GemmKey fp32_activation() {
+  GemmKey key = bf16_activation();
+  key.input = DType::kFloat32;
+  return key;
+}
+
 TEST(CostModel, MonotonicInEveryDimension) {
   GemmKey fp32_key;
   fp32_key.op = "Gemm";
   for (const auto& [candidate, key] : std::vector<std::pair<GemmCandidate, GemmKey>>{
            {kFp8, quantized()}, {kBf16, quantized()}, {kEmulated, quantized()}, {kFp32, fp32_key}, {kBf16, fp32_key},
-           {kTf32, fp32_key}, {kTf32, activation_matmul()}, {kBf16, activation_matmul()}}) {
+           {kTf32, fp32_key}, {kTf32, activation_matmul()}, {kBf16, activation_matmul()},
+           {kFp32, bf16_activation()}, {kTf32, bf16_activation()}, {kBf16, bf16_activation()}}) {
     double previous_m = 0;
     for (int64_t m = 16; m <= 32768; m += m / 3 + 16) {
       const double t = model_gemm_time(candidate, key, {m, 512, 512, 1}).total_us;
@@ -169,6 +178,43 @@ TEST(CostModel, SmallMIsMonotonicUpToItsRowLimit) {
       previous_k = tk;
     }
   }
+}
+
+}  // namespace
+}  // namespace loka::kernels
+
+namespace loka::kernels {
+namespace {
+
+TEST(CostModel, ABf16ActivationSavesBf16ItsCastAndCostsFp32AndTf32AWidening) {
+  const GemmShape shape{4096, 256, 512, 1};
+  const double widen_us = 3.0 + 6.0 * 4096 * 512 / 4.2e12 * 1e6;  // read 2 bytes, write 4, per element
+  // BF16 reads the stored activation: the GEMM alone, the same GEMM as from an FP32 one.
+  const ModelledTime bf16 = model_gemm_time(kBf16, bf16_activation(), shape);
+  EXPECT_EQ(bf16.kernels, 1);
+  EXPECT_EQ(bf16.extra_us, 0.0);
+  EXPECT_DOUBLE_EQ(bf16.gemm_us, model_gemm_time(kBf16, fp32_activation(), shape).gemm_us);
+  EXPECT_EQ(model_gemm_time(kBf16, fp32_activation(), shape).kernels, 2);  // the negative twin: the cast
+  // FP32 and TF32 widen it first: one more kernel, then the FP32 GEMM's bytes.
+  for (const GemmCandidate& c : {kFp32, kTf32}) {
+    const ModelledTime widened = model_gemm_time(c, bf16_activation(), shape);
+    const ModelledTime fp32 = model_gemm_time(c, fp32_activation(), shape);
+    EXPECT_EQ(widened.kernels, 2) << c.name();
+    EXPECT_EQ(fp32.kernels, 1) << c.name();
+    EXPECT_DOUBLE_EQ(widened.gemm_us, fp32.gemm_us) << c.name();
+    EXPECT_NEAR(widened.extra_us, widen_us, 1e-9) << c.name();
+    EXPECT_DOUBLE_EQ(widened.total_us, widened.gemm_us + widened.extra_us) << c.name();
+  }
+  // Memory-bound rec shapes: with no cast left, BF16 now beats TF32 (with an FP32 X it does not).
+  const GemmShape rec{16384, 256, 512, 1};
+  EXPECT_LT(model_gemm_time(kBf16, bf16_activation(), rec).total_us,
+            model_gemm_time(kTf32, bf16_activation(), rec).total_us);
+  EXPECT_GT(model_gemm_time(kBf16, fp32_activation(), rec).total_us,
+            model_gemm_time(kTf32, fp32_activation(), rec).total_us);
+  // A computed W is still cast for BF16: two kernels, W's cast and the GEMM.
+  GemmKey computed = bf16_activation();
+  computed.constant_weight = false;
+  EXPECT_EQ(model_gemm_time(kBf16, computed, shape).kernels, 2);
 }
 
 }  // namespace

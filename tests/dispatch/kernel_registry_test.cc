@@ -327,6 +327,61 @@ TEST(GemmKernelKey, NegativeTwinNoTf32OrBf16WithoutFp32Operands) {
   EXPECT_FALSE(can_implement(fast, fp32_gemm(), {512, 256, 512, 1}).is_ok());
 }
 
+using testing::bf16_activation_gemm_key;
+
+TEST(GemmKernelKey, ABf16ActivationRunsFp32Tf32AndBf16) {
+  // FusedGemm's X stored in BF16: the FP32 op on the widened values (FP32 and TF32 widen it, BF16
+  // reads it as it is). Any K, one row or many, a GELU, a residual, a batched computed W.
+  const GemmCandidate kFp32{GemmPrecision::kFp32, ScaleGranularity::kNone, 0, false};
+  GemmKey everything = bf16_activation_gemm_key();
+  everything.epilogue = cuda::GemmEpilogue::kGelu;
+  everything.residual = true;
+  GemmKey batched = bf16_activation_gemm_key(false);
+  batched.layout = GemmLayout::kBatchedNT;
+  batched.constant_weight = false;
+  for (const GemmCandidate& c : {kFp32, kTf32, kBf16}) {
+    for (const GemmShape shape : {GemmShape{1, 64, 37, 1}, GemmShape{4099, 48, 37, 1}, GemmShape{512, 256, 512, 1}}) {
+      EXPECT_TRUE(can_implement(c, bf16_activation_gemm_key(), shape).is_ok()) << c.name() << " " << shape.to_string();
+      EXPECT_TRUE(can_implement(c, everything, shape).is_ok()) << c.name() << " " << shape.to_string();
+    }
+    EXPECT_TRUE(can_implement(c, batched, {34, 34, 13, 9}).is_ok()) << c.name();
+  }
+  EXPECT_EQ(bf16_activation_gemm_key().to_string(), "FusedGemm:bf16*f32->f32:none:nt:bias+none");
+  // The registry offers exactly those families, small-M and cuDNN asked for or not.
+  CandidateOptions everything_asked{1, true, true, true, {}, 0, 2};
+  EXPECT_EQ(names(gemm_candidates(bf16_activation_gemm_key(), {16, 256, 512, 1}, everything_asked)),
+            (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.tf32.algo0", "cublaslt.bf16.algo0"}));
+}
+
+TEST(GemmKernelKey, NegativeTwinNoFp8CandidateReadsABf16Activation) {
+  // Quantizing a BF16 X to E4M3 is QuantizedGemm's arithmetic, not the FP32 op's: every FP8 family
+  // refuses, naming the BF16 activation; the same candidates take its FP8 twin.
+  const GemmKey key = bf16_activation_gemm_key();
+  const GemmShape shape{16, 256, 512, 1};
+  const GemmCandidate fp8{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false};
+  GemmCandidate fast = fp8;
+  fast.fast_accum = true;
+  const GemmCandidate emulated{GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false};
+  GemmCandidate cudnn = fp8;
+  cudnn.library = GemmLibrary::kCudnn;
+  for (const GemmCandidate& c : {fp8, fast, emulated, kSmallMTensor, kSmallMRow, cudnn}) {
+    const Status refused = can_implement(c, key, shape);
+    ASSERT_FALSE(refused.is_ok()) << c.name();
+    EXPECT_NE(refused.message().find("BF16 activation"), std::string::npos) << refused.message();
+    const bool row = c.granularity == ScaleGranularity::kRow;
+    EXPECT_TRUE(can_implement(c, quantized(row ? ScaleGranularity::kRow : ScaleGranularity::kTensor), shape).is_ok())
+        << c.name();
+  }
+  // A BF16 activation with E4M3 weights is no key any op makes: refused by every family.
+  const GemmKey bf16_with_fp8_weights = quantized(ScaleGranularity::kTensor, DType::kBFloat16);
+  const GemmCandidate fp32{GemmPrecision::kFp32, ScaleGranularity::kNone, 0, false};
+  for (const GemmCandidate& c : {fp32, kTf32, kBf16}) {
+    const Status refused = can_implement(c, bf16_with_fp8_weights, shape);
+    ASSERT_FALSE(refused.is_ok()) << c.name();
+    EXPECT_NE(refused.message().find("FP32 weights"), std::string::npos) << refused.message();
+  }
+}
+
 TEST(KernelRegistry, ExpandsFamiliesInAFixedOrder) {
   EXPECT_EQ(names(gemm_candidates(fp32_gemm(), {512, 256, 512, 1}, {2, true, true})),
             (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.fp32.algo1", "cublaslt.tf32.algo0",

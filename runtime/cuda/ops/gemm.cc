@@ -91,6 +91,14 @@ Status require_all_float32(const DeviceOpInit& init, std::initializer_list<size_
   return Status::ok();
 }
 
+/// Input `index`'s dtype where an op reads FP32 or BF16 (FusedGemm's X; QuantizedGemm's X for
+/// the float recipes, its Multiplier and Residual); an error naming `what` for any other.
+Result<DType> float32_or_bf16_input(const DeviceOpInit& init, size_t index, const char* what) {
+  const DType dtype = init.inputs[index].dtype;
+  if (dtype == DType::kFloat32 || dtype == DType::kBFloat16) return dtype;
+  return Status::error(std::string(what) + " must be FLOAT or BFLOAT16, got " + std::string(dtype_name(dtype)));
+}
+
 /// ONNX Gemm: transA = 0, alpha = 1; C as a bias ([N] or [1,N], beta = 1) or a
 /// broadcast addend (beta = 1).
 Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
@@ -136,9 +144,13 @@ Result<DevicePlan> plan_gemm(const DeviceOpInit& init) {
 /// GEMM with its bias/ReLU epilogue and the residual as C (exact GELU, and a residual after an
 /// activation, in passes after it: kernels/cuda/gemm_candidate.h). A batched W (X's rank and
 /// leading dims, no B or Residual) is one strided-batched GEMM, W read transposed in place when
-/// transB = 1: fold-transposes' X·Yᵀ, where a Transpose kernel ran before.
+/// transB = 1: fold-transposes' X·Yᵀ, where a Transpose kernel ran before. A BFLOAT16 X (BF16
+/// activation storage) is the op on its widened values: the key says BF16, and the kernels widen
+/// it (FP32, TF32) or read it as it is (BF16, a Dispatch choice).
 Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
-  LOKA_RETURN_IF_ERROR(require_all_float32(init, {0, 1}));
+  LOKA_RETURN_IF_ERROR(require_all_float32(init, {1}));
+  if (!has_input(init, 0)) return Status::error("input 0 (X) is missing");
+  LOKA_ASSIGN_OR_RETURN(const DType x_type, float32_or_bf16_input(init, 0, "X (input 0)"));
   LOKA_ASSIGN_OR_RETURN(const int64_t trans_b, init.attributes.get_int("transB", 0));
   LOKA_ASSIGN_OR_RETURN(const std::string activation, init.attributes.get_string("activation", std::string("none")));
   const Shape& x = init.inputs[0].shape;
@@ -157,7 +169,7 @@ Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
   if (has_residual) LOKA_RETURN_IF_ERROR(require_float32(init, 3));
   const GemmEpilogue epilogue =
       activation == "relu" ? GemmEpilogue::kRelu : activation == "gelu" ? GemmEpilogue::kGelu : GemmEpilogue::kNone;
-  kernels::GemmKey key{"FusedGemm", DType::kFloat32, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
+  kernels::GemmKey key{"FusedGemm", x_type, DType::kFloat32, DType::kFloat32, kernels::ScaleGranularity::kNone,
                        kernels::gemm_layout(batched, trans_b != 0), init.inputs[1].host.defined(), has_bias, epilogue};
   key.residual = has_residual;
   GemmInputSlots slots{0, 1, -1, has_bias ? 2 : -1, -1};
@@ -166,7 +178,8 @@ Result<DevicePlan> plan_fused_gemm(const DeviceOpInit& init) {
   const kernels::GemmShape shape{m, n, k, batched && m > 0 ? rows / m : 1};
   LOKA_ASSIGN_OR_RETURN(auto dispatched, plan_dispatched_gemm(init, key, shape, slots));
   if (dispatched) return std::move(*dispatched);
-  // No Dispatch choice: the registry's FP32 kernel (bias, ReLU and a residual ride in cuBLASLt's GEMM).
+  // No Dispatch choice: the registry's FP32 kernel (bias, ReLU and a residual ride in cuBLASLt's GEMM),
+  // a BF16 X widened first: the op's FP32 arithmetic (BF16 sums are Dispatch's to choose, measured).
   kernels::GemmCandidate fp32;
   fp32.precision = kernels::GemmPrecision::kFp32;
   LOKA_ASSIGN_OR_RETURN(auto kernel, create_gemm_kernel(fp32, key, shape, GemmCandidatePlanInputs{}, init, slots));
@@ -486,14 +499,6 @@ class FakeQuantGemmOp final : public DeviceOp {
   DeviceBuffer unit_scales_;  ///< n floats of 1.0 when runs_epilogue(): the epilogue's x and w scales
   size_t codes_offset_ = 0, scales_offset_ = 0, y_offset_ = 0, run_scratch_bytes_ = 0;
 };
-
-/// Input `index`'s dtype where QuantizedGemm reads FP32 or BF16 (X for the float recipes, the
-/// Multiplier, the Residual); an error naming `what` for any other.
-Result<DType> float32_or_bf16_input(const DeviceOpInit& init, size_t index, const char* what) {
-  const DType dtype = init.inputs[index].dtype;
-  if (dtype == DType::kFloat32 || dtype == DType::kBFloat16) return dtype;
-  return Status::error(std::string(what) + " must be FLOAT or BFLOAT16, got " + std::string(dtype_name(dtype)));
-}
 
 Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   if (init.inputs.size() < 3) return Status::error("needs X, W and W_scale");
