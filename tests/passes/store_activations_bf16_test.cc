@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "canonicalize_test_util.h"
 #include "mods_test_util.h"
 #include "passes/mods/store_activations_bf16.h"
+#include "passes/ir/text_format.h"
 #include "passes/onnx/onnx_import.h"
 #include "passes/probe/annotations.h"
 #include "passes/probe/sites.h"
@@ -202,6 +204,72 @@ TEST(StoreActivationsBf16, AFloatGemmReadingTheSetReadsItInBf16AsAFusedGemm) {
   ASSERT_TRUE(difference) << difference.status().message();
   EXPECT_GT(*difference, 0.0f);
   EXPECT_LT(*difference, 0.1f);
+}
+
+/// Writes pin-precision's choice of the set {h} into `graph`'s annotations.
+void choose_h_for_bf16(ir::Graph& graph) {
+  auto document = read_annotations(graph);
+  ASSERT_TRUE(document) << document.status().message();
+  (*document)["model"]["precision"]["bf16_activations"] = json::array({{{"values", {"h"}}}});
+  write_annotations(graph, *document);
+}
+
+TEST(StoreActivationsBf16, AChosenSetIsRetypedItsWriterWritesBf16AndABareFloatReaderBecomesAFusedGemm) {
+  // The lowering alone, on a small graph with the choice written as pin-precision writes it: an
+  // FP8 GEMM's output read by another FP8 GEMM and by a float Gemm with nothing after it.
+  auto graph = ir::parse_graph(R"(graph "t" {
+  opset "" 20
+  opset "ai.loka" 1
+  input %x : f32[batch,2]
+  init %w : f8e4m3fn[2,2] = [0x38, 0x40, 0xb8, 0x30]
+  init %ws : f32[2] = [1, 0.5]
+  init %xs : f32[] = [0.5]
+  init %wf : f32[2,3] = [0.5, -1.25, 2, 0.75, 0.125, -3]
+  %h = ai.loka::QuantizedGemm(%x, %w, %ws, _, %xs) : f32[batch,2] @"writer"
+  %a = ai.loka::QuantizedGemm(%h, %w, %ws, _, %xs) : f32[batch,2] @"fp8_reader"
+  %b = Gemm(%h, %wf) : f32[batch,3] @"float_reader"
+  output %a
+  output %b
+})");
+  ASSERT_TRUE(graph) << graph.status().message();
+  const auto fp32_storage = (*graph)->clone();
+  choose_h_for_bf16(**graph);
+  auto records = testing::run_pipeline(**graph, "store-activations-bf16,infer-shapes");
+  ASSERT_TRUE(records) << records.status().message();
+  EXPECT_EQ(records->front().statistics.at("sets-stored-bf16"), 1.0);
+  EXPECT_EQ((*graph)->find_value("h")->type().dtype, DType::kBFloat16);
+  EXPECT_EQ((*graph)->find_node("writer")->attributes().get_int("output_dtype", 1).value(), 16);
+  const ir::Node* reader = (*graph)->find_node("float_reader");
+  ASSERT_NE(reader, nullptr);
+  EXPECT_TRUE(reader->is("FusedGemm", "ai.loka")) << reader->op_type();
+  EXPECT_EQ((*graph)->find_value("b")->type().dtype, DType::kFloat32) << "the float site's Y stays FLOAT";
+  // It runs on the CPU runtime; h's BF16 rounding is all that differs from the FP32 storage.
+  for (int64_t batch : {1, 5}) {
+    auto difference = testing::max_output_difference(*fp32_storage, **graph, batch, /*seed=*/3);
+    ASSERT_TRUE(difference) << difference.status().message();
+    EXPECT_LT(*difference, 0.1f) << "batch " << batch;
+  }
+  // Negative twin: a reader with no BF16 form (Sigmoid) keeps the set FP32, with the reason.
+  auto twin = ir::parse_graph(R"(graph "t" {
+  opset "" 20
+  opset "ai.loka" 1
+  input %x : f32[batch,2]
+  init %w : f8e4m3fn[2,2] = [0x38, 0x40, 0xb8, 0x30]
+  init %ws : f32[2] = [1, 0.5]
+  init %xs : f32[] = [0.5]
+  %h = ai.loka::QuantizedGemm(%x, %w, %ws, _, %xs) : f32[batch,2] @"writer"
+  %a = Sigmoid(%h) : f32[batch,2] @"other_reader"
+  output %a
+})");
+  ASSERT_TRUE(twin) << twin.status().message();
+  choose_h_for_bf16(**twin);
+  auto twin_records = testing::run_pipeline(**twin, "store-activations-bf16,infer-shapes");
+  ASSERT_TRUE(twin_records) << twin_records.status().message();
+  EXPECT_EQ((*twin)->find_value("h")->type().dtype, DType::kFloat32);
+  const json report = (*read_annotations(**twin))["model"]["precision"]["bf16_activations_lowered"];
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_FALSE(report[0]["stored"].get<bool>());
+  EXPECT_NE(report[0]["reason"].get<std::string>().find("Sigmoid 'other_reader'"), std::string::npos) << report.dump();
 }
 
 TEST(StoreActivationsBf16, WithoutAChoiceTheGraphIsUntouched) {
