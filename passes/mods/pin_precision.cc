@@ -723,8 +723,8 @@ PassInfo pin_precision_pass_info() {
                    // Measured only: BF16 storage is one more switch of the same run, so its error
                    // combines with the sites' as it really does (store-tables-bf16's separate trials
                    // add a second noise bound, which a full-size model's 2% reserve never covers).
-                   // Off by default until the CUDA side (BF16 epilogue terms and Y, BF16 bags) has run
-                   // on a GPU: session 20 (2026-12-06) got no device after its first H100 call.
+                   // Off by default until the CUDA side (BF16 epilogue terms and Y, BF16 bags, FusedGemm's
+                   // BF16 X) has run on a GPU: sessions 20 and 21 (2026-12-06) got no device for it.
                    {"bf16_storage", OptionType::kBool, "false",
                     "when measuring: after the FP8 sites, hold activation sets (store-activations-bf16) and "
                     "the tables of lookups left out of FP8 in BF16 where the model still fits"},
