@@ -68,10 +68,12 @@ class PerfDbTimer final : public GemmTimer {
 
 double expected_rel_error(const GemmCandidate& c, const GemmKey& key) {
   const bool fp8_weights = key.weight == DType::kFloat8E4M3FN;
+  // A BF16 X (BF16 activation storage) is exact in TF32 and BF16: only W rounds there.
+  const bool bf16_x = key.input == DType::kBFloat16;
   switch (c.precision) {
     case GemmPrecision::kFp32: return 0.0;
-    case GemmPrecision::kTf32: return rounding_error(kTf32, kTf32);
-    case GemmPrecision::kBf16: return rounding_error(kBf16, fp8_weights ? kE4M3 : kBf16);
+    case GemmPrecision::kTf32: return rounding_error(bf16_x ? 0.0 : kTf32, kTf32);
+    case GemmPrecision::kBf16: return rounding_error(bf16_x ? 0.0 : kBf16, fp8_weights ? kE4M3 : kBf16);
     case GemmPrecision::kFp8E4M3:
     case GemmPrecision::kFp8Emulated: return rounding_error(kE4M3, kE4M3);
   }

@@ -323,7 +323,10 @@ class FuseGemmEpiloguePass final : public Pass {
 
 }  // namespace
 
-bool can_become_fused_gemm(ir::Node& gemm) { return match_float(&gemm, /*allow_bare=*/true).has_value(); }
+bool can_become_fused_gemm(const ir::Node& gemm) {
+  // match_float only reads the graph; the non-const node is what a fusion would later rewrite.
+  return match_float(const_cast<ir::Node*>(&gemm), /*allow_bare=*/true).has_value();
+}
 
 Status become_fused_gemm(ir::Graph& graph, ir::Node& gemm) {
   const std::optional<FloatMatch> m = match_float(&gemm, /*allow_bare=*/true);

@@ -72,7 +72,7 @@ std::unique_ptr<Pass> make_fuse_gemm_epilogue_pass();
 
 /// Whether `gemm` is a float Gemm or MatMul of the FusedGemm form above, with or without an
 /// epilogue to fold: what `become_fused_gemm` rewrites.
-bool can_become_fused_gemm(ir::Node& gemm);
+bool can_become_fused_gemm(const ir::Node& gemm);
 
 /// Rewrites such a node (and the epilogue after it, if any is left) as one ai.loka::FusedGemm
 /// under its name, computing the same bits: for store-activations-bf16, since FusedGemm reads a

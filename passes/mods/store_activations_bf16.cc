@@ -51,15 +51,21 @@ double elements_per_sample(const ir::Value& value) {
   return elements;
 }
 
-/// What a source node is: the GEMM site whose epilogue computes it (nearest first, through
-/// Relu/Gelu/Add/Mul), "" for an embedding bag, or nothing when it is neither.
-std::optional<std::string> source_gemm(const ir::Node& source, const std::map<std::string, const probe::Site*>& sites) {
+/// What a source node is: the weight GEMM site whose epilogue computes it (nearest first,
+/// through Relu/Gelu/Add/Mul), "" for an embedding bag, or nothing when it is neither. The search
+/// does not pass through `skip` (a reader's own set: a Mul/Add reading it belongs to the epilogue
+/// of the GEMM on its other side, not of the set's source).
+std::optional<std::string> source_gemm(const ir::Node& source, const std::map<std::string, const probe::Site*>& sites,
+                                       const std::set<const ir::Value*>& skip = {}) {
   const auto site_of = [&](const ir::Node& node) -> const probe::Site* {
     const auto it = sites.find(node.name());
     return it == sites.end() ? nullptr : it->second;
   };
-  if (const probe::Site* site = site_of(source))
-    return site->kind == probe::SiteKind::kEmbedding ? std::string() : site->node;
+  if (const probe::Site* site = site_of(source)) {
+    if (site->kind == probe::SiteKind::kEmbedding) return std::string();
+    if (site->kind == probe::SiteKind::kWeightGemm) return site->node;
+    return std::nullopt;  // an activation x activation MatMul: no fused epilogue writes BF16
+  }
   // A bag: the sum of a lookup's rows.
   if (source.is("ReduceSum") && source.input(0) && source.input(0)->producer()) {
     const probe::Site* lookup = site_of(*source.input(0)->producer());
@@ -73,9 +79,9 @@ std::optional<std::string> source_gemm(const ir::Node& source, const std::map<st
     const auto [node, depth] = pending.front();
     pending.pop_front();
     for (const ir::Value* input : node->inputs()) {
-      if (input == nullptr || input->is_initializer() || input->producer() == nullptr) continue;
+      if (input == nullptr || input->is_initializer() || input->producer() == nullptr || skip.count(input)) continue;
       const ir::Node& producer = *input->producer();
-      if (const probe::Site* site = site_of(producer); site && site->kind != probe::SiteKind::kEmbedding)
+      if (const probe::Site* site = site_of(producer); site && site->kind == probe::SiteKind::kWeightGemm)
         return site->node;
       if (depth < 3 && is_epilogue_op(producer)) pending.push_back({&producer, depth + 1});
     }
@@ -126,6 +132,7 @@ std::vector<ActivationStorageCandidate> find_activation_storage_candidates(const
     ActivationStorageCandidate c;
     bool storable = true;
     std::set<std::string> gemms;
+    const std::set<const ir::Value*> members(set.begin(), set.end());
     for (const ir::Value* value : set) {
       if (value->is_initializer() || value->is_graph_input() || value->is_graph_output() || value->producer() == nullptr ||
           value->type().dtype != DType::kFloat32) {
@@ -154,14 +161,21 @@ std::vector<ActivationStorageCandidate> find_activation_storage_candidates(const
         if (is_view(reader)) continue;
         const auto site = by_node.find(reader.name());
         // A GEMM site reading the set as its activation reads BF16 in either precision
-        // (QuantizedGemm quantizes it, FusedGemm widens it): no requirement on it.
+        // (QuantizedGemm quantizes it, FusedGemm widens it): no requirement on its precision, but
+        // it must have the FusedGemm form should it stay FP32 (no transA, C a bias row).
         if (site != by_node.end() && site->second->kind == probe::SiteKind::kWeightGemm &&
-            site->second->activation_input == use.input_index)
+            site->second->activation_input == use.input_index) {
+          if (site->second->activation_transposed || !can_become_fused_gemm(reader)) {
+            storable = false;
+            break;
+          }
           continue;
+        }
         // A Mul or Add is a fused epilogue's Multiplier or Residual: only QuantizedGemm's epilogue
-        // reads those in BF16, so the GEMM it follows must be FP8.
-        const std::optional<std::string> gemm =
-            reader.domain().empty() && (reader.is("Mul") || reader.is("Add")) ? source_gemm(reader, by_node) : std::nullopt;
+        // reads those in BF16, so the GEMM it follows (on its other side) must be FP8.
+        const std::optional<std::string> gemm = reader.domain().empty() && (reader.is("Mul") || reader.is("Add"))
+                                                    ? source_gemm(reader, by_node, members)
+                                                    : std::nullopt;
         if (!gemm || gemm->empty()) {
           storable = false;
           break;
@@ -230,7 +244,7 @@ class StoreActivationsBf16Pass final : public Pass {
     if (chosen == nullptr || !chosen->is_array() || chosen->empty()) return false;
     json report = json::array();
     size_t lowered = 0;
-    double bytes_per_sample = 0;
+    double bytes_per_sample = 0, float_readers_fused = 0;
     for (const json& entry : *chosen) {
       const json values = entry.is_object() ? entry.value("values", json::array()) : json::array();
       json outcome = {{"values", values}};
@@ -269,7 +283,17 @@ class StoreActivationsBf16Pass final : public Pass {
         report.push_back(outcome);
         continue;
       }
-      for (ir::Node* gemm : to_fuse) LOKA_RETURN_IF_ERROR(become_fused_gemm(graph, *gemm));
+      // The float readers become FusedGemms (lowering_obstacle checked that each can: a failure
+      // here is a bug, reported with the set's name).
+      json fused_readers = json::array();
+      for (ir::Node* gemm : to_fuse) {
+        const std::string name = gemm->name();
+        if (const Status fused = become_fused_gemm(graph, *gemm); !fused.is_ok())
+          return Status::error("set of '" + surviving.front()->name() + "': " + fused.message());
+        fused_readers.push_back(name);
+      }
+      if (!fused_readers.empty()) outcome["fused_readers"] = fused_readers;
+      float_readers_fused += static_cast<double>(fused_readers.size());
       double largest = 0;
       for (ir::Value* value : set) {
         value->mutable_type().dtype = DType::kBFloat16;
@@ -288,6 +312,7 @@ class StoreActivationsBf16Pass final : public Pass {
     context.add_statistic("sets-chosen", static_cast<double>(chosen->size()));
     context.add_statistic("sets-stored-bf16", static_cast<double>(lowered));
     context.add_statistic("bytes-saved-per-sample", bytes_per_sample);
+    context.add_statistic("float-readers-fused", float_readers_fused);
     return true;  // the report at least
   }
 };
@@ -299,7 +324,7 @@ PassInfo store_activations_bf16_pass_info() {
                   "hold the activation sets pin-precision chose for BF16 storage in BF16 between the fused ops that "
                   "write and read them",
                   {},
-                  {"sets-chosen", "sets-stored-bf16", "bytes-saved-per-sample"},
+                  {"sets-chosen", "sets-stored-bf16", "bytes-saved-per-sample", "float-readers-fused"},
                   /*result_cacheable=*/true};
 }
 

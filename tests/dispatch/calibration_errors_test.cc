@@ -20,10 +20,12 @@
 #include "loka/bfloat16.h"
 #include "passes/dispatch/calibration_errors.h"
 #include "passes/dispatch/dispatch_pass.h"
+#include "passes/dispatch/gemm_timer.h"
 #include "passes/ir/shape_inference.h"
 #include "passes/ir/text_format.h"
 #include "passes/probe/annotations.h"
 #include "runtime/tensor_proto.h"
+#include "gemm_test_keys.h"
 #include "test_support.h"
 
 namespace loka::dispatch {
@@ -107,6 +109,34 @@ TEST(GemmFamilyErrors, MatchAPlainReferenceInEveryLayout) {
       EXPECT_EQ(errors->rows, rows);
     }
   }
+}
+
+TEST(GemmFamilyErrors, ABf16XIsMeasuredAsItsWidenedValues) {
+  // A FusedGemm reading BF16 activation storage: every family reads the widened X, so the figures
+  // are its FP32 twin's bit for bit, and BF16's own rounding of X adds nothing (only W rounds).
+  std::mt19937 rng(20261206);
+  const int64_t rows = 37, k = 33, n = 17;
+  const std::vector<float> xv = rounded(testing::random_tensor(rng, {rows, k}).to_floats(), bf16);
+  Tensor x_bf16 = Tensor::zeros(DType::kBFloat16, {rows, k});
+  for (size_t i = 0; i < xv.size(); ++i) x_bf16.data<uint16_t>()[i] = float_to_bf16(xv[i]);
+  const Tensor x_widened = Tensor::from_floats({rows, k}, xv);
+  const Tensor w = testing::random_tensor(rng, {n, k}, -0.3f, 0.3f);
+  const Fp8RecipeSpec recipe{Fp8RecipeSpec::Kind::kE4M3Tensor, false,
+                             cpu::fp8_scale_for_amax(cpu::finite_amax(xv), cpu::Fp8Format::kE4M3FN), 1.0f};
+  auto from_bf16 = gemm_family_errors("fc", x_bf16, w, GemmLayout::kNT, recipe, 1024);
+  auto from_float = gemm_family_errors("fc", x_widened, w, GemmLayout::kNT, recipe, 1024);
+  ASSERT_TRUE(from_bf16 && from_float) << (from_bf16 ? from_float.status().message() : from_bf16.status().message());
+  EXPECT_EQ(from_bf16->bf16, from_float->bf16);
+  EXPECT_EQ(from_bf16->tf32, from_float->tf32);
+  EXPECT_EQ(from_bf16->fp8, from_float->fp8);
+  const std::vector<float> wv = w.to_floats();
+  EXPECT_EQ(from_bf16->bf16, reference_error(xv, wv, xv, rounded(wv, bf16), rows, k, n)) << "X exact in BF16";
+  // The synthetic figure (no calibration data) prices the same: W's rounding alone.
+  kernels::GemmCandidate bf16_candidate;
+  bf16_candidate.precision = kernels::GemmPrecision::kBf16;
+  const kernels::GemmKey float_key = testing::fp32_gemm_key(), bf16_key = testing::bf16_activation_gemm_key();
+  EXPECT_NEAR(expected_rel_error(bf16_candidate, bf16_key), expected_rel_error(bf16_candidate, float_key) / std::sqrt(2.0),
+              1e-12);
 }
 
 TEST(GemmFamilyErrors, RowRecipeAndBatchedActivationMatMuls) {

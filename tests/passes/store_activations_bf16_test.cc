@@ -86,6 +86,53 @@ TEST(ActivationStorageCandidates, OutputsAndOtherReadersAreNotCandidates) {
   for (const char* value : {"linear_2", "linear_4", "mul_4"}) EXPECT_EQ(set_with(sets, value), nullptr) << value;
 }
 
+/// The candidate sets of a small IR graph (shapes as written), every value at least 0 elements.
+std::vector<ActivationStorageCandidate> candidates_of(const std::string& text) {
+  auto graph = ir::parse_graph(text);
+  EXPECT_TRUE(graph) << graph.status().message();
+  if (!graph) return {};
+  auto records = testing::run_pipeline(**graph, "infer-shapes");
+  EXPECT_TRUE(records) << records.status().message();
+  return find_activation_storage_candidates(**graph, probe::find_sites(**graph), 0);
+}
+
+/// %s = Gemm(%x, %w, %b) (a weight GEMM site with its bias in it) read by a plain Gemm (so it is
+/// stored, not fused away), then `tail` reading %s too.
+std::string gemm_output_read_by(const std::string& tail) {
+  return R"(graph "t" {
+  opset "" 20
+  input %x : f32[batch,4]
+  init %w : f32[4,4] = [0.5, -1, 2, 0.25, 1, 0.5, -0.5, 1, 0.75, -2, 1, 0.5, 0.25, 1, -1, 2]
+  init %w2 : f32[4,4] = [1, 0.5, -1, 2, 0.25, -0.5, 1, 0.75, -1, 2, 0.5, 1, 2, 0.25, -1, 0.5]
+  init %b : f32[4] = [0.5, -0.25, 1, 0]
+  %s = Gemm(%x, %w, %b) @"source"
+  %r = Gemm(%s, %w2) @"reader"
+  output %r
+)" + tail + "}";
+}
+
+TEST(ActivationStorageCandidates, AMulOrAddReaderNeedsTheGemmOnItsOtherSideNotTheSetsSource) {
+  // Mul(s, G2(x)): the Mul is G2's epilogue (its Multiplier), so G2 must be FP8, whatever the
+  // search meets first through s itself.
+  const auto dcn_like = candidates_of(gemm_output_read_by(R"(  %g = Gemm(%x, %w2) {transB = 1} @"other"
+  %out = Mul(%s, %g) @"multiply"
+  output %out
+)"));
+  const ActivationStorageCandidate* s = set_with(dcn_like, "s");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(std::set<std::string>(s->gemm_sites.begin(), s->gemm_sites.end()), (std::set<std::string>{"other", "source"}));
+  // Negative twins: a Mul after no GEMM (a gate), an Add of the set with itself, and a reader
+  // Gemm with no FusedGemm form (alpha 2) leave s no candidate.
+  for (const char* tail : {"  %g = Sigmoid(%x) @\"gate\"\n  %out = Mul(%s, %g) @\"multiply\"\n  output %out\n",
+                           "  %out = Add(%s, %s) @\"double\"\n  output %out\n",
+                           "  %out = Gemm(%s, %w2) {alpha = 2.0f} @\"scaled\"\n  output %out\n"})
+    EXPECT_EQ(set_with(candidates_of(gemm_output_read_by(tail)), "s"), nullptr) << tail;
+  // The twin's positive side: plain reader Gemms are fine, and need no FP8.
+  const auto plain = candidates_of(gemm_output_read_by("  %out = Gemm(%s, %w) @\"reader_2\"\n  output %out\n"));
+  ASSERT_NE(set_with(plain, "s"), nullptr);
+  EXPECT_EQ(set_with(plain, "s")->gemm_sites, std::vector<std::string>{"source"});
+}
+
 /// DLRM through pin-precision (measured on the CPU, BF16 storage open or not) and the lowering.
 struct Lowered {
   std::unique_ptr<ir::Graph> graph;
@@ -237,6 +284,9 @@ TEST(StoreActivationsBf16, AChosenSetIsRetypedItsWriterWritesBf16AndABareFloatRe
   auto records = testing::run_pipeline(**graph, "store-activations-bf16,infer-shapes");
   ASSERT_TRUE(records) << records.status().message();
   EXPECT_EQ(records->front().statistics.at("sets-stored-bf16"), 1.0);
+  EXPECT_EQ(records->front().statistics.at("float-readers-fused"), 1.0);
+  const json lowered = (*read_annotations(**graph))["model"]["precision"]["bf16_activations_lowered"];
+  EXPECT_EQ(lowered[0]["fused_readers"], json::array({"float_reader"})) << lowered.dump();
   EXPECT_EQ((*graph)->find_value("h")->type().dtype, DType::kBFloat16);
   EXPECT_EQ((*graph)->find_node("writer")->attributes().get_int("output_dtype", 1).value(), 16);
   const ir::Node* reader = (*graph)->find_node("float_reader");
