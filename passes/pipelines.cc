@@ -52,7 +52,9 @@
 //   store-activations-bf16  after every fusion that decides which ai.loka op writes or reads
 //                         an activation (fuse-gemm-epilogue, fuse-embedding-bags, the
 //                         quantize fusions: a QuantizeLinear reader keeps a set FP32); after
-//                         pin-precision, which chose the sets; before infer-shapes and dispatch.
+//                         pin-precision, which chose the sets; before infer-shapes and dispatch
+//                         (it retypes activations and makes float Gemm/MatMul readers FusedGemms,
+//                         whose kernels Dispatch keys on their BF16 X).
 //   dispatch              after every rewrite that changes a GEMM's key (precision,
 //                         FP8 input from LayerNormQuant) and after infer-shapes.
 //   lower-qdq             last, and only for --format qdq: replaces ai.loka ops.
