@@ -52,7 +52,8 @@ double elements_per_sample(const ir::Value& value) {
 }
 
 /// What a source node is: the weight GEMM site whose epilogue computes it (nearest first,
-/// through Relu/Gelu/Add/Mul), "" for an embedding bag, or nothing when it is neither. The search
+/// through Relu/Gelu/Add/Mul), "" for an embedding bag (the ReduceSum of a lookup's rows, which
+/// fuse-embedding-bags makes an EmbeddingBags), or nothing when it is neither. The search
 /// does not pass through `skip` (a reader's own set: a Mul/Add reading it belongs to the epilogue
 /// of the GEMM on its other side, not of the set's source).
 std::optional<std::string> source_gemm(const ir::Node& source, const std::map<std::string, const probe::Site*>& sites,
@@ -62,9 +63,10 @@ std::optional<std::string> source_gemm(const ir::Node& source, const std::map<st
     return it == sites.end() ? nullptr : it->second;
   };
   if (const probe::Site* site = site_of(source)) {
-    if (site->kind == probe::SiteKind::kEmbedding) return std::string();
+    // A lookup read directly (no bag sum) is no EmbeddingBags output: nothing would write it in
+    // BF16. An activation x activation MatMul has no fused epilogue that would.
     if (site->kind == probe::SiteKind::kWeightGemm) return site->node;
-    return std::nullopt;  // an activation x activation MatMul: no fused epilogue writes BF16
+    return std::nullopt;
   }
   // A bag: the sum of a lookup's rows.
   if (source.is("ReduceSum") && source.input(0) && source.input(0)->producer()) {

@@ -18,7 +18,7 @@
 // values (rounded there: an activation is rounded once, where it is written);
 // each must be the epilogue of a GEMM site (the GEMM itself, or Relu, Gelu,
 // Add and Mul nodes after it, which fuse-gemm-epilogue folds into it) or an
-// embedding bag (a lookup site, or the ReduceSum of its rows). Its readers must
+// embedding bag (the ReduceSum of a lookup's rows). Its readers must
 // be GEMM sites reading it as their activation (in FP8 or not: QuantizedGemm
 // quantizes a BF16 X, FusedGemm widens it), or Mul and Add nodes after a GEMM
 // site (a fused epilogue's Multiplier and Residual, which only the FP8
