@@ -164,10 +164,11 @@ std::vector<ActivationStorageCandidate> find_activation_storage_candidates(const
         const auto site = by_node.find(reader.name());
         // A GEMM site reading the set as its activation reads BF16 in either precision
         // (QuantizedGemm quantizes it, FusedGemm widens it): no requirement on its precision, but
-        // it must have the FusedGemm form should it stay FP32 (no transA, C a bias row).
+        // it must have the FusedGemm form should it stay FP32 (which refuses transA, a C that is
+        // no bias row, alpha or beta other than 1).
         if (site != by_node.end() && site->second->kind == probe::SiteKind::kWeightGemm &&
             site->second->activation_input == use.input_index) {
-          if (site->second->activation_transposed || !can_become_fused_gemm(reader)) {
+          if (!can_become_fused_gemm(reader)) {
             storable = false;
             break;
           }
@@ -225,7 +226,7 @@ std::string lowering_obstacle(const std::vector<ir::Value*>& set, std::vector<ir
           (is_loka(reader, "QuantizedGemm") && (use.input_index == 0 || use.input_index == 5 || use.input_index == 6)) ||
           (is_loka(reader, "FusedGemm") && use.input_index == 0 && reader.input(1) && reader.input(1)->type().rank() == 2);
       if (reads) continue;
-      if (use.input_index == 0 && can_become_fused_gemm(*use.node)) {
+      if (use.input_index == 0 && can_become_fused_gemm(reader)) {
         if (std::find(to_fuse.begin(), to_fuse.end(), use.node) == to_fuse.end()) to_fuse.push_back(use.node);
         continue;
       }
