@@ -70,8 +70,10 @@ Status Gemm::can_implement(const GemmProblem& p) {
   if (p.batch > INT32_MAX) return Status::error("GEMM batch above 2^31: " + describe(p));
   if (p.has_addend && p.epilogue != GemmEpilogue::kNone)
     return Status::error("a GEMM addend is added before cuBLASLt's activation, not after: no addend with ReLU/GELU");
-  if (p.y_row_pitch != 0 && (p.y_row_pitch < p.n || p.batch != 1 || p.has_addend || p.epilogue == GemmEpilogue::kGelu))
-    return Status::error("a GEMM output row pitch needs pitch >= N, batch 1, no addend and no GELU, got pitch " +
+  if (p.has_addend && p.accumulate) return Status::error("a GEMM accumulates into Y or adds an addend, not both");
+  if (p.y_row_pitch != 0 &&
+      (p.y_row_pitch < p.n || p.batch != 1 || p.has_addend || p.accumulate || p.epilogue == GemmEpilogue::kGelu))
+    return Status::error("a GEMM output row pitch needs pitch >= N, batch 1, no addend or accumulation and no GELU, got pitch " +
                          std::to_string(p.y_row_pitch) + " for " + describe(p));
   return Status::ok();
 }
@@ -140,7 +142,8 @@ Status Gemm::run_algorithm(int index, const GemmArgs& args, void* workspace, cud
                                                  sizeof args.bias),
                   "BIAS_POINTER");
   }
-  const void* addend = problem_.has_addend ? args.addend : nullptr;
+  // An accumulating GEMM reads Y as C (cuBLASLt computes in place when C and D are the same matrix).
+  const void* addend = problem_.has_addend ? args.addend : problem_.accumulate ? args.y : nullptr;
   if (problem_.has_addend && addend == nullptr) return Status::error(describe(problem_) + ": the addend is missing");
   for (const void* pointer : {args.x, args.w, static_cast<const void*>(args.y), problem_.has_bias ? args.bias : nullptr, addend})
     if (pointer != nullptr && !aligned_to(pointer, kMinimumAlignment))

@@ -3,6 +3,7 @@
 //
 //   Y[b][M,N] = act( X[b][M,K] · op(W[b]) + bias[N] ),  b < batch
 //   Y[b][M,N] = X[b][M,K] · op(W[b]) + bias[N] + addend[b][M,N]   (has_addend: no activation)
+//   Y[b][M,N] = act( X[b][M,K] · op(W[b]) + Y[b][M,N] + bias[N] )  (accumulate: a second term)
 //
 // All operands row-major. op(W) = W with W stored [K,N], or Wᵀ with W stored
 // [N,K] (`transpose_w`, how ONNX Gemm transB=1 and LoKA's FP8 weights keep
@@ -43,6 +44,10 @@ struct GemmProblem {
   /// cuBLASLt's C with beta = 1: a residual [batch,M,N] in the output type added in the same
   /// pass. cuBLASLt would add it before an activation, so only with epilogue kNone.
   bool has_addend = false;
+  /// Y's own values are cuBLASLt's C (beta = 1): Y = act(X · op(W) + Y + bias), the sum added
+  /// *before* the bias and activation. The second term of a product split in two (W = W_hi +
+  /// W_lo, kernels/cuda/gemm_candidate.h's bf16x2); not with has_addend.
+  bool accumulate = false;
   /// Elements between consecutive rows of Y (0: N, rows packed). A wider pitch writes Y into
   /// columns of a wider matrix, such as its slice of a Concat's output; batch 1, no addend and
   /// no GELU epilogue (the exact GELU's pass reads Y packed; the tanh one is not told apart here).

@@ -103,13 +103,14 @@ struct GemmKernel::Impl {
   GemmKey key;
   GemmShape shape;
   float x_scale = 1.0f;
-  std::unique_ptr<Gemm> gemm;        ///< fp32, bf16, fp8_emulated
+  std::unique_ptr<Gemm> gemm;        ///< fp32, bf16, fp8_emulated; bf16x2's first term (X · W_hi)
+  std::unique_ptr<Gemm> low_term;    ///< bf16x2's second term: X · W_lo + Y, then the bias and activation
   std::unique_ptr<Fp8Gemm> fp8;      ///< fp8_e4m3 through cuBLASLt
   std::unique_ptr<CudnnFp8Gemm> cudnn;  ///< fp8_e4m3 as a cuDNN graph
   /// Kept across runs: converted constant weights (bf16, emulation); the unit scale, the M copies
   /// of the static activation scale and the BF16 bias (fp8_e4m3).
   DeviceMemory scratch;
-  size_t weights_offset = 0, unit_offset = 0, copies_offset = 0, bias_offset = 0;
+  size_t weights_offset = 0, low_weights_offset = 0, unit_offset = 0, copies_offset = 0, bias_offset = 0;
   /// Written and read within one run (GemmKernel::run_scratch_bytes): a computed W cast to BF16,
   /// X's BF16 copy or dequantized values, its codes, its per-row scales. Offsets into the run's
   /// scratch: lent by the caller, or `own_run_scratch`.
@@ -255,6 +256,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     }
     return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
   }
+  if (c.precision == GemmPrecision::kBf16x2) return create_split_weights(c, key, shape, inputs, options, std::move(impl));
   GemmProblem problem;
   problem.m = shape.m;
   problem.n = shape.n;
@@ -313,6 +315,58 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
 }
 
+Result<std::unique_ptr<GemmKernel>> GemmKernel::create_split_weights(const GemmCandidate& c, const GemmKey& key,
+                                                                     const GemmShape& shape,
+                                                                     const GemmCandidatePlanInputs& inputs,
+                                                                     const GemmOptions& options,
+                                                                     std::unique_ptr<Impl> impl) {
+  // Both terms write Y, so neither can be the single last pass a row pitch needs.
+  if (inputs.y_row_pitch != 0)
+    return Status::error(c.name() + ": two GEMMs write Y: no row pitch (" + shape.to_string() + ")");
+  GemmProblem high;
+  high.m = shape.m;
+  high.n = shape.n;
+  high.k = shape.k;
+  high.batch = shape.batch;
+  high.input = DType::kBFloat16;
+  high.output = DType::kFloat32;
+  high.transpose_w = stores_w_transposed(key.layout);
+  high.has_addend = impl->residual_in_gemm;  // a residual with no activation rides in the first term's C
+  GemmProblem low = high;
+  low.has_addend = false;
+  low.accumulate = true;  // C = the first term's sums, added before the bias and activation
+  low.has_bias = key.bias;
+  low.epilogue = key.epilogue;
+  LOKA_ASSIGN_OR_RETURN(impl->gemm, Gemm::create(high, options));
+  LOKA_ASSIGN_OR_RETURN(impl->low_term, Gemm::create(low, options));
+  impl->algorithms = std::min(impl->gemm->algorithm_count(), impl->low_term->algorithm_count());
+  if (c.algorithm >= impl->algorithms)
+    return Status::error(c.name() + ": cuBLASLt offers " + std::to_string(impl->algorithms) + " algorithm(s) for " +
+                         key.to_string() + " " + shape.to_string() + " on this device");
+  Result<std::vector<float>> host_values = host_weight_values(key, shape, inputs);
+  if (!host_values.is_ok()) return host_values.status().with_context(c.name() + ": ");
+  const std::vector<float>& weights = host_values.value();
+  // W_hi = bf16(W), W_lo = bf16(W - W_hi): the remainder is exact in FP32 (W_hi is W's leading
+  // bits), and W_hi + W_lo is W to 2^-18 of itself.
+  std::vector<uint16_t> high_codes(weights.size()), low_codes(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    high_codes[i] = float_to_bf16(weights[i]);
+    low_codes[i] = float_to_bf16(weights[i] - bf16_to_float(high_codes[i]));
+  }
+  const size_t bytes = weights.size() * sizeof(uint16_t);
+  impl->weights_offset = 0;
+  impl->low_weights_offset = device_aligned(bytes);
+  LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->low_weights_offset + bytes));
+  LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(impl->weights_offset), high_codes.data(), bytes,
+                                        cudaMemcpyHostToDevice),
+                             "uploading the weights' BF16 leading terms"));
+  LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(impl->low_weights_offset), low_codes.data(), bytes,
+                                        cudaMemcpyHostToDevice),
+                             "uploading the weights' BF16 remainders"));
+  LOKA_RETURN_IF_ERROR(impl->plan_run_scratch(0));  // X is read as it is
+  return std::unique_ptr<GemmKernel>(new GemmKernel(c, std::move(impl)));
+}
+
 Status GemmKernel::run(const GemmCandidateArgs& args, void* workspace, cudaStream_t stream) const {
   const Impl& p = *impl_;
   if (p.key.residual && args.residual == nullptr) return Status::error(candidate_.name() + ": the residual is missing");
@@ -361,6 +415,12 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
                                           stream));
       GemmArgs gemm{x, w, args.bias, args.y, addend};
       return p.gemm->run(gemm, workspace, stream);
+    }
+    case GemmPrecision::kBf16x2: {  // X · W_hi (+ the residual), then X · W_lo + Y with the bias and activation
+      LOKA_RETURN_IF_ERROR(p.gemm->run(GemmArgs{args.x, p.scratch.at(p.weights_offset), nullptr, args.y, addend},
+                                       workspace, stream));
+      return p.low_term->run(GemmArgs{args.x, p.scratch.at(p.low_weights_offset), args.bias, args.y, nullptr},
+                             workspace, stream);
     }
     case GemmPrecision::kFp8E4M3: {
       LOKA_ASSIGN_OR_RETURN(std::byte* const run, p.run_base(args));

@@ -10,6 +10,10 @@
 //                 activation storage) widened to FP32 first, exactly, into the run scratch
 //   tf32          the same GEMM with CUBLAS_COMPUTE_32F_FAST_TF32 (no cast: the tensor
 //                 cores round FP32 operands to TF32 themselves; a BF16 X widened as for fp32)
+//   bf16x2        a BF16 X read as it is, constant weights split once, when planned, into
+//                 W_hi = bf16(W) and W_lo = bf16(W - W_hi); cuBLASLt BF16 GEMM X · W_hi into
+//                 FP32 Y (with the residual as C when no activation follows), then X · W_lo
+//                 with C = Y, the bias and activation fused: no FP32 copy of X, W to 2^-18
 //   bf16          cast X to BF16 (a BF16 X is read as it is), cuBLASLt BF16 GEMM into
 //                 FP32 (bias/activation fused); constant weights converted to BF16 once,
 //                 when planned, from the host copy; a computed W (activation x
@@ -72,7 +76,9 @@ namespace loka::cuda {
 ///    same DB under the same fingerprint): bump it when LoKA's LayerNorm kernel changes as well.
 /// 6: close candidates (within 1.2x or 3 µs) are re-timed, and the families' fastest side by side
 ///    (autotune_timing.h): a revision-5 DB keeps choices made on one round each.
-inline constexpr int kGemmKernelRevision = 6;
+/// 7: a BF16 activation's split-weight BF16 GEMMs (cublaslt.bf16x2.*) are measured (a revision-6
+///    DB would answer BF16-activation problems without them).
+inline constexpr int kGemmKernelRevision = 7;
 
 /// Device operands of one run. Which ones are read depends on the key.
 struct GemmCandidateArgs {
@@ -127,6 +133,12 @@ class GemmKernel {
  private:
   struct Impl;
   GemmKernel(kernels::GemmCandidate candidate, std::unique_ptr<Impl> impl);
+  /// create() for bf16x2: its two GEMMs and the split weights.
+  static Result<std::unique_ptr<GemmKernel>> create_split_weights(const kernels::GemmCandidate& candidate,
+                                                                  const kernels::GemmKey& key,
+                                                                  const kernels::GemmShape& shape,
+                                                                  const GemmCandidatePlanInputs& inputs,
+                                                                  const GemmOptions& options, std::unique_ptr<Impl> impl);
   /// The candidate's GEMM sequence, with the residual where it rides in it.
   Status run_gemm(const GemmCandidateArgs& args, void* workspace, cudaStream_t stream) const;
   kernels::GemmCandidate candidate_;

@@ -92,6 +92,13 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
       }
       t.gemm_us = gemm_kernel_us(f.bf16_tflops, f.tile, 2 * m * k + 2 * w_batch * n * k + 4 * m * n, s, f);
       break;
+    case GemmPrecision::kBf16x2:
+      // Two BF16 GEMMs on the stored X (constant weights split when planned): the first writes
+      // its FP32 sums, the second reads them back as C, adds its own and the bias and activation.
+      t.kernels = 2;
+      t.gemm_us = gemm_kernel_us(f.bf16_tflops, f.tile, 2 * m * k + 2 * w_batch * n * k + 4 * m * n, s, f) +
+                  gemm_kernel_us(f.bf16_tflops, f.tile, 2 * m * k + 2 * w_batch * n * k + 8 * m * n, s, f);
+      break;
     case GemmPrecision::kFp8E4M3: {
       t.kernels = 1;
       // A separate quantize unless the producer already wrote FP8 (LayerNormQuant).

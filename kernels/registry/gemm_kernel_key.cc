@@ -62,6 +62,7 @@ const char* precision_name(GemmPrecision precision) {
     case GemmPrecision::kBf16: return "bf16";
     case GemmPrecision::kFp8E4M3: return "fp8_e4m3";
     case GemmPrecision::kFp8Emulated: return "fp8_emulated";
+    case GemmPrecision::kBf16x2: return "bf16x2";
   }
   return "?";
 }
@@ -103,6 +104,7 @@ std::string GemmCandidate::name() const {
     case GemmPrecision::kFp32: return "cublaslt.fp32" + algo;
     case GemmPrecision::kTf32: return "cublaslt.tf32" + algo;
     case GemmPrecision::kBf16: return "cublaslt.bf16" + algo;
+    case GemmPrecision::kBf16x2: return "cublaslt.bf16x2" + algo;
     case GemmPrecision::kFp8E4M3:
       return std::string("cublaslt.fp8.e4m3.") + granularity_name(granularity) + (fast_accum ? ".fast_accum" : "") + algo;
     case GemmPrecision::kFp8Emulated: return "loka.fp8_emulated_fp32";
@@ -181,9 +183,10 @@ Result<GemmCandidate> parse_gemm_candidate(const std::string& name) {
     parts.pop_back();
   }
   if (parts.size() < 2) return bad("expected cublaslt.<precision>[...].algo<N>");
-  for (const GemmPrecision plain : {GemmPrecision::kFp32, GemmPrecision::kTf32, GemmPrecision::kBf16}) {
+  for (const GemmPrecision plain :
+       {GemmPrecision::kFp32, GemmPrecision::kTf32, GemmPrecision::kBf16, GemmPrecision::kBf16x2}) {
     if (parts[1] != precision_name(plain)) continue;
-    if (parts.size() != 2) return bad("fp32/tf32/bf16 names are cublaslt.<precision>[.tanh_gelu].algo<N>");
+    if (parts.size() != 2) return bad("fp32/tf32/bf16/bf16x2 names are cublaslt.<precision>[.tanh_gelu].algo<N>");
     c.precision = plain;
     return c;
   }
@@ -224,7 +227,7 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
     // the FP32 and TF32 families widen it exactly, the BF16 family reads it as it is. Quantizing it
     // to E4M3 would be another op's arithmetic, and E4M3 weights belong to QuantizedGemm.
     if (c.precision == GemmPrecision::kFp8E4M3 || c.precision == GemmPrecision::kFp8Emulated)
-      return Status::error(c.name() + " reads no BF16 activation: an FP32 op's X runs in FP32, TF32 or BF16");
+      return Status::error(c.name() + " reads no BF16 activation: an FP32 op's X runs in FP32, TF32, BF16 or BF16x2");
     if (key.weight != DType::kFloat32) return Status::error("a BF16 activation is read with FP32 weights only");
   }
   if (c.library == GemmLibrary::kCudnn) {
@@ -276,6 +279,12 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
         return Status::error(std::string("the node's activation scale is per ") + granularity_name(key.activation_scale));
       if (key.input == DType::kFloat8E4M3FN && c.granularity != ScaleGranularity::kTensor)
         return Status::error("an FP8 activation carries a per-tensor scale");
+      return Status::ok();
+    case GemmPrecision::kBf16x2:
+      // Only a BF16 X is exact in BF16 (an FP32 one would need splitting too); the weights are
+      // split once, when planned, from their host copy.
+      if (key.input != DType::kBFloat16) return Status::error("the split-weight BF16 path reads a BF16 activation");
+      if (fp8_weights || !key.constant_weight) return Status::error("the split-weight BF16 path needs constant FP32 weights");
       return Status::ok();
     case GemmPrecision::kFp8Emulated:
       if (!fp8_weights || !key.constant_weight) return Status::error("FP8 emulation needs constant E4M3 weights");

@@ -11,6 +11,8 @@
 //   cublaslt.fp32.algo0                      FP32 cuBLASLt, heuristic algorithm 0
 //   cublaslt.tf32.algo1                      FP32 operands on the TF32 tensor cores
 //   cublaslt.bf16.algo2                      BF16 operands, FP32 accumulation
+//   cublaslt.bf16x2.algo0                    a BF16 X times W split in two BF16 terms (W_hi + W_lo):
+//                                            two BF16 GEMMs, FP32-class accuracy, no widening of X
 //   cublaslt.fp8.e4m3.tensor.algo3           E4M3, per-tensor activation scale
 //   cublaslt.fp8.e4m3.row.fast_accum.algo1   E4M3, per-row scale, FAST_ACCUM
 //   cublaslt.bf16.tanh_gelu.algo0            a GELU node's GELU as cuBLASLt's tanh epilogue
@@ -40,8 +42,12 @@
 namespace loka::kernels {
 
 /// How the arithmetic of a candidate is done. kTf32: FP32 operands and sums, products of
-/// operands rounded to TF32's 10-bit mantissa (CUBLAS_COMPUTE_32F_FAST_TF32).
-enum class GemmPrecision { kFp32, kTf32, kBf16, kFp8E4M3, kFp8Emulated };
+/// operands rounded to TF32's 10-bit mantissa (CUBLAS_COMPUTE_32F_FAST_TF32). kBf16x2: a BF16
+/// activation (exact in BF16) times constant FP32 weights split as W_hi = bf16(W) and W_lo =
+/// bf16(W − W_hi), two BF16 GEMMs summed in FP32: W is carried to 2^-18 of itself (16
+/// significant bits), finer than TF32's 2^-11, at the BF16 tensor-core rate and without the FP32
+/// copy of X that the FP32 and TF32 families need for a BF16 X.
+enum class GemmPrecision { kFp32, kTf32, kBf16, kFp8E4M3, kFp8Emulated, kBf16x2 };
 
 /// Which library runs a candidate's GEMM. LoKA's FP8 emulation (a cuBLASLt FP32 GEMM on
 /// de-quantized operands) is told apart by its precision, not here. kLoka: LoKA's own CUDA

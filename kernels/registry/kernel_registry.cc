@@ -27,8 +27,8 @@ struct Family {
 // Fixed order: the nodes' own arithmetic first (FP32, or FP8 for QuantizedGemm), then by
 // growing error (TF32 before BF16), so ties in time go to the more accurate family. Families
 // added later come last, so plans measured before them keep their order: cuDNN, then LoKA's
-// small-M kernel.
-constexpr std::array<Family, 8> kFamilies = {{
+// small-M kernel, then the split-weight BF16 GEMMs of a BF16 activation.
+constexpr std::array<Family, 9> kFamilies = {{
     {GemmPrecision::kFp32, Source::kCublasLt, false},
     {GemmPrecision::kFp8E4M3, Source::kCublasLt, false},
     {GemmPrecision::kTf32, Source::kCublasLt, false},
@@ -37,6 +37,7 @@ constexpr std::array<Family, 8> kFamilies = {{
     {GemmPrecision::kFp8Emulated, Source::kLoka, false},
     {GemmPrecision::kFp8E4M3, Source::kCudnn, false, GemmLibrary::kCudnn},
     {GemmPrecision::kFp8E4M3, Source::kLoka, false, GemmLibrary::kLoka},
+    {GemmPrecision::kBf16x2, Source::kCublasLt, false},
 }};
 
 }  // namespace

@@ -4,7 +4,7 @@
 //
 // The registry holds kernel families (FP32, TF32, BF16, FP8 E4M3 with and without
 // fast accumulation, LoKA's FP8 emulation in FP32, FP8 E4M3 as a cuDNN graph, LoKA's
-// small-M FP8 kernel). Asked for a key and a
+// small-M FP8 kernel, split-weight BF16 for a BF16 activation). Asked for a key and a
 // shape it expands every family that accepts the key into candidates, one
 // per cuBLASLt heuristic algorithm index (then the explicit split-K and tile
 // configurations asked for), and keeps those whose static can_implement passes. Candidate order is fixed (family order, then

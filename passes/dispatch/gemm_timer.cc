@@ -74,6 +74,9 @@ double expected_rel_error(const GemmCandidate& c, const GemmKey& key) {
     case GemmPrecision::kFp32: return 0.0;
     case GemmPrecision::kTf32: return rounding_error(bf16_x ? 0.0 : kTf32, kTf32);
     case GemmPrecision::kBf16: return rounding_error(bf16_x ? 0.0 : kBf16, fp8_weights ? kE4M3 : kBf16);
+    // A BF16 X exact, W carried by two BF16 terms: the second rounds the first's remainder
+    // (at most 2^-9 of W) to 2^-9 of itself, so u = 2^-18.
+    case GemmPrecision::kBf16x2: return rounding_error(0.0, kBf16 * kBf16);
     case GemmPrecision::kFp8E4M3:
     case GemmPrecision::kFp8Emulated: return rounding_error(kE4M3, kE4M3);
   }

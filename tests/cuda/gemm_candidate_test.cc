@@ -51,7 +51,8 @@ struct Outcome {
   std::vector<float> y;  ///< what the candidate wrote
 };
 
-/// Runs `candidate` on random operands and compares it with the FP32 GEMM computed in double.
+/// Runs `candidate` on random operands and compares it with the FP32 GEMM computed in double
+/// (a residual, when key.residual, added after the activation as the op says).
 /// The bound per element is `per_product` x Σ|x·w| plus FP32 accumulation (K·2^-24 of it).
 /// With `bf16_x_values` (and always for a BF16 key.input), X holds BF16 values: stored as BF16
 /// codes when key.input is BF16, else widened to FP32; the reference reads those values.
@@ -82,6 +83,9 @@ Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key
   if (!kernel.is_ok()) return {1, 0};
 
   const size_t y_count = static_cast<size_t>(shape.batch * shape.m * shape.n);
+  std::vector<float> residual(key.residual ? y_count : 0);
+  for (float& v : residual) v = normal(rng);
+  DeviceBytes d_residual(residual.empty() ? std::vector<float>{0.0f} : residual);
   DeviceBytes d_x(x.size() * (bf16_x ? sizeof(uint16_t) : sizeof(float)));
   d_x.upload(bf16_x ? static_cast<const void*>(x_codes.data()) : x.data(), x.size() * (bf16_x ? 2 : 4));
   DeviceBytes d_w(w), d_bias(bias), d_y(y_count * sizeof(float)), workspace(cuda::kGemmWorkspaceBytes);
@@ -90,6 +94,7 @@ Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key
   args.w = d_w.get();
   args.bias = key.bias ? d_bias.as<float>() : nullptr;
   args.y = d_y.as<float>();
+  args.residual = key.residual ? d_residual.as<float>() : nullptr;
   const Status status = (*kernel)->run(args, workspace.get(), nullptr);
   EXPECT_TRUE(status) << status.message();
   const std::vector<float> y = d_y.download_vector<float>(y_count);
@@ -113,6 +118,8 @@ Outcome run_against_reference(const GemmCandidate& candidate, const GemmKey& key
         // tanh_gelu candidate) is within 4.7e-4 of it.
         const bool gelu = key.epilogue == cuda::GemmEpilogue::kGelu;
         if (gelu) sum = 0.5 * sum * (1.0 + std::erf(sum / std::sqrt(2.0)));
+        if (key.epilogue == cuda::GemmEpilogue::kRelu) sum = std::max(sum, 0.0);
+        if (key.residual) sum += residual[static_cast<size_t>((b * shape.m + i) * shape.n + j)];
         const double got = y[static_cast<size_t>((b * shape.m + i) * shape.n + j)];
         const double tolerance =
             (gelu ? 1.13 : 1.0) * (per_product + static_cast<double>(shape.k) * std::ldexp(1.0, -24)) * magnitude +
@@ -237,6 +244,49 @@ TEST_F(GemmCandidateTest, ABf16ActivationIsWidenedInTheRunScratchForFp32AndReadA
   // The negative twins: an FP32 X is read as it is by FP32, cast into the run scratch for BF16.
   EXPECT_EQ(run_scratch(GemmPrecision::kFp32, DType::kFloat32), 0u);
   EXPECT_GE(run_scratch(GemmPrecision::kBf16, DType::kFloat32), values * sizeof(uint16_t));
+}
+
+// bf16x2: a BF16 X times W split once into W_hi = bf16(W) and W_lo = bf16(W - W_hi), two BF16
+// GEMMs summed in FP32. X is exact, W_hi + W_lo is W to 2^-18 of itself: within 2^-17 of each
+// product plus FP32 accumulation of the reference, against TF32's 2^-10, and no run scratch (no
+// FP32 copy of X). Awkward shapes (one row, K = 37, N = 17, 65536 rows); ReLU with a bias over
+// W [N,K], exact GELU over W [K,N], and a residual both where it rides in the first GEMM's C (no
+// activation) and where it is added after the activation.
+TEST_F(GemmCandidateTest, SplitWeightBf16OfABf16ActivationIsFp32ClassWithNoRunScratch) {
+  const GemmCandidate split{GemmPrecision::kBf16x2, kernels::ScaleGranularity::kNone, 0, false};
+  GemmKey relu = bf16_activation_gemm_key();
+  relu.epilogue = cuda::GemmEpilogue::kRelu;
+  GemmKey gelu = bf16_activation_gemm_key(false);
+  gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  gelu.layout = GemmLayout::kNN;
+  GemmKey residual = bf16_activation_gemm_key();
+  residual.residual = true;
+  GemmKey gelu_residual = gelu;
+  gelu_residual.residual = true;
+  for (const GemmKey& key : {relu, gelu, residual, gelu_residual}) {
+    for (const GemmShape shape : {GemmShape{1, 64, 37, 1}, GemmShape{33, 17, 64, 1}, GemmShape{4099, 48, 37, 1},
+                                  GemmShape{512, 256, 1024, 1}}) {
+      SCOPED_TRACE(key.to_string() + " " + shape.to_string());
+      const Outcome outcome = run_against_reference(split, key, shape, std::ldexp(1.0, -17));
+      EXPECT_EQ(outcome.bad, 0u);
+      EXPECT_LT(outcome.rel_l2, 1e-5);
+    }
+  }
+  EXPECT_EQ(run_against_reference(split, relu, {65536, 16, 24, 1}, std::ldexp(1.0, -17)).bad, 0u);
+  // Negative twin: the one-term BF16 path on the same operands rounds W to 2^-9.
+  const Outcome one_term = run_against_reference(kBf16, relu, {512, 256, 1024, 1}, std::ldexp(1.0, -8));
+  EXPECT_GT(one_term.rel_l2, 1e-4);
+  const Tensor host_w = Tensor::from_floats({48 * 37}, std::vector<float>(48 * 37, 0.3f));
+  cuda::GemmCandidatePlanInputs inputs;
+  inputs.host_w = &host_w;
+  auto planned = cuda::GemmKernel::create(split, relu, {4099, 48, 37, 1}, inputs);
+  ASSERT_TRUE(planned.is_ok()) << planned.status().message();
+  EXPECT_EQ((*planned)->run_scratch_bytes(), 0u);
+  // Both GEMMs write Y, so no row pitch (a Concat slice); said so.
+  inputs.y_row_pitch = 64;
+  auto pitched = cuda::GemmKernel::create(split, bf16_activation_gemm_key(), {4099, 48, 37, 1}, inputs);
+  ASSERT_FALSE(pitched.is_ok());
+  EXPECT_NE(pitched.status().message().find("no row pitch"), std::string::npos) << pitched.status().message();
 }
 
 // Explicit split-K configurations (cublaslt.*.algo0.splitkN) change only the summation order. On a

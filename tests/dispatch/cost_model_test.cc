@@ -217,5 +217,24 @@ TEST(CostModel, ABf16ActivationSavesBf16ItsCastAndCostsFp32AndTf32AWidening) {
   EXPECT_EQ(model_gemm_time(kBf16, computed, shape).kernels, 2);
 }
 
+TEST(CostModel, SplitWeightBf16IsTwoBf16GemmsOnTheStoredActivation) {
+  // Two GEMMs at the BF16 rate on the stored X, the second reading the first's sums back: no
+  // widening kernel, unlike FP32 and TF32 on a BF16 X.
+  const GemmCandidate split{GemmPrecision::kBf16x2, ScaleGranularity::kNone, 0, false};
+  const GemmShape shape{4096, 256, 512, 1};
+  const ModelledTime t = model_gemm_time(split, bf16_activation(), shape);
+  EXPECT_EQ(t.kernels, 2);
+  EXPECT_EQ(t.extra_us, 0.0);
+  const ModelledTime one = model_gemm_time(kBf16, bf16_activation(), shape);
+  EXPECT_GT(t.gemm_us, 2 * one.gemm_us - 1e-9);  // the second term reads Y back
+  EXPECT_LT(t.gemm_us, 2 * one.gemm_us + 2 * 4096.0 * 256 * 4 / 4.2e12 * 1e6 + 1e-9);
+  // On a memory-bound rec shape it beats TF32, which widens X first, and FP32.
+  const GemmShape rec{16384, 256, 512, 1};
+  EXPECT_LT(model_gemm_time(split, bf16_activation(), rec).total_us,
+            model_gemm_time(kTf32, bf16_activation(), rec).total_us);
+  EXPECT_LT(model_gemm_time(split, bf16_activation(), rec).total_us,
+            model_gemm_time(kFp32, bf16_activation(), rec).total_us);
+}
+
 }  // namespace
 }  // namespace loka::kernels

@@ -205,6 +205,7 @@ dispatch::MeasureFn fake_gpu() {
         case kernels::GemmPrecision::kBf16: time = key.weight == DType::kFloat8E4M3FN ? 12 : 8, error = 0.002; break;
         case kernels::GemmPrecision::kFp8E4M3: time = c.fast_accum ? 6 : 10 - c.algorithm, error = c.fast_accum ? 0.08 : 0.05; break;
         case kernels::GemmPrecision::kFp8Emulated: time = 30, error = 0.05; break;
+        case kernels::GemmPrecision::kBf16x2: time = 10, error = 2e-6; break;
       }
       out.push_back({c, time, error});
     }
@@ -543,6 +544,29 @@ TEST(DispatchPass, Bf16StorageNodesGetTheirOwnOpNotACandidate) {
       EXPECT_EQ(annotation.value("kernel_reason", "").find("BF16 activation storage") != std::string::npos, bf16)
           << annotation.dump();
     }
+  }
+}
+
+// A float GEMM reading a BF16 set (store-activations-bf16's FusedGemm) gets split-weight BF16:
+// exact enough to be the node's own arithmetic (no budget spent, none needed), and faster than
+// FP32 or TF32, which widen X into an FP32 run scratch first. Its FP32-X twin is not offered it.
+TEST(DispatchPass, AFloatGemmReadingABf16SetRunsSplitWeightBf16WithoutSpendingBudget) {
+  for (const bool bf16 : {true, false}) {
+    SCOPED_TRACE(bf16 ? "bf16 X" : "fp32 X");
+    const std::string text = std::string(R"(graph "g" {
+  opset "" 17
+  opset "ai.loka" 1
+  input %x : )") + (bf16 ? "bf16" : "f32") + R"([batch,512]
+  input %w : f32[256,512]
+  input %b : f32[256]
+  %y = ai.loka::FusedGemm(%x, %w, %b) {activation = "relu", transB = 1} @"fc"
+  output %y
+})";
+    auto graph = make_graph(text.c_str(), {"w", "b"});
+    const json document = dispatch_with_cost_model(*graph);
+    const json& fc = document["nodes"]["fc"];
+    EXPECT_EQ(precisions_of(fc), std::set<std::string>{bf16 ? "bf16x2" : "fp32"}) << fc.dump();
+    EXPECT_EQ(fc["kernel_extra_error"].get<double>(), 0.0) << fc.dump();
   }
 }
 

@@ -30,6 +30,8 @@ TEST(GemmKernelKey, NamesRoundTrip) {
       {{GemmPrecision::kFp32, ScaleGranularity::kNone, 0, false}, "cublaslt.fp32.algo0"},
       {{GemmPrecision::kTf32, ScaleGranularity::kNone, 1, false}, "cublaslt.tf32.algo1"},
       {{GemmPrecision::kBf16, ScaleGranularity::kNone, 2, false}, "cublaslt.bf16.algo2"},
+      {{GemmPrecision::kBf16x2, ScaleGranularity::kNone, 1, false}, "cublaslt.bf16x2.algo1"},
+      {{GemmPrecision::kBf16x2, ScaleGranularity::kNone, 0, false, 0, 20}, "cublaslt.bf16x2.algo0.tile20"},
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 3, false}, "cublaslt.fp8.e4m3.tensor.algo3"},
       {{GemmPrecision::kFp8E4M3, ScaleGranularity::kRow, 1, true}, "cublaslt.fp8.e4m3.row.fast_accum.algo1"},
       {{GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false}, "loka.fp8_emulated_fp32"},
@@ -329,7 +331,9 @@ TEST(GemmKernelKey, NegativeTwinNoTf32OrBf16WithoutFp32Operands) {
 
 using testing::bf16_activation_gemm_key;
 
-TEST(GemmKernelKey, ABf16ActivationRunsFp32Tf32AndBf16) {
+const GemmCandidate kBf16x2{GemmPrecision::kBf16x2, ScaleGranularity::kNone, 0, false};
+
+TEST(GemmKernelKey, ABf16ActivationRunsFp32Tf32Bf16AndSplitWeightBf16) {
   // FusedGemm's X stored in BF16: the FP32 op on the widened values (FP32 and TF32 widen it, BF16
   // reads it as it is). Any K, one row or many, a GELU, a residual, a batched computed W.
   const GemmCandidate kFp32{GemmPrecision::kFp32, ScaleGranularity::kNone, 0, false};
@@ -339,18 +343,41 @@ TEST(GemmKernelKey, ABf16ActivationRunsFp32Tf32AndBf16) {
   GemmKey batched = bf16_activation_gemm_key(false);
   batched.layout = GemmLayout::kBatchedNT;
   batched.constant_weight = false;
-  for (const GemmCandidate& c : {kFp32, kTf32, kBf16}) {
+  for (const GemmCandidate& c : {kFp32, kTf32, kBf16, kBf16x2}) {
     for (const GemmShape shape : {GemmShape{1, 64, 37, 1}, GemmShape{4099, 48, 37, 1}, GemmShape{512, 256, 512, 1}}) {
       EXPECT_TRUE(can_implement(c, bf16_activation_gemm_key(), shape).is_ok()) << c.name() << " " << shape.to_string();
       EXPECT_TRUE(can_implement(c, everything, shape).is_ok()) << c.name() << " " << shape.to_string();
     }
-    EXPECT_TRUE(can_implement(c, batched, {34, 34, 13, 9}).is_ok()) << c.name();
   }
+  for (const GemmCandidate& c : {kFp32, kTf32, kBf16})
+    EXPECT_TRUE(can_implement(c, batched, {34, 34, 13, 9}).is_ok()) << c.name();
+  // The split weights are made once, when planned: a computed W has none to split.
+  const Status computed = can_implement(kBf16x2, batched, {34, 34, 13, 9});
+  ASSERT_FALSE(computed.is_ok());
+  EXPECT_NE(computed.message().find("constant FP32 weights"), std::string::npos) << computed.message();
+  GemmKey batched_constant = batched;
+  batched_constant.constant_weight = true;
+  EXPECT_TRUE(can_implement(kBf16x2, batched_constant, {34, 34, 13, 9}).is_ok());
   EXPECT_EQ(bf16_activation_gemm_key().to_string(), "FusedGemm:bf16*f32->f32:none:nt:bias+none");
-  // The registry offers exactly those families, small-M and cuDNN asked for or not.
+  // The registry offers exactly those families, small-M and cuDNN asked for or not; the
+  // split-weight one last (plans measured before it keep their order).
   CandidateOptions everything_asked{1, true, true, true, {}, 0, 2};
   EXPECT_EQ(names(gemm_candidates(bf16_activation_gemm_key(), {16, 256, 512, 1}, everything_asked)),
-            (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.tf32.algo0", "cublaslt.bf16.algo0"}));
+            (std::vector<std::string>{"cublaslt.fp32.algo0", "cublaslt.tf32.algo0", "cublaslt.bf16.algo0",
+                                      "cublaslt.bf16x2.algo0"}));
+}
+
+TEST(GemmKernelKey, NegativeTwinSplitWeightBf16ReadsOnlyABf16Activation) {
+  // An FP32 X is not exact in BF16 (it would need splitting too), and E4M3 weights are
+  // QuantizedGemm's: refused with the reason, and never offered.
+  const GemmShape shape{512, 256, 512, 1};
+  const Status fp32_x = can_implement(kBf16x2, fp32_gemm(), shape);
+  ASSERT_FALSE(fp32_x.is_ok());
+  EXPECT_NE(fp32_x.message().find("reads a BF16 activation"), std::string::npos) << fp32_x.message();
+  EXPECT_FALSE(can_implement(kBf16x2, quantized(ScaleGranularity::kTensor), shape).is_ok());
+  EXPECT_FALSE(can_implement(kBf16x2, activation_matmul_key(GemmLayout::kBatched), {64, 64, 64, 8}).is_ok());
+  for (const GemmCandidate& c : gemm_candidates(fp32_gemm(), shape, {2, true, true, true, {2}, 2}))
+    EXPECT_NE(c.precision, GemmPrecision::kBf16x2) << c.name();
 }
 
 TEST(GemmKernelKey, NegativeTwinNoFp8CandidateReadsABf16Activation) {
