@@ -328,9 +328,10 @@ bool can_become_fused_gemm(const ir::Node& gemm) {
   return match_float(const_cast<ir::Node*>(&gemm), /*allow_bare=*/true).has_value();
 }
 
-Status become_fused_gemm(ir::Graph& graph, ir::Node& gemm) {
+Status become_fused_gemm(ir::Graph& graph, ir::Node& gemm, nlohmann::json& annotations) {
   const std::optional<FloatMatch> m = match_float(&gemm, /*allow_bare=*/true);
   if (!m) return Status::error("node '" + gemm.name() + "' is no float Gemm or MatMul by a 2-D constant");
+  if (!m->chain().empty()) note_fusion(annotations, *m->gemm, m->chain());
   return fuse_float(graph, *m);
 }
 

@@ -60,6 +60,8 @@
 
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "passes/ir/graph.h"
 #include "passes/pass.h"
 
@@ -76,7 +78,9 @@ bool can_become_fused_gemm(const ir::Node& gemm);
 
 /// Rewrites such a node (and the epilogue after it, if any is left) as one ai.loka::FusedGemm
 /// under its name, computing the same bits: for store-activations-bf16, since FusedGemm reads a
-/// BFLOAT16 X and Gemm and MatMul do not. An error when `can_become_fused_gemm` is false.
-Status become_fused_gemm(ir::Graph& graph, ir::Node& gemm);
+/// BFLOAT16 X and Gemm and MatMul do not. The nodes it absorbs are added to the node's "from" in
+/// `annotations` (the model's annotation document), as the pass itself records them. An error
+/// when `can_become_fused_gemm` is false.
+Status become_fused_gemm(ir::Graph& graph, ir::Node& gemm, nlohmann::json& annotations);
 
 }  // namespace loka

@@ -291,7 +291,7 @@ class StoreActivationsBf16Pass final : public Pass {
       json fused_readers = json::array();
       for (ir::Node* gemm : to_fuse) {
         const std::string name = gemm->name();
-        if (const Status fused = become_fused_gemm(graph, *gemm); !fused.is_ok())
+        if (const Status fused = become_fused_gemm(graph, *gemm, document); !fused.is_ok())
           return Status::error("set of '" + surviving.front()->name() + "': " + fused.message());
         fused_readers.push_back(name);
       }

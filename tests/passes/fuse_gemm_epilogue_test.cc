@@ -433,7 +433,9 @@ TEST(FuseGemmEpilogue, ABareFloatGemmBecomesAFusedGemmOnRequestComputingTheSameB
     ir::Node* gemm = (*graph)->find_node("gemm");
     ASSERT_NE(gemm, nullptr);
     ASSERT_TRUE(can_become_fused_gemm(*gemm));
-    ASSERT_TRUE(become_fused_gemm(**graph, *gemm).is_ok());
+    nlohmann::json annotations = nlohmann::json::object();
+    ASSERT_TRUE(become_fused_gemm(**graph, *gemm, annotations).is_ok());
+    EXPECT_FALSE(annotations.contains("nodes")) << "nothing absorbed, nothing recorded: " << annotations.dump();
     const ir::Node* fused = (*graph)->find_node("gemm");
     ASSERT_NE(fused, nullptr);
     EXPECT_TRUE(fused->is("FusedGemm", "ai.loka")) << ir::print_graph(**graph);
@@ -459,10 +461,29 @@ TEST(FuseGemmEpilogue, ABareFloatGemmBecomesAFusedGemmOnRequestComputingTheSameB
     ir::Node* gemm = (*graph)->find_node("gemm");
     ASSERT_NE(gemm, nullptr);
     EXPECT_FALSE(can_become_fused_gemm(*gemm));
-    const Status refused = become_fused_gemm(**graph, *gemm);
+    nlohmann::json annotations = nlohmann::json::object();
+    const Status refused = become_fused_gemm(**graph, *gemm, annotations);
     EXPECT_FALSE(refused.is_ok());
     EXPECT_NE(refused.message().find("'gemm'"), std::string::npos) << refused.message();
   }
+}
+
+TEST(FuseGemmEpilogue, AGemmBecomingAFusedGemmWithItsEpilogueRecordsWhatItAbsorbed) {
+  // In a pipeline without fuse-gemm-epilogue, the ReLU after the GEMM is still there when
+  // store-activations-bf16 makes the GEMM a FusedGemm: it is absorbed, and "from" says so, as the
+  // pass would have recorded it.
+  auto graph = ir::parse_graph(float_gemm_then("  %out = Relu(%y) : f32[batch,2] @\"relu\"\n"));
+  ASSERT_TRUE(graph) << graph.status().message();
+  auto before = (*graph)->clone();
+  ir::Node* gemm = (*graph)->find_node("gemm");
+  ASSERT_NE(gemm, nullptr);
+  nlohmann::json annotations = nlohmann::json::object();
+  ASSERT_TRUE(become_fused_gemm(**graph, *gemm, annotations).is_ok());
+  EXPECT_EQ(annotations["nodes"]["gemm"]["from"], nlohmann::json::array({"gemm", "relu"})) << annotations.dump();
+  EXPECT_EQ((*graph)->find_node("relu"), nullptr) << ir::print_graph(**graph);
+  auto difference = testing::max_output_difference(*before, **graph, 3, /*seed=*/7);
+  ASSERT_TRUE(difference) << difference.status().message();
+  EXPECT_EQ(*difference, 0.0f);
 }
 
 // --------------------------------------------------------------- the zoo --
