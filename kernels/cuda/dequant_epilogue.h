@@ -16,7 +16,7 @@
 //
 // acc is the result of the FP8 GEMM run with unit scales: FP32, or rounded to
 // BF16 by the GEMM (QuantizedGemm's own op on the GPU: its GEMM writes 2 bytes
-// an element instead of 4 and this pass reads 2; the rounding, 2^-9 of each
+// an element instead of 4 and this pass reads 2; the rounding, 2^-8 of each
 // sum, is far below the FP8 operands' own error). The multiplier, the residual
 // and y are each FP32 or BF16 (QuantizedGemm's BF16 activation storage): the
 // terms are widened exactly, y is the FP32 result rounded to nearest even, and

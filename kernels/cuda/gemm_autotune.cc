@@ -60,6 +60,7 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   const int64_t m = shape.m, n = shape.n, k = shape.k, batch = shape.batch;
   const bool fp8_w = key.weight == DType::kFloat8E4M3FN, fp8_x = key.input == DType::kFloat8E4M3FN;
   const bool bf16_x = key.input == DType::kBFloat16;
+  const bool bf16_y = key.output == DType::kBFloat16;  // a QuantizedGemm's Y held in BF16 (and its residual)
   const size_t x_count = static_cast<size_t>(batch * m * k);
   const size_t w_count = static_cast<size_t>((is_batched(key.layout) ? batch : 1) * n * k);
   const size_t y_count = static_cast<size_t>(batch * m * n);
@@ -123,7 +124,16 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   if (key.residual) {
     residual.resize(y_count);
     fill_repeating(residual, [&] { return normal(random); });
-    LOKA_RETURN_IF_ERROR(d_residual.upload(residual.data(), residual.size() * sizeof(float)));
+    if (bf16_y) {  // in Y's dtype: the candidates read its codes, the reference the values they hold
+      std::vector<uint16_t> codes(y_count);
+      for (size_t i = 0; i < y_count; ++i) {
+        codes[i] = float_to_bf16(residual[i]);
+        residual[i] = bf16_to_float(codes[i]);
+      }
+      LOKA_RETURN_IF_ERROR(d_residual.upload(codes.data(), codes.size() * sizeof(uint16_t)));
+    } else {
+      LOKA_RETURN_IF_ERROR(d_residual.upload(residual.data(), residual.size() * sizeof(float)));
+    }
   }
   LOKA_RETURN_IF_ERROR(d_w_scale.upload(w_scales.data(), w_scales.size() * sizeof(float)));
   LOKA_RETURN_IF_ERROR(d_x_scale.upload(&x_scale, sizeof x_scale));
@@ -136,7 +146,7 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   const size_t x_bytes = x_count * (fp8_x ? 1 : bf16_x ? 2 : 4);
   const void* w_host = fp8_w ? static_cast<const void*>(w_codes.data()) : w.data();
   const size_t w_bytes = w_count * (fp8_w ? 1 : 4);
-  const size_t y_bytes = y_count * 4;
+  const size_t y_bytes = y_count * (bf16_y ? 2 : 4);
   const size_t set_bytes = x_bytes + w_bytes + y_bytes;
   std::vector<InputSet> sets(rotating_set_count(set_bytes, options.rotate_bytes));
   for (InputSet& set : sets) {
@@ -164,7 +174,7 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
     DeviceBytes rx, rw, ry;
     LOKA_RETURN_IF_ERROR(rx.upload(x.data(), x_count * 4));
     LOKA_RETURN_IF_ERROR(rw.upload(w.data(), w_count * 4));
-    LOKA_RETURN_IF_ERROR(ry.upload(nullptr, y_bytes));
+    LOKA_RETURN_IF_ERROR(ry.upload(nullptr, y_count * 4));
     LOKA_RETURN_IF_ERROR(gemm->run(GemmArgs{rx.data, rw.data, key.bias ? d_bias.data : nullptr, ry.data}, workspace.data, stream));
     LOKA_RETURN_IF_ERROR(autotune_check(cudaMemcpyAsync(reference.data(), ry.data, error_count * 4, cudaMemcpyDeviceToHost, stream), "download"));
     LOKA_RETURN_IF_ERROR(autotune_check(cudaStreamSynchronize(stream), "reference GEMM"));
@@ -211,8 +221,8 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
       args.w_scale = static_cast<const float*>(d_w_scale.data);
       args.x_scale = static_cast<const float*>(d_x_scale.data);
       args.bias = key.bias ? static_cast<const float*>(d_bias.data) : nullptr;
-      args.y = static_cast<float*>(set.y.data);
-      args.residual = key.residual ? static_cast<const float*>(d_residual.data) : nullptr;
+      args.y = set.y.data;
+      args.residual = key.residual ? d_residual.data : nullptr;
       return args;
     };
     // Error: one run on set 0 against the reference.
@@ -221,8 +231,12 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
       continue;
     }
     std::vector<float> y(error_count);
-    LOKA_RETURN_IF_ERROR(autotune_check(cudaMemcpyAsync(y.data(), sets[0].y.data, error_count * 4, cudaMemcpyDeviceToHost, stream), "download"));
+    std::vector<uint16_t> y_codes(bf16_y ? error_count : 0);
+    void* y_host = bf16_y ? static_cast<void*>(y_codes.data()) : static_cast<void*>(y.data());
+    LOKA_RETURN_IF_ERROR(autotune_check(
+        cudaMemcpyAsync(y_host, sets[0].y.data, error_count * (bf16_y ? 2 : 4), cudaMemcpyDeviceToHost, stream), "download"));
     LOKA_RETURN_IF_ERROR(autotune_check(cudaStreamSynchronize(stream), candidate.name().c_str()));
+    for (size_t i = 0; i < y_codes.size(); ++i) y[i] = bf16_to_float(y_codes[i]);  // a BF16 Y: its values
     // One CUDA graph per input set, as the runtime replays a model.
     auto runs = CapturedCandidate::capture(
         sets.size(), [&](size_t set, cudaStream_t s) { return kernel.run(args_for(sets[set]), workspace.data, s); }, stream);

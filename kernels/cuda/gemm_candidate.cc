@@ -89,8 +89,8 @@ SmallMGemmArgs small_m_args(const GemmKey& key, const GemmShape& shape, ScaleGra
   small.x_scale = args.x_scale;
   small.bias = key.bias ? args.bias : nullptr;
   small.epilogue = key.epilogue;
-  small.residual = key.residual ? args.residual : nullptr;
-  small.y = args.y;
+  small.residual = key.residual ? static_cast<const float*>(args.residual) : nullptr;
+  small.y = static_cast<float*>(args.y);  // small_m writes FP32 (can_implement)
   small.m = shape.m;
   small.n = shape.n;
   small.k = shape.k;
@@ -117,6 +117,7 @@ struct GemmKernel::Impl {
   DeviceMemory own_run_scratch;
   size_t run_bytes = 0;
   size_t computed_w_offset = 0, x_offset = 0, codes_offset = 0, row_scales_offset = 0;
+  size_t accumulator_offset = 0;  ///< fp8_e4m3 with unit scales and a BF16 Y: the FP32 sums the epilogue reads
   bool lent_run_scratch = false;
   /// The run's scratch: the lent one, or the kernel's own.
   Result<std::byte*> run_base(const GemmCandidateArgs& args) const {
@@ -179,6 +180,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
   options.stages = c.stages;
   options.tanh_gelu = c.tanh_gelu;
   const size_t mk = static_cast<size_t>(shape.m * shape.k * shape.batch);
+  const bool bf16_y = key.output == DType::kBFloat16;  // a QuantizedGemm's Y held in BF16 (fp8_e4m3 only)
   if (c.library == kernels::GemmLibrary::kLoka) {
     // LoKA's small-M kernel: nothing to plan, no scratch; it adds the residual itself.
     impl->residual_in_gemm = key.residual;
@@ -196,12 +198,15 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     impl->algorithms = impl->cudnn->engine_count();
     impl->scales_in_gemm = true;
     impl->residual_in_gemm = key.residual;
-  } else if (c.precision == GemmPrecision::kFp8E4M3 && (key.epilogue != GemmEpilogue::kGelu || c.tanh_gelu)) {
+  } else if (c.precision == GemmPrecision::kFp8E4M3 && (key.epilogue != GemmEpilogue::kGelu || c.tanh_gelu) &&
+             !(bf16_y && key.residual && key.epilogue != GemmEpilogue::kNone)) {
     // Scales, bias and ReLU (or, for a tanh_gelu candidate, cuBLASLt's tanh GELU) inside
     // cuBLASLt's GEMM where it has an algorithm for them: the output is written once. The exact
-    // GELU and older cuBLASLt (no vector scales) take unit scales and LoKA's epilogue pass instead.
+    // GELU and older cuBLASLt (no vector scales) take unit scales and LoKA's epilogue pass instead;
+    // so does a BF16 Y with a residual after its activation, which an add pass after a BF16 D
+    // would round twice.
     auto scaled = Fp8Gemm::create(
-        {shape.m, shape.n, shape.k, true, true, DType::kFloat32, key.bias, key.epilogue, impl->residual_in_gemm, pitch},
+        {shape.m, shape.n, shape.k, true, true, key.output, key.bias, key.epilogue, impl->residual_in_gemm, pitch},
         options);
     if (scaled) {
       impl->fp8 = std::move(scaled).value();
@@ -214,6 +219,8 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     }
   }
   if (c.precision == GemmPrecision::kFp8E4M3) {
+    if (!impl->fp8 && !impl->cudnn && c.tanh_gelu)  // the scale epilogue computes the exact GELU
+      return Status::error(c.name() + ": a BF16 Y with a residual after cuBLASLt's tanh GELU would be rounded twice");
     if (!impl->fp8 && !impl->cudnn) {
       if (pitch != 0)  // the exact GELU: cuBLASLt's scaled GEMM was not asked, the epilogue pass runs
         return Status::error(c.name() + ": the scale epilogue writes packed rows: no row pitch (" + shape.to_string() + ")");
@@ -231,7 +238,11 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->bias_offset + static_cast<size_t>(shape.n) * sizeof(uint16_t)));
     impl->codes_offset = 0;
     impl->row_scales_offset = device_aligned(key.input == DType::kFloat8E4M3FN ? 0 : mk);
-    LOKA_RETURN_IF_ERROR(impl->plan_run_scratch(impl->row_scales_offset + (per_row ? m_floats : 0)));
+    // The unit-scale path sums into Y when Y is FP32; a BF16 Y is too small for the FP32 sums.
+    impl->accumulator_offset = impl->row_scales_offset + device_aligned(per_row ? m_floats : 0);
+    const size_t accumulator_bytes =
+        bf16_y && !impl->scales_in_gemm ? static_cast<size_t>(shape.m * shape.n) * sizeof(float) : 0;
+    LOKA_RETURN_IF_ERROR(impl->plan_run_scratch(impl->accumulator_offset + accumulator_bytes));
     const float one = 1.0f;
     LOKA_RETURN_IF_ERROR(check(cudaMemcpy(impl->scratch.at(0), &one, sizeof one, cudaMemcpyHostToDevice), "unit scale"));
     if (impl->scales_in_gemm && !per_row) {
@@ -347,7 +358,7 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create_split_weights(const GemmC
   if (!host_values.is_ok()) return host_values.status().with_context(c.name() + ": ");
   const std::vector<float>& weights = host_values.value();
   // W_hi = bf16(W), W_lo = bf16(W - W_hi): the remainder is exact in FP32 (W_hi is W's leading
-  // bits), and W_hi + W_lo is W to 2^-18 of itself.
+  // bits), and W_hi + W_lo is W to 2^-17 of itself.
   std::vector<uint16_t> high_codes(weights.size()), low_codes(weights.size());
   for (size_t i = 0; i < weights.size(); ++i) {
     high_codes[i] = float_to_bf16(weights[i]);
@@ -375,12 +386,12 @@ Status GemmKernel::run(const GemmCandidateArgs& args, void* workspace, cudaStrea
   const bool scale_epilogue = candidate_.precision == GemmPrecision::kFp8E4M3 && !p.scales_in_gemm;
   if (!p.key.residual || p.residual_in_gemm || scale_epilogue) return Status::ok();
   const std::vector<int64_t> shape{p.shape.m * p.shape.batch, p.shape.n};
-  return launch_binary(BinaryOp::kAdd, args.y, shape, args.residual, shape, DType::kFloat32, args.y, stream);
+  return launch_binary(BinaryOp::kAdd, args.y, shape, args.residual, shape, p.key.output, args.y, stream);
 }
 
 Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cudaStream_t stream) const {
   const Impl& p = *impl_;
-  const float* addend = p.residual_in_gemm ? args.residual : nullptr;
+  const void* addend = p.residual_in_gemm ? args.residual : nullptr;
   const int64_t count = p.shape.m * p.shape.k * p.shape.batch;
   const bool bf16_input = p.key.input == DType::kBFloat16;
   if (candidate_.library == kernels::GemmLibrary::kLoka)
@@ -433,13 +444,12 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
       const bool per_row = p.key.input != DType::kFloat8E4M3FN && candidate_.granularity == ScaleGranularity::kRow;
       if (p.key.input == DType::kFloat8E4M3FN) {
         x_codes = static_cast<const uint8_t*>(args.x);
-      } else if (per_row) {
-        LOKA_RETURN_IF_ERROR(launch_quantize_rows(args.x, DType::kFloat32, p.shape.m, p.shape.k, codes, row_scales, stream));
+      } else if (per_row) {  // from FP32 or a BF16 X alike
+        LOKA_RETURN_IF_ERROR(launch_quantize_rows(args.x, p.key.input, p.shape.m, p.shape.k, codes, row_scales, stream));
         x_scale = row_scales;
       } else {
-        LOKA_RETURN_IF_ERROR(check(launch_quantize_fp8(static_cast<const float*>(args.x), codes, count, p.x_scale,
-                                                       Fp8Kind::kE4M3FN, stream),
-                                   "FP8 quantize"));
+        LOKA_RETURN_IF_ERROR(check(
+            launch_quantize_fp8(args.x, p.key.input, codes, count, p.x_scale, Fp8Kind::kE4M3FN, stream), "FP8 quantize"));
       }
       if (p.cudnn) {
         const CudnnFp8GemmArgs graph{x_codes,
@@ -447,8 +457,8 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
                                      copies,
                                      args.w_scale,
                                      args.bias,
-                                     args.residual,
-                                     args.y};
+                                     static_cast<const float*>(args.residual),
+                                     static_cast<float*>(args.y)};  // FP32 (can_implement)
         return p.cudnn->run(graph, workspace, stream);
       }
       Fp8GemmArgs gemm;
@@ -470,17 +480,21 @@ Status GemmKernel::run_gemm(const GemmCandidateArgs& args, void* workspace, cuda
       }
       gemm.x_scale = unit;
       gemm.w_scale = unit;
-      gemm.y = args.y;
+      // The FP32 sums: in Y itself (the epilogue rewrites it in place), or beside a BF16 Y.
+      void* sums = p.key.output == DType::kBFloat16 ? static_cast<void*>(run + p.accumulator_offset) : args.y;
+      gemm.y = sums;
       LOKA_RETURN_IF_ERROR(p.fp8->run(gemm, workspace, stream));
       DequantEpilogueArgs epilogue;
-      epilogue.acc = args.y;
+      epilogue.acc = sums;
       epilogue.x_scale = x_scale;
       epilogue.per_row_x_scale = per_row;
       epilogue.w_scale = args.w_scale;
       epilogue.bias = args.bias;
       epilogue.activation = p.key.epilogue;
       epilogue.residual = p.key.residual ? args.residual : nullptr;
+      epilogue.residual_type = p.key.output;  // a residual is in Y's dtype (gemm_kernel_key.h)
       epilogue.y = args.y;
+      epilogue.y_type = p.key.output;
       epilogue.rows = p.shape.m;
       epilogue.cols = p.shape.n;
       return launch_dequant_epilogue(epilogue, stream);

@@ -13,18 +13,20 @@
 //   bf16x2        a BF16 X read as it is, constant weights split once, when planned, into
 //                 W_hi = bf16(W) and W_lo = bf16(W - W_hi); cuBLASLt BF16 GEMM X · W_hi into
 //                 FP32 Y (with the residual as C when no activation follows), then X · W_lo
-//                 with C = Y, the bias and activation fused: no FP32 copy of X, W to 2^-18
+//                 with C = Y, the bias and activation fused: no FP32 copy of X, W to 2^-17
 //   bf16          cast X to BF16 (a BF16 X is read as it is), cuBLASLt BF16 GEMM into
 //                 FP32 (bias/activation fused); constant weights converted to BF16 once,
 //                 when planned, from the host copy; a computed W (activation x
 //                 activation) cast on the device per run
-//   fp8_e4m3      quantize X (per tensor, or per row) unless it is E4M3 already,
+//   fp8_e4m3      quantize X (per tensor, or per row; from FP32 or BF16) unless it is E4M3 already,
 //                 E4M3 GEMM (heuristic algorithm N, optional FAST_ACCUM) with the
 //                 per-channel weight and per-row (or M copies of the per-tensor)
 //                 activation scales, BF16 bias and ReLU applied by cuBLASLt
-//                 (fp8_gemm.h), written straight to Y. With GELU (cuBLASLt's is
+//                 (fp8_gemm.h), written straight to Y (FP32, or BF16 where key.output
+//                 says: cuBLASLt's D in BF16, the residual as C in BF16). With GELU (cuBLASLt's is
 //                 tanh), or a cuBLASLt without vector scales: unit scales into an
-//                 FP32 accumulator, then LoKA's scale epilogue (dequant_epilogue.h)
+//                 FP32 accumulator (Y itself, or the run scratch when Y is BF16), then
+//                 LoKA's scale epilogue (dequant_epilogue.h) writing Y
 //   fp8_emulated  quantize + dequantize X, FP32 GEMM on decoded weights (any K)
 //   cudnn fp8     the same quantize, then one cuDNN graph (cudnn_fp8_gemm.h) applying the
 //                 scales, FP32 bias, ReLU and the residual; engine N of cuDNN's heuristic
@@ -87,8 +89,8 @@ struct GemmCandidateArgs {
   const float* w_scale = nullptr;   ///< E4M3 weights: [N] per-channel scales
   const float* x_scale = nullptr;   ///< E4M3 input or the tensor recipe: the static scale (one float)
   const float* bias = nullptr;      ///< FP32 [N] or null (small_m reads it as it is)
-  float* y = nullptr;               ///< FP32 [M,N] (or [batch,M,N])
-  const float* residual = nullptr;  ///< FP32 [M,N] when key.residual: added after the activation
+  void* y = nullptr;                ///< [M,N] (or [batch,M,N]) of key.output: FP32, or a QuantizedGemm's BF16
+  const void* residual = nullptr;   ///< [M,N] of key.output when key.residual: added after the activation
   /// run_scratch_bytes() bytes, 256-byte aligned, that this run may overwrite: required when the
   /// kernel was planned with lent_run_scratch (null: the kernel's own is used).
   void* run_scratch = nullptr;

@@ -56,6 +56,7 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
   const double w_batch = is_batched(key.layout) ? static_cast<double>(s.batch) : 1.0;
   const bool bf16_input = key.input == DType::kBFloat16;  // BF16 activation storage (FusedGemm's X)
   const double in_bytes = key.input == DType::kFloat8E4M3FN ? 1.0 : bf16_input ? 2.0 : 4.0;
+  const double y_bytes = key.output == DType::kBFloat16 ? 2.0 : 4.0;  // a QuantizedGemm's Y held in BF16
   ModelledTime t;
   if (c.library == GemmLibrary::kLoka) {  // the small-M kernel: one launch, the residual included
     t.gemm_us = t.total_us = small_m_kernel_us(key, s, f);
@@ -107,11 +108,13 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
         t.extra_us += memory_kernel_us(in_bytes * m * k + m * k + row_scales, f);
         ++t.kernels;
       }
-      // The E4M3 GEMM applies scales, bias and ReLU and writes FP32; exact GELU (cuBLASLt's is
-      // tanh) takes unit scales and LoKA's scale epilogue after it (read, write FP32).
-      t.gemm_us = gemm_kernel_us(f.fp8_tflops, f.tile, m * k + n * k + 4 * m * n, s, f);
-      if (key.epilogue == cuda::GemmEpilogue::kGelu) {
-        t.extra_us += memory_kernel_us(8 * m * n + 8 * n, f);
+      // The E4M3 GEMM applies scales, bias and ReLU and writes Y (FP32, or BF16 for a Y held in
+      // BF16); exact GELU (cuBLASLt's is tanh) takes unit scales into an FP32 accumulator and
+      // LoKA's scale epilogue after it (read it, write Y).
+      const bool exact_gelu = key.epilogue == cuda::GemmEpilogue::kGelu && !c.tanh_gelu;
+      t.gemm_us = gemm_kernel_us(f.fp8_tflops, f.tile, m * k + n * k + (exact_gelu ? 4.0 : y_bytes) * m * n, s, f);
+      if (exact_gelu) {
+        t.extra_us += memory_kernel_us((4 + y_bytes) * m * n + 8 * n, f);
         ++t.kernels;
       }
       break;
@@ -123,16 +126,17 @@ ModelledTime model_gemm_time(const GemmCandidate& c, const GemmKey& key, const G
       t.kernels = 3;
       break;
   }
-  // A residual: read by the GEMM as cuBLASLt's C (or by the scale epilogue) when no activation
-  // comes between; after one, an elementwise add of its own (read Y and R, write Y).
+  // A residual (in Y's dtype): read by the GEMM as cuBLASLt's C (or by the scale epilogue) when
+  // no activation comes between; after one, an elementwise add of its own (read Y and R, write Y).
   if (key.residual) {
-    const bool own_pass = key.epilogue != cuda::GemmEpilogue::kNone &&
-                          !(c.precision == GemmPrecision::kFp8E4M3 && key.epilogue == cuda::GemmEpilogue::kGelu);
+    const bool scale_epilogue =
+        c.precision == GemmPrecision::kFp8E4M3 && key.epilogue == cuda::GemmEpilogue::kGelu && !c.tanh_gelu;
+    const bool own_pass = key.epilogue != cuda::GemmEpilogue::kNone && !scale_epilogue;
     if (own_pass) {
-      t.extra_us += memory_kernel_us(12 * m * n, f);
+      t.extra_us += memory_kernel_us(3 * y_bytes * m * n, f);
       ++t.kernels;
     } else {
-      t.extra_us += 4 * m * n / f.bytes_per_second * 1e6;
+      t.extra_us += y_bytes * m * n / f.bytes_per_second * 1e6;
     }
   }
   t.total_us = t.gemm_us + t.extra_us;

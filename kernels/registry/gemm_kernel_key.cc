@@ -222,13 +222,25 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
     return Status::error("tanh_gelu replaces a GELU epilogue; this node has none");
   if (c.tanh_gelu && (c.library != GemmLibrary::kCublasLt || c.precision == GemmPrecision::kFp8Emulated))
     return Status::error("tanh_gelu is cuBLASLt's GELU epilogue");
-  if (key.input == DType::kBFloat16) {
+  const bool cublaslt_fp8 = c.precision == GemmPrecision::kFp8E4M3 && c.library == GemmLibrary::kCublasLt;
+  if (key.input == DType::kBFloat16 && key.weight == DType::kFloat8E4M3FN) {
+    // QuantizedGemm's X held in BF16 (BF16 activation storage): cuBLASLt's FP8 family quantizes it
+    // as it quantizes an FP32 one. The other families read FP32 or E4M3 activations.
+    if (!cublaslt_fp8) return Status::error(c.name() + " reads no BF16 activation: cuBLASLt's FP8 kernels quantize it");
+  } else if (key.input == DType::kBFloat16) {
     // A BF16 activation (BF16 activation storage: FusedGemm) is an FP32 op's X in half the bytes:
     // the FP32 and TF32 families widen it exactly, the BF16 family reads it as it is. Quantizing it
     // to E4M3 would be another op's arithmetic, and E4M3 weights belong to QuantizedGemm.
     if (c.precision == GemmPrecision::kFp8E4M3 || c.precision == GemmPrecision::kFp8Emulated)
       return Status::error(c.name() + " reads no BF16 activation: an FP32 op's X runs in FP32, TF32, BF16 or BF16x2");
     if (key.weight != DType::kFloat32) return Status::error("a BF16 activation is read with FP32 weights only");
+  }
+  if (key.output != DType::kFloat32) {
+    // A QuantizedGemm's Y held in BF16: cuBLASLt's FP8 GEMM writes it as D (its scales, bias and
+    // ReLU in the GEMM), or its scale epilogue does (the exact GELU); the others write FP32.
+    if (key.output != DType::kBFloat16 || key.weight != DType::kFloat8E4M3FN)
+      return Status::error("only QuantizedGemm's Y may be BF16 (got " + key.to_string() + ")");
+    if (!cublaslt_fp8) return Status::error(c.name() + " writes FP32: cuBLASLt's FP8 kernels write a BF16 Y");
   }
   if (c.library == GemmLibrary::kCudnn) {
     // The graph of kernels/cuda/cudnn_fp8_gemm.h: E4M3 operands, scales, bias, ReLU and residual.

@@ -44,7 +44,7 @@ namespace loka::kernels {
 /// How the arithmetic of a candidate is done. kTf32: FP32 operands and sums, products of
 /// operands rounded to TF32's 10-bit mantissa (CUBLAS_COMPUTE_32F_FAST_TF32). kBf16x2: a BF16
 /// activation (exact in BF16) times constant FP32 weights split as W_hi = bf16(W) and W_lo =
-/// bf16(W − W_hi), two BF16 GEMMs summed in FP32: W is carried to 2^-18 of itself (16
+/// bf16(W − W_hi), two BF16 GEMMs summed in FP32: W is carried to 2^-17 of itself (about 16
 /// significant bits), finer than TF32's 2^-11, at the BF16 tensor-core rate and without the FP32
 /// copy of X that the FP32 and TF32 families need for a BF16 X.
 enum class GemmPrecision { kFp32, kTf32, kBf16, kFp8E4M3, kFp8Emulated, kBf16x2 };
@@ -80,9 +80,12 @@ constexpr bool stores_w_transposed(GemmLayout layout) {
 struct GemmKey {
   std::string op;                          ///< "Gemm", "MatMul", "FusedGemm" or "QuantizedGemm"
   /// Activation dtype as stored: FP32, E4M3 from LayerNormQuant, or BF16 (BF16 activation storage:
-  /// FusedGemm's X, whose op is FP32 on the widened values; FP32, TF32 and BF16 candidates only).
+  /// FusedGemm's X, whose op is FP32 on the widened values, run by the FP32, TF32, BF16 and
+  /// split-weight BF16 candidates; QuantizedGemm's X, quantized from it by cuBLASLt's FP8 family).
   DType input = DType::kFloat32;
   DType weight = DType::kFloat32;          ///< FP32, or E4M3 codes for QuantizedGemm
+  /// Y's dtype: FP32, or BF16 for a QuantizedGemm holding Y in BF16 (output_dtype 16; cuBLASLt's
+  /// FP8 family writes it, as D or through its scale epilogue); a residual is in Y's dtype.
   DType output = DType::kFloat32;
   ScaleGranularity activation_scale = ScaleGranularity::kNone;
   GemmLayout layout = GemmLayout::kNT;

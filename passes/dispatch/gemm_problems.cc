@@ -153,16 +153,20 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     shape_fn = fused_gemm_shape;
   } else if (node.is("QuantizedGemm", "ai.loka")) {
     if (dtype_of(node.input(1)) != DType::kFloat8E4M3FN) return std::nullopt;
-    // BF16 activation storage (store-activations-bf16): the candidates read and write FP32, so
-    // the runtime runs the node's own FP8 op whatever a choice here would say.
+    // BF16 activation storage (store-activations-bf16): cuBLASLt's FP8 candidates quantize a BF16
+    // X and write a BF16 Y, with a residual in Y's dtype. A BF16 Multiplier (the DCN cross), or a
+    // residual held in the other dtype, is the node's own op's: the runtime runs it whatever a
+    // choice here would say.
     const auto bf16 = [](const ir::Value* value) { return dtype_of(value) == DType::kBFloat16; };
-    if (bf16(node.input(0)) || bf16(node.input(5)) || bf16(node.input(6)) ||
-        (!node.outputs().empty() && bf16(node.output(0)))) {
-      problem.reason = "BF16 activation storage: the CUDA runtime runs QuantizedGemm's own FP8 GEMM and epilogue "
-                       "(no candidate reads or writes BF16)";
+    const bool bf16_y = node.outputs().size() > 0 && node.output(0) != nullptr && bf16(node.output(0));
+    if (bf16(node.input(5)) || (node.input(6) != nullptr && bf16(node.input(6)) != bf16_y)) {
+      problem.reason = "BF16 activation storage with a BF16 Multiplier or a Residual held in another dtype than Y: "
+                       "the CUDA runtime runs QuantizedGemm's own FP8 GEMM and epilogue";
       return problem;
     }
-    key.input = dtype_of(node.input(0)) == DType::kFloat8E4M3FN ? DType::kFloat8E4M3FN : DType::kFloat32;
+    const DType x = dtype_of(node.input(0));
+    key.input = x == DType::kFloat8E4M3FN || x == DType::kBFloat16 ? x : DType::kFloat32;
+    key.output = bf16_y ? DType::kBFloat16 : DType::kFloat32;
     key.weight = DType::kFloat8E4M3FN;
     const std::string recipe = string_attribute(node, "act_recipe", "tensor");
     key.activation_scale = key.input == DType::kFloat8E4M3FN || recipe != "row" ? kernels::ScaleGranularity::kTensor

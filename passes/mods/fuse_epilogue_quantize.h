@@ -27,7 +27,7 @@
 // Exact: Yq = Q(Y / s) (docs/loka_ops.md), which is what a float-X "tensor" reader
 // with X_scale s quantizes, and what QuantizeLinear(Y, s, 0) writes: outputs are
 // bit-identical before and after on the CPU runtime. (The GPU's op rounds each
-// sum to BF16 before its epilogue: 2^-9 of a sum, far below the FP8 error.)
+// sum to BF16 before its epilogue: 2^-8 of a sum, far below the FP8 error.)
 //
 // Requires: shape-inferred IR. Runs after share-activation-quantize, whose
 // QuantizeLinear of a Y read by several GEMMs this pass takes over.

@@ -716,7 +716,7 @@ PassInfo pin_precision_pass_info() {
                    {"max_evaluations", OptionType::kInt, "256",
                     "most measured evaluations; later sites stay fp32 ('evaluation limit')"},
                    // 2%: dispatch's TF32/BF16 for FP32 nodes add the sites' FP8 error times (r/r_fp8)^2
-                   // for a logloss budget, (0.0016/0.051)^2 ~ 0.1% of it for BF16: all of them fit.
+                   // for a logloss budget, (0.0032/0.051)^2 ~ 0.4% of it for BF16: all of them fit.
                    {"reserve", OptionType::kFloat, "0.02",
                     "share of the budget kept for dispatch's TF32/BF16 kernels on FP32 nodes (0: sites may "
                     "spend it all, as before)"},

@@ -10,7 +10,7 @@
 // written again by every cross layer's epilogue, 15 bytes an element with the
 // BF16 sums and the FP8 codes, 60 us a layer at batch 4096 on an H200 and
 // 54 MB a tensor (docs/benchmarks.md, 2026-11-28). Held in BF16 they cost
-// 9 bytes and 27 MB, for a rounding of 2^-9, 1/16 of E4M3's.
+// 9 bytes and 27 MB, for a rounding of 2^-8, 1/16 of E4M3's.
 //
 // A candidate is a *set*: the activations joined by view ops (Reshape,
 // Unsqueeze, Squeeze, Flatten, Identity, Concat) share one storage, so they

@@ -34,23 +34,40 @@ std::vector<float> run_fp8_candidate(const kernels::GemmCandidate& candidate, co
 
   const int64_t ldy = y_row_pitch ? y_row_pitch : n;
   const size_t y_count = static_cast<size_t>(m * ldy);
-  const bool fp32_input = key.input == DType::kFloat32;
-  DeviceBytes d_x(fp32_input ? o.x.size() * sizeof(float) : o.x_codes.size()), d_w(o.w_codes), d_w_scale(o.w_scale),
-      d_bias(o.bias), d_residual(o.residual), d_x_scale(std::vector<float>{o.x_scale}), d_y(y_count * sizeof(float)),
-      workspace(cuda::kGemmWorkspaceBytes);
-  if (fp32_input)
+  const bool fp32_input = key.input == DType::kFloat32, bf16_input = key.input == DType::kBFloat16;
+  const bool bf16_y = key.output == DType::kBFloat16;  // Y and the residual held in BF16
+  const auto bf16_codes = [](const std::vector<float>& values) {
+    std::vector<uint16_t> codes(values.size());
+    for (size_t i = 0; i < values.size(); ++i) codes[i] = float_to_bf16(values[i]);
+    return codes;
+  };
+  const size_t y_element = bf16_y ? sizeof(uint16_t) : sizeof(float);
+  DeviceBytes d_x(fp32_input ? o.x.size() * sizeof(float) : bf16_input ? o.x.size() * 2 : o.x_codes.size()),
+      d_w(o.w_codes), d_w_scale(o.w_scale), d_bias(o.bias), d_residual(o.residual.size() * sizeof(float)),
+      d_x_scale(std::vector<float>{o.x_scale}), d_y(y_count * y_element), workspace(cuda::kGemmWorkspaceBytes);
+  if (fp32_input) {
     d_x.upload(o.x.data(), o.x.size() * sizeof(float));
-  else
+  } else if (bf16_input) {
+    const std::vector<uint16_t> codes = bf16_codes(o.x);
+    d_x.upload(codes.data(), codes.size() * 2);
+  } else {
     d_x.upload(o.x_codes.data(), o.x_codes.size());
+  }
+  if (bf16_y) {
+    const std::vector<uint16_t> codes = bf16_codes(o.residual);
+    d_residual.upload(codes.data(), codes.size() * 2);
+  } else {
+    d_residual.upload(o.residual.data(), o.residual.size() * sizeof(float));
+  }
   cuda::GemmCandidateArgs args;
   args.x = d_x.get();
   args.w = d_w.get();
   args.w_scale = d_w_scale.as<float>();
   args.x_scale = d_x_scale.as<float>();
   args.bias = key.bias ? d_bias.as<float>() : nullptr;
-  args.residual = key.residual ? d_residual.as<float>() : nullptr;
-  args.y = d_y.as<float>();
-  EXPECT_EQ(cudaMemset(d_y.get(), 0xFF, y_count * sizeof(float)), cudaSuccess);  // NaN: what no run writes
+  args.residual = key.residual ? d_residual.get() : nullptr;
+  args.y = d_y.get();
+  EXPECT_EQ(cudaMemset(d_y.get(), 0xFF, y_count * y_element), cudaSuccess);  // NaN: what no run writes
   if (y_row_pitch != 0) EXPECT_EQ((*kernel)->output_row_pitch(), y_row_pitch) << candidate.name();
   if (!in_graph) {
     const Status status = (*kernel)->run(args, workspace.get(), nullptr);
@@ -62,7 +79,13 @@ std::vector<float> run_fp8_candidate(const kernels::GemmCandidate& candidate, co
     EXPECT_TRUE(replayed) << candidate.name() << " in a CUDA graph: " << replayed.message();
     if (!replayed) return {};
   }
-  const std::vector<float> y = d_y.download_vector<float>(y_count);
+  std::vector<float> y(y_count);
+  if (bf16_y) {
+    const std::vector<uint16_t> codes = d_y.download_vector<uint16_t>(y_count);
+    for (size_t i = 0; i < y_count; ++i) y[i] = bf16_to_float(codes[i]);
+  } else {
+    y = d_y.download_vector<float>(y_count);
+  }
   if (ldy == n) return y;
   std::vector<float> rows(static_cast<size_t>(m * n));
   size_t written_between = 0;
@@ -91,7 +114,12 @@ size_t fp8_candidate_mismatches(const kernels::GemmCandidate& candidate, const k
   for (float& s : o.w_scale) s = scale_draw(rng);
   for (float& b : o.bias) b = bf16_to_float(float_to_bf16(normal(rng) / 60.0f));
   for (float& r : o.residual) r = normal(rng) / 60.0f;
-  o.x_scale = key.input == DType::kFloat32 ? 1.0f / 32 : scale_draw(rng);  // a power of two: exact quantization
+  const bool bf16_y = key.output == DType::kBFloat16;
+  if (bf16_y)  // held in BF16 with Y: the reference adds the values the kernel reads
+    for (float& r : o.residual) r = bf16_to_float(float_to_bf16(r));
+  // A power of two for an FP32 or BF16 X: its values (E4M3 values times it, exact in BF16 too)
+  // quantize back to the drawn codes exactly.
+  o.x_scale = key.input == DType::kFloat8E4M3FN ? scale_draw(rng) : 1.0f / 32;
   o.x.resize(o.x_codes.size());
   for (size_t i = 0; i < o.x_codes.size(); ++i) o.x[i] = fp8e4m3fn_to_float(o.x_codes[i]) * o.x_scale;
   const std::vector<float> y = run_fp8_candidate(candidate, key, shape, o, false, y_row_pitch);
@@ -116,8 +144,10 @@ size_t fp8_candidate_mismatches(const kernels::GemmCandidate& candidate, const k
       if (gelu) expected = 0.5 * expected * (1.0 + std::erf(expected / std::sqrt(2.0)));
       if (key.residual) expected += o.residual[static_cast<size_t>(i * n + j)];
       const double got = y[static_cast<size_t>(i * n + j)];
+      // A BF16 Y adds its own rounding, 2^-8 of the value (and of an intermediate sum the
+      // tolerance's accumulation term already covers).
       const double tolerance = (gelu ? 1.13 : 1.0) * 2e-3 * magnitude * scale + 1e-6 * (1 + std::fabs(expected)) +
-                               (candidate.tanh_gelu ? 5e-4 : 0.0);
+                               (candidate.tanh_gelu ? 5e-4 : 0.0) + (bf16_y ? std::ldexp(std::fabs(expected), -8) : 0.0);
       if (!(std::fabs(got - expected) <= tolerance) && bad++ < 5)
         ADD_FAILURE() << candidate.name() << " " << key.to_string() << " " << shape.to_string() << ": Y[" << i << "," << j
                       << "] = " << got << ", expected " << expected;

@@ -37,14 +37,15 @@ std::vector<float> run_fp8_candidate(const kernels::GemmCandidate& candidate, co
                                      const kernels::GemmShape& shape, const Fp8GemmOperands& operands,
                                      bool in_graph = false, int64_t y_row_pitch = 0);
 
-/// Runs `candidate` for `key` (a QuantizedGemm: E4M3 weights with per-channel scales; an E4M3
-/// or FP32 activation with a per-tensor scale; optional bias, ReLU or GELU, residual) at `shape` on
+/// Runs `candidate` for `key` (a QuantizedGemm: E4M3 weights with per-channel scales; an E4M3,
+/// FP32 or BF16 activation; optional bias, ReLU or GELU, residual; Y, and the residual with it, in
+/// FP32 or BF16 as key.output says) at `shape` on
 /// random operands, expecting planning to succeed; returns how many outputs miss the reference
 /// (the first few are reported as failures).
 ///
 /// The operands are chosen so that every candidate computes the same exact products: FP32
-/// activations are E4M3 values times a power-of-two scale (the quantize kernel's division is
-/// then exact), the bias is a BF16 value (cuBLASLt's FP8 kernels read BF16, cuDNN's FP32).
+/// and BF16 activations are E4M3 values times a power-of-two scale (the quantize kernel's division
+/// is then exact), the bias is a BF16 value (cuBLASLt's FP8 kernels read BF16, cuDNN's FP32).
 /// What remains is accumulation: Hopper's FP8 tensor cores keep about 14 significant bits in
 /// their sums (tests/cuda/fp8_gemm_test.cc), so the bound is 2e-3 of Σ|x·w| times the scales.
 size_t fp8_candidate_mismatches(const kernels::GemmCandidate& candidate, const kernels::GemmKey& key,

@@ -259,7 +259,7 @@ void run_beside_float32_twin(const OneNodeModel& model, const OneNodeModel& twin
 
 /// `c` storing activations in BF16 as `storage` says, on both runtimes and beside its twin storing
 /// them in float32 on the GPU (the same values: the feeds hold BF16 values either way). Y is the
-/// CPU runtime's within QuantizedGemm's tolerance (which covers Y's BF16 rounding, 2^-9 of a value)
+/// CPU runtime's within QuantizedGemm's tolerance (which covers Y's BF16 rounding, 2^-8 of a value)
 /// or one BF16 step. Where the twin runs the same kernels (the scale epilogue after the FP8 GEMM,
 /// for a Multiplier or Yq; or the FP32 fallback, K or N not a multiple of 16) a BF16 X, Multiplier
 /// or Residual computes exactly what its widened float32 values do: Y is the twin's, rounded to
@@ -297,10 +297,16 @@ TEST_F(CudaLokaOps, QuantizedGemmStoringActivationsInBf16MatchesTheCpuAndItsFloa
            {{64, 32, "row", "relu", true, true}, {false, true, false, false}},   // a BF16 Multiplier alone
            {{64, 32, "row", "relu", true, true}, {false, false, true, true}},    // ... a BF16 Residual, and Y
            {{128, 256, "fp8", "relu", false, true, false, true}, {false, true, true, true}},  // FP8 X
-           // No Multiplier nor Yq: a BF16 X or Y takes QuantizedGemm's own op instead of the registry's.
+           // No Multiplier nor Yq: the registry's cuBLASLt FP8 kernel quantizes a BF16 X and writes a
+           // BF16 Y (cuBLASLt's D; the scale epilogue's for the exact GELU, or a residual after
+           // ReLU), a residual in Y's dtype. Not the twin's kernels (its D is FP32): no bytes claim.
            {{128, 256, "row", "gelu", false}, {true, false, false, true}},
            {{64, 32, "tensor", "relu", true}, {true, false, false, false}},
-           {{64, 32, "tensor", "none", true, false, true}, {false, false, true, false}},  // a BF16 Residual alone
+           {{64, 32, "tensor", "none", true}, {false, false, false, true}},
+           {{64, 32, "tensor", "none", true, false, true}, {false, false, true, true}},  // residual as C, BF16
+           {{64, 32, "row", "relu", true, false, true}, {true, false, true, true}},      // residual after ReLU
+           // A BF16 Residual beside an FP32 Y: QuantizedGemm's own op (its scale epilogue).
+           {{64, 32, "tensor", "none", true, false, true}, {false, false, true, false}},
            // The FP32 fallback (N or K not a multiple of 16).
            {{216, 6, "row", "none", true, true, false, true}, everything},
            {{6, 216, "tensor", "gelu", true}, {true, false, false, true}},
@@ -356,7 +362,7 @@ TEST_F(CudaLokaOps, QuantizedGemmLeavingYOutWritesTheCodesItWritesBesideY) {
     for (int64_t i = 0; i < y.element_count(); ++i)
       not_of_y += static_cast<const uint8_t*>((*codes)[0].raw())[i] != float_to_fp8e4m3fn(y.data<float>()[i] / kYScale);
     EXPECT_EQ(not_of_y, 0u);
-    // And Y is the CPU runtime's within QuantizedGemm's tolerance: the BF16 sums add 2^-9 of each
+    // And Y is the CPU runtime's within QuantizedGemm's tolerance: the BF16 sums add 2^-8 of each
     // sum (before the bias, so a code of a small Y may move more than a step where the bias
     // cancels most of the sum) to the summation order's error.
     float magnitude = 0;
@@ -584,7 +590,7 @@ TEST_F(CudaLokaOps, FusedGemmReadingBf16MatchesTheCpuAndItsFloat32TwinBitForBit)
   // first), and Dispatch's TF32 (the same widening) and BF16 (X read as it is, where the twin's
   // is cast: exactly, its values are BF16's) — and the CPU runtime's Y within the kernel's
   // tolerance: FP32 rounding only for FP32; for TF32 and BF16, X is exact and W rounds (2^-10
-  // and 2^-9 of a product). Strictly: a candidate that does not build is an error, no fallback.
+  // and 2^-8 of a product). Strictly: a candidate that does not build is an error, no fallback.
   ::setenv("LOKA_STRICT_KERNELS", "1", 1);
   for (const auto& [kernel, tolerance] : std::vector<std::pair<std::string, float>>{
            {"", 1e-4f}, {"cublaslt.tf32.algo0", 4e-3f}, {"cublaslt.bf16.algo0", 4e-3f}}) {
@@ -727,8 +733,10 @@ TEST_F(CudaLokaOps, EmbeddingBagsWithBf16TablesMatchTheCpuAndTheirWidenedFloat32
 TEST_F(CudaLokaOps, EmbeddingBagsWithBf16OutputMatchTheCpuAndTheirFloat32OutputRounded) {
   // output_dtype = 16 over float32, FP8 (per-row) and BF16 tables, int64 ids, bags of 1, 3 and 2;
   // D = 24, 12 and 5 take the 8-wide, 4-wide and scalar stores of BF16 rows. Against the CPU
-  // (double sums rounded to float32, then to BF16: one BF16 step apart at most), and against the
-  // same node writing float32 on the GPU: its sums rounded to nearest even, bit for bit.
+  // (double sums rounded to float32, then to BF16: one BF16 step apart, or 1e-5 of the largest
+  // value where a bag's sum cancels near zero and the GPU's FMA sums and the CPU's rounded products
+  // part by more), and against the same node writing float32 on the GPU: its sums rounded to
+  // nearest even, bit for bit.
   for (const int64_t dim : {int64_t{24}, int64_t{12}, int64_t{5}}) {
     SCOPED_TRACE("D=" + std::to_string(dim));
     std::mt19937 rng(static_cast<unsigned>(60 + dim));
@@ -757,7 +765,9 @@ TEST_F(CudaLokaOps, EmbeddingBagsWithBf16OutputMatchTheCpuAndTheirFloat32OutputR
       const Tensor& y = runs.gpu[0];
       ASSERT_EQ(y.dtype(), DType::kBFloat16);
       ASSERT_EQ(y.shape(), (Shape{runs.cpu[0].dim(0), 3, dim}));
-      testing::expect_close(y, runs.cpu[0], 1);
+      float largest = 0.0f;
+      for (const float v : runs.cpu[0].to_floats()) largest = std::max(largest, std::fabs(v));
+      testing::expect_close(y, runs.cpu[0], 1, 1e-5f * (1.0f + largest));
       const Tensor rounded = bf16_values(runs.float32_twin[0]).bf16;
       testing::expect_same_bytes(y.raw(), rounded.raw(), static_cast<size_t>(y.element_count()), 2);
     });
@@ -834,7 +844,7 @@ TEST_P(OptimizedZooOnCuda, EvalOutputsMatchTheCpuRuntime) {
   ASSERT_EQ(opt.exit_code, 0) << opt.output;
   // The CPU runtime computes every GEMM in FP32 (FP8 operands exactly), the GPU runs the
   // dispatched kernels: FP8 products are exact on both and sums differ in order and width
-  // (1e-3), but a kernel Dispatch granted in BF16 or TF32 rounds its operands (BF16: 2^-9
+  // (1e-3), but a kernel Dispatch granted in BF16 or TF32 rounds its operands (BF16: 2^-8
   // relative), which moves probabilities by up to ~1e-2 through a few layers.
   float tolerance = 1e-3f;
   auto graph = onnx_io::import_model_file(out);

@@ -286,7 +286,7 @@ constexpr const char* kComputeBound = R"(graph "big" {
 
 TEST(DispatchPass, Tf32WhenOnlyItFitsBf16WhenBothDo) {
   // 4096x4096 weights: compute-bound, BF16's rate beats TF32 once both are allowed. Added
-  // errors (site 0.004): TF32 0.004 x 0.0004/0.051 = 3.1e-5, BF16 0.004 x 0.0016/0.051 = 1.3e-4.
+  // errors (site 0.004): TF32 0.004 x 0.0004/0.051 = 3.1e-5, BF16 0.004 x 0.0032/0.051 = 2.5e-4.
   auto roomy = make_graph(kComputeBound, {"w"});
   annotate_sites(*roomy, 0.002, {{"big", 0.004}});
   const json both = dispatch_with_cost_model(*roomy);
@@ -327,12 +327,12 @@ void annotate_measured_selection(ir::Graph& graph, double measured) {
 }
 
 TEST(DispatchPass, AMeasuredSelectionLeavesItsReserveToDispatch) {
-  // Reserve 0.02 x 0.01 = 0.0002 of headroom: TF32 (3.1e-5) fits, BF16 (1.3e-4) too. The
-  // summed prediction alone (0.012 > 0.01) would have left nothing.
+  // Reserve 0.02 x 0.01 = 0.0002 of headroom: TF32 (3.1e-5) fits, BF16 (2.5e-4) does not. The
+  // summed prediction alone (0.012 > 0.01) would have left nothing: FP32.
   auto graph = make_graph(kComputeBound, {"w"});
   annotate_measured_selection(*graph, 0.005);
   const json document = dispatch_with_cost_model(*graph);
-  EXPECT_EQ(precisions_of(document["nodes"]["big"]), std::set<std::string>{"bf16"});
+  EXPECT_EQ(precisions_of(document["nodes"]["big"]), std::set<std::string>{"tf32"});
   const json& summary = document["model"]["dispatch"];
   EXPECT_NEAR(summary["headroom"].get<double>(), 0.0002, 1e-12);  // the unspent margin stays unspent
   EXPECT_TRUE(summary["within_budget"].get<bool>());
@@ -516,10 +516,12 @@ TEST(DispatchPass, UnknownShapesAreRecordedWithAReason) {
   EXPECT_NE(document["nodes"]["mm"]["kernel_reason"].get<std::string>().find("shapes unknown"), std::string::npos);
 }
 
-// A QuantizedGemm holding BF16 activations (store-activations-bf16) runs its own FP8 op on the
-// GPU: no candidate reads or writes BF16, so none is chosen and the reason says why. Its FP32
-// twin (the same node, an FP32 Y) gets a kernel.
-TEST(DispatchPass, Bf16StorageNodesGetTheirOwnOpNotACandidate) {
+// A QuantizedGemm holding BF16 activations (store-activations-bf16) gets cuBLASLt's FP8 kernels,
+// which quantize a BF16 X and write a BF16 Y, keyed by those dtypes: the cost model prices the
+// bytes they save against the FP32 twin's. A BF16 Multiplier (the DCN cross) keeps the node's
+// own op: no kernel, and the reason says why.
+TEST(DispatchPass, Bf16StorageQuantizedGemmsGetCublasLtFp8Kernels) {
+  std::map<std::string, double> bf16_us, fp32_us;
   for (const bool bf16 : {true, false}) {
     SCOPED_TRACE(bf16 ? "bf16 Y" : "fp32 Y");
     const std::string text = std::string(R"(graph "g" {
@@ -540,11 +542,27 @@ TEST(DispatchPass, Bf16StorageNodesGetTheirOwnOpNotACandidate) {
     for (const char* node : {"fc", "fc2"}) {  // fc writes the BF16 activation, fc2 reads it
       SCOPED_TRACE(node);
       const json& annotation = document["nodes"][node];
-      EXPECT_EQ(annotation.contains("kernel"), !bf16) << annotation.dump();
-      EXPECT_EQ(annotation.value("kernel_reason", "").find("BF16 activation storage") != std::string::npos, bf16)
-          << annotation.dump();
+      ASSERT_TRUE(annotation.contains("kernel")) << annotation.dump();
+      EXPECT_EQ(annotation["kernel"].get<std::string>().rfind("cublaslt.fp8.e4m3.", 0), 0u) << annotation.dump();
+      (bf16 ? bf16_us : fp32_us)[node] = annotation["kernel_time_us"].get<double>();
     }
   }
+  EXPECT_LT(bf16_us["fc"], fp32_us["fc"]);    // writes Y in 2 bytes an element
+  EXPECT_LT(bf16_us["fc2"], fp32_us["fc2"]);  // reads X in 2 to quantize it
+  auto cross = make_graph(R"(graph "g" {
+  opset "" 17
+  opset "ai.loka" 1
+  input %x : bf16[batch,128]
+  input %w : f8e4m3fn[128,128]
+  input %w_scale : f32[128]
+  input %x_scale : f32[1]
+  %y = ai.loka::QuantizedGemm(%x, %w, %w_scale, %w_scale, %x_scale, %x, %x) {output_dtype = 16} @"cross"
+  output %y
+})", {"w", "w_scale", "x_scale"});
+  const json cross_document = dispatch_with_cost_model(*cross);
+  const json& annotation = cross_document["nodes"]["cross"];
+  EXPECT_FALSE(annotation.contains("kernel")) << annotation.dump();
+  EXPECT_NE(annotation.value("kernel_reason", "").find("BF16 Multiplier"), std::string::npos) << annotation.dump();
 }
 
 // A float GEMM reading a BF16 set (store-activations-bf16's FusedGemm) gets split-weight BF16:

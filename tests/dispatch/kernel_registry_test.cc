@@ -399,13 +399,53 @@ TEST(GemmKernelKey, NegativeTwinNoFp8CandidateReadsABf16Activation) {
     EXPECT_TRUE(can_implement(c, quantized(row ? ScaleGranularity::kRow : ScaleGranularity::kTensor), shape).is_ok())
         << c.name();
   }
-  // A BF16 activation with E4M3 weights is no key any op makes: refused by every family.
-  const GemmKey bf16_with_fp8_weights = quantized(ScaleGranularity::kTensor, DType::kBFloat16);
+}
+
+TEST(GemmKernelKey, AQuantizedGemmHoldingBf16ActivationsRunsOnCublasLtFp8Only) {
+  // store-activations-bf16's QuantizedGemm: a BF16 X is quantized by cuBLASLt's FP8 family as an
+  // FP32 one is, and its BF16 Y is cuBLASLt's D (or its scale epilogue's output); both recipes, with
+  // FAST_ACCUM, a residual (in Y's dtype) or an exact GELU. Every other family reads FP32 or E4M3
+  // and writes FP32: refused, saying so, and never offered.
+  const GemmShape shape{512, 256, 512, 1};
+  GemmKey bf16_x = quantized(ScaleGranularity::kTensor, DType::kBFloat16);
+  GemmKey bf16_y = quantized(ScaleGranularity::kRow);
+  bf16_y.output = DType::kBFloat16;
+  bf16_y.residual = true;
+  GemmKey both = quantized(ScaleGranularity::kRow, DType::kBFloat16);
+  both.output = DType::kBFloat16;
+  both.epilogue = cuda::GemmEpilogue::kGelu;
+  EXPECT_EQ(both.to_string(), "QuantizedGemm:bf16*f8e4m3fn->bf16:row:nt:nobias+gelu");
   const GemmCandidate fp32{GemmPrecision::kFp32, ScaleGranularity::kNone, 0, false};
-  for (const GemmCandidate& c : {fp32, kTf32, kBf16}) {
-    const Status refused = can_implement(c, bf16_with_fp8_weights, shape);
+  const GemmCandidate emulated{GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false};
+  for (const GemmKey& key : {bf16_x, bf16_y, both}) {
+    SCOPED_TRACE(key.to_string());
+    GemmCandidate fp8{GemmPrecision::kFp8E4M3, key.activation_scale, 1, false};
+    GemmCandidate fast = fp8;
+    fast.fast_accum = true;
+    for (const GemmCandidate& c : {fp8, fast}) EXPECT_TRUE(can_implement(c, key, shape).is_ok()) << c.name();
+    GemmCandidate cudnn{GemmPrecision::kFp8E4M3, ScaleGranularity::kTensor, 0, false};
+    cudnn.library = GemmLibrary::kCudnn;
+    const GemmCandidate small_m = key.activation_scale == ScaleGranularity::kRow ? kSmallMRow : kSmallMTensor;
+    for (const GemmCandidate& c : {fp32, kTf32, kBf16, emulated, small_m, cudnn}) {
+      const Status refused = can_implement(c, key, {64, 256, 512, 1});
+      ASSERT_FALSE(refused.is_ok()) << c.name();
+      EXPECT_TRUE(refused.message().find("BF16 activation") != std::string::npos ||
+                  refused.message().find("write a BF16 Y") != std::string::npos)
+          << refused.message();
+    }
+    CandidateOptions everything{2, true, true, true, {}, 0, 2, true, true};
+    for (const GemmCandidate& c : gemm_candidates(key, {64, 256, 512, 1}, everything)) {
+      EXPECT_EQ(c.precision, GemmPrecision::kFp8E4M3) << c.name();
+      EXPECT_EQ(c.library, GemmLibrary::kCublasLt) << c.name();
+    }
+  }
+  // A BF16 Y is QuantizedGemm's alone: a float op's (FusedGemm's) is refused by every family.
+  GemmKey fused_bf16_y = bf16_activation_gemm_key();
+  fused_bf16_y.output = DType::kBFloat16;
+  for (const GemmCandidate& c : {fp32, kTf32, kBf16, kBf16x2}) {
+    const Status refused = can_implement(c, fused_bf16_y, shape);
     ASSERT_FALSE(refused.is_ok()) << c.name();
-    EXPECT_NE(refused.message().find("FP32 weights"), std::string::npos) << refused.message();
+    EXPECT_NE(refused.message().find("only QuantizedGemm's Y may be BF16"), std::string::npos) << refused.message();
   }
 }
 

@@ -26,8 +26,8 @@ class DispatchedGemmOp final : public DeviceOp {
     args.w_scale = static_cast<const float*>(input(slots_.w_scale));
     args.x_scale = static_cast<const float*>(input(slots_.x_scale));
     args.bias = static_cast<const float*>(input(slots_.bias));
-    args.y = static_cast<float*>(out[0].data);
-    args.residual = static_cast<const float*>(input(slots_.residual));
+    args.y = out[0].data;  // key.output's dtype
+    args.residual = input(slots_.residual);
     args.run_scratch = context.run_scratch;
     LOKA_RETURN_IF_ERROR(kernel_->run(args, context.workspace, context.stream));
     if (slots_.addend < 0) return Status::ok();

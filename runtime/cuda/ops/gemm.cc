@@ -551,16 +551,16 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
     if (!(config.y_scale > 0.0f) || !std::isfinite(config.y_scale))
       return Status::error("input 7 (Y_scale) must be finite and > 0");
   }
-  kernels::GemmKey key{"QuantizedGemm", x.dtype == DType::kFloat8E4M3FN ? DType::kFloat8E4M3FN : DType::kFloat32,
-                       DType::kFloat8E4M3FN, DType::kFloat32,
+  kernels::GemmKey key{"QuantizedGemm", x.dtype == DType::kFloat8E4M3FN ? DType::kFloat8E4M3FN : config.x_type,
+                       DType::kFloat8E4M3FN, config.y_type,
                        config.x_form == XForm::kRow ? kernels::ScaleGranularity::kRow : kernels::ScaleGranularity::kTensor,
                        kernels::GemmLayout::kNT, w.host.defined(), config.has_bias, config.activation};
-  // Dispatch's candidates take a Residual but no Multiplier, nor write Yq, and read and write FP32
-  // only: a DCN cross node, or one that keeps its activations in BF16, keeps the built-in op, whose
-  // scale epilogue applies both terms, writes Y in either type and the codes in the same pass.
-  const bool bf16_storage = config.x_type == DType::kBFloat16 || config.multiplier_type == DType::kBFloat16 ||
-                            config.residual_type == DType::kBFloat16 || config.y_type == DType::kBFloat16;
-  const bool own_epilogue = config.has_multiplier || config.writes_codes || bf16_storage;
+  // Dispatch's candidates take a Residual (in Y's dtype) but no Multiplier, nor write Yq; their
+  // FP8 family reads a BF16 X and writes a BF16 Y. A DCN cross node, or one whose Residual is held
+  // in the other dtype than Y, keeps the built-in op, whose scale epilogue applies both terms,
+  // reads and writes either dtype and writes the codes in the same pass.
+  const bool residual_in_y_type = !config.has_residual || config.residual_type == config.y_type;
+  const bool own_epilogue = config.has_multiplier || config.writes_codes || !residual_in_y_type;
   key.residual = config.has_residual;
   GemmInputSlots slots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1};
   slots.residual = config.has_residual ? 6 : -1;
