@@ -395,6 +395,11 @@ TEST_F(GemmCandidateTest, Fp8CandidatesQuantizeABf16XAndWriteABf16Y) {
       }
     }
   }
+  // A BF16 Y written into its slice of a wider matrix (a Concat's output): D's row pitch.
+  GemmKey sliced = quantized_gemm_key(kernels::ScaleGranularity::kTensor, DType::kBFloat16);
+  sliced.output = DType::kBFloat16;
+  sliced.bias = true;
+  EXPECT_EQ(fp8_candidate_mismatches(fp8, sliced, {37, 48, 80, 1}, 72), 0u);
   // A BF16 Y with a residual after cuBLASLt's tanh GELU: refused, saying why (no double rounding).
   GemmKey refused = quantized_gemm_key(kernels::ScaleGranularity::kTensor);
   refused.output = DType::kBFloat16;

@@ -4,12 +4,12 @@
 // registered with its factory: runtime/cuda/device_op.h), at a bucket's shapes.
 //
 // Host logic (no GPU needed): a Gemm with a bias or no C, a MatMul of a
-// weight, a FusedGemm with ReLU and a float32 QuantizedGemm do, in rows of their
-// last dim; EmbeddingBags does (float32 or BF16), in rows of a sample's [T, D], and so does a MatMul of one small matrix
+// weight, a FusedGemm with ReLU and a QuantizedGemm (float32 or BF16 X and Y) do, in rows of
+// their last dim; EmbeddingBags does (float32 or BF16), in rows of a sample's [T, D], and so does a MatMul of one small matrix
 // on the left of every sample (LoKA's shared-left kernel), in rows of a
 // sample's [M, N]; a Gemm whose C is added after it, a strided-batch MatMul,
 // a left matrix with K beyond the kernel's 64, a FusedGemm with a residual or
-// the exact GELU, a QuantizedGemm with a BF16 X or Y, and a Relu do not.
+// the exact GELU, and a Relu do not.
 // ============================================================================
 #include "runtime/cuda/device_op.h"
 
@@ -54,8 +54,8 @@ TEST(PitchedRowRules, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
   b.node("EmbeddingBags", {"ids", "table", "", "table"}, {"bf16_bags"},
          {{"offsets", std::vector<int64_t>{0, 1, 3}}, {"output_dtype", int64_t{16}}}, "bf16_bags", "ai.loka");
   b.output("bf16_bags", DType::kBFloat16, {-1, 2, 8});
-  // QuantizedGemm: the registry's FP8 kernel writes float32 rows with a pitch; a BF16 X or Y
-  // takes its own op, which writes packed rows.
+  // QuantizedGemm: the registry's FP8 kernel writes rows with a pitch, float32 or BF16 (its D),
+  // reading X in either dtype.
   b.input("x_bf16", DType::kBFloat16, {-1, 16});
   b.initializer("w_fp8", Tensor::zeros(DType::kFloat8E4M3FN, {32, 16})).initializer("w_scale", zeros({32}));
   b.initializer("x_scale", Tensor::scalar_float(1.0f));
@@ -89,7 +89,7 @@ TEST(PitchedRowRules, TheStepsWhoseOpsWillWritePitchedRowsAndTheirWidth) {
       {"fused_relu", {32}},    {"fused_gelu", {}},           {"fused_residual", {}},
       {"relu", {}},            {"bags", {16}},               {"shared_left", {6 * 32, 32}},
       {"wide_shared_left", {}}, {"bf16_bags", {16}},        {"quantized", {32}},
-      {"quantized_bf16_x", {}}, {"quantized_bf16_y", {}}};
+      {"quantized_bf16_x", {32}}, {"quantized_bf16_y", {32}}};
   size_t checked = 0;
   for (const PlanStep& step : (*engine)->plan().steps())
     for (const auto& [name, widths] : expected)
