@@ -6,6 +6,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "kernels/registry/kernel_registry.h"
+
 namespace loka::dispatch {
 namespace {
 
@@ -204,6 +206,21 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
       return problem;
     }
     problem.shapes.emplace_back(bucket, *shape);
+  }
+  // BF16 storage on a shape cuBLASLt's FP8 kernels do not take (K or N not a multiple of 16): no
+  // candidate reads or writes it, and the runtime runs the node's FP32 fallback. (K and N do not
+  // change with the bucket: one shape tells.)
+  const bool bf16_storage = key.input == DType::kBFloat16 || key.output == DType::kBFloat16;
+  if (key.weight == DType::kFloat8E4M3FN && bf16_storage && !problem.shapes.empty()) {
+    kernels::CandidateOptions any;
+    any.fast_accum = true;
+    const kernels::GemmShape shape = problem.shapes.front().second;
+    if (kernels::gemm_candidates(key, shape, any).empty()) {
+      problem.shapes.clear();
+      problem.reason = "BF16 activation storage with K=" + std::to_string(shape.k) + ", N=" + std::to_string(shape.n) +
+                       ", which cuBLASLt's FP8 kernels do not take (multiples of 16): the CUDA runtime runs "
+                       "QuantizedGemm's FP32 fallback";
+    }
   }
   return problem;
 }

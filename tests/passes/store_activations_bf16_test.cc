@@ -138,6 +138,7 @@ struct Lowered {
   std::unique_ptr<ir::Graph> graph;
   json precision;
   std::vector<PassRunRecord> records;
+  json nodes;  ///< the annotations' nodes, Dispatch's choices among them
 };
 
 Lowered lower_dlrm(const std::string& budget, bool bf16_storage, std::vector<std::string> pin_rules = {}) {
@@ -154,13 +155,17 @@ Lowered lower_dlrm(const std::string& budget, bool bf16_storage, std::vector<std
       std::string("canonicalize,infer-shapes,probe,pin-precision{measure=true,storage_min_elements=0,bf16_storage=") +
           (bf16_storage ? "true" : "false") +
           "},insert-scales,fuse-gemm-epilogue,fuse-embedding-bags,store-tables-bf16,"
-          "share-activation-quantize,fuse-concat-quantize,fuse-epilogue-quantize,store-activations-bf16,infer-shapes",
+          "share-activation-quantize,fuse-concat-quantize,fuse-epilogue-quantize,store-activations-bf16,infer-shapes,"
+          "dispatch{device=cpu}",
       settings);
   EXPECT_TRUE(records) << records.status().message();
   if (records) out.records = *records;
   auto document = read_annotations(*out.graph);
   EXPECT_TRUE(document) << document.status().message();
-  if (document) out.precision = (*document)["model"]["precision"];
+  if (document) {
+    out.precision = (*document)["model"]["precision"];
+    out.nodes = (*document)["nodes"];
+  }
   return out;
 }
 
@@ -182,6 +187,24 @@ TEST(StoreActivationsBf16, AGenerousBudgetStoresTheCrossStreamInBf16AndTheModelS
   const ir::Value* add = lowered.graph->find_value("add");
   ASSERT_TRUE(add->producer()->is("QuantizedGemm", "ai.loka"));
   EXPECT_EQ(add->producer()->attributes().get_int("output_dtype", 1).value(), 16);
+  // Dispatch keys the BF16 nodes by their dtypes: cuBLASLt's FP8 kernels, or, where they cannot
+  // take the shape (the bottom MLP's K = 13), a reason instead of a kernel.
+  size_t with_kernel = 0, k13 = 0;
+  for (const ir::Node* node : lowered.graph->nodes()) {
+    if (!node->is("QuantizedGemm", "ai.loka")) continue;
+    const json& annotation = lowered.nodes[node->name()];
+    const bool bf16 = node->output(0)->type().dtype == DType::kBFloat16 || node->input(0)->type().dtype == DType::kBFloat16;
+    if (annotation.value("kernel", json()).is_string()) {
+      ++with_kernel;
+      if (bf16) EXPECT_EQ(annotation["kernel"].get<std::string>().rfind("cublaslt.fp8.", 0), 0u) << annotation.dump();
+    } else {
+      const std::string reason = annotation.value("kernel_reason", "");
+      EXPECT_FALSE(reason.empty()) << node->name() << ": " << annotation.dump();
+      k13 += reason.find("K=13") != std::string::npos;
+    }
+  }
+  EXPECT_GT(with_kernel, 0u);
+  EXPECT_GT(k13, 0u) << "the bottom MLP's first layer (K = 13) writes a BF16 set";
   {  // Again on the lowered graph: the same sets, already BF16, still reported stored.
     auto again = lowered.graph->clone();
     auto records = testing::run_pipeline(*again, "store-activations-bf16,infer-shapes");
