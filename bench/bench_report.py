@@ -111,9 +111,10 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
         if isinstance(torch_doc, dict):
             problems += [e.get("fatal", "") for e in torch_doc.get("errors", []) if e.get("fatal")]
         rows = [dict(r) for r in torch_doc.get("rows", [])] if isinstance(torch_doc, dict) else []
-        fp8_share = None
+        fp8_share = storage = None
         if isinstance(opt, dict) and isinstance(opt.get("precision"), dict):
             fp8_share = opt["precision"].get("fp8_flop_share")
+            storage = storage_text(opt["precision"])
         quality = None
         try:
             quality = loka_quality(results, zoo, name, os.path.join(results, "torch", f"{name}.fp32.npy"))
@@ -150,6 +151,7 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
                      "peaks": torch_doc.get("peaks") if isinstance(torch_doc, dict) else None,
                      "quality": torch_doc.get("quality") if isinstance(torch_doc, dict) else None,
                      "loka_quality": quality, "traces": traces, "problems": problems, "fp8_share": fp8_share,
+                     "storage": storage,
                      "device": torch_doc.get("device") if isinstance(torch_doc, dict) else None}
     return out
 
@@ -321,6 +323,27 @@ def arena_peak_text(arena: Optional[dict]) -> Optional[str]:
             f"alive at once, in MB: {', '.join(parts)}.")
 
 
+def storage_text(precision: Optional[dict]) -> Optional[str]:
+    """What BF16 storage did (loka-opt's report, model.precision): the activation sets the measured
+    selection chose and how many were stored in the lowered model (with the first reason one was
+    not), the sets it declined, and the tables held in BF16; or that it was not measured. None
+    without a report."""
+    if not isinstance(precision, dict):
+        return None
+    if "bf16_activations" not in precision and "bf16_tables" not in precision:
+        return "BF16 storage: not measured (pin-precision measured no selection with bf16_storage)."
+    chosen = precision.get("bf16_activations") or []
+    lowered = precision.get("bf16_activations_lowered") or []
+    stored = [e for e in lowered if isinstance(e, dict) and e.get("stored")]
+    not_stored = [e for e in lowered if isinstance(e, dict) and not e.get("stored")]
+    declined = precision.get("bf16_activations_declined") or []
+    text = (f"BF16 storage: {len(stored)} of {len(chosen)} chosen activation sets stored, "
+            f"{len(declined)} declined by the measured selection, {precision.get('bf16_tables', 0)} tables in BF16")
+    if not_stored:
+        text += f"; not stored: {len(not_stored)} (first: {not_stored[0].get('reason', 'no reason given')})"
+    return text + "."
+
+
 def shortfall_lines(data: Dict[str, dict], rows: List[dict], target: float) -> List[str]:
     lines = []
     for r in rows:
@@ -335,6 +358,8 @@ def shortfall_lines(data: Dict[str, dict], rows: List[dict], target: float) -> L
         lines.append(f"### {r['model']}, batch {r['batch']}")
         if memory:
             lines.append(memory)
+            if d.get("storage"):
+                lines.append(d["storage"])
         if speed is not None and speed >= target:
             lines.append(f"LoKA {r['latency_ms']:.4f} ms vs {r['best_bf16_impl']} {best['latency_ms']:.4f} ms: "
                          f"{speed:.2f}×, the speed target met.")

@@ -68,7 +68,12 @@ def make_results(root):
     write_json(os.path.join(results, "torch", "wukong.json"),
                {"model": "wukong", "device": "Fake H100", "peaks": peaks, "floor": floor, "errors": [],
                 "rows": torch_rows("wukong", 512, {"torch-bf16-graph": 1.0})})
-    write_json(os.path.join(results, "loka", "dlrm_dcnv2.opt.json"), {"precision": {"fp8_flop_share": 0.75}})
+    write_json(os.path.join(results, "loka", "dlrm_dcnv2.opt.json"), {"precision": {
+        "fp8_flop_share": 0.75, "bf16_tables": 3,
+        "bf16_activations": [{"values": ["x0"]}, {"values": ["x2"]}],
+        "bf16_activations_declined": [{"values": ["x9"], "reason": "over the budget"}],
+        "bf16_activations_lowered": [{"values": ["x0"], "stored": True},
+                                     {"values": ["x2"], "stored": False, "reason": "'x2' is read by Relu 'r'"}]}})
     trace = {"runs": 20, "busy_ms_per_run": 0.15, "dropped_records": 0,
              "kernels": [{"name": f"kernel_{i}", "launches_per_run": 1, "ms_per_run": 0.15 / 15} for i in range(15)]}
     write_json(os.path.join(results, "loka", "dlrm_dcnv2.bench.json"), [
@@ -193,6 +198,12 @@ class BenchReportTest(unittest.TestCase):
                       "weights are 0.50× the BF16 path's and what it adds to serve the batch 16.33×.", section)
         self.assertIn("the speed target met", section)
         self.assertNotIn("Top kernels", section)
+        # What BF16 storage did, from loka-opt's report.
+        self.assertIn("BF16 storage: 1 of 2 chosen activation sets stored, 1 declined by the measured selection, "
+                      "3 tables in BF16; not stored: 1 (first: 'x2' is read by Relu 'r').", section)
+        self.assertEqual(self.report.storage_text({"fp8_flop_share": 0.5}),
+                         "BF16 storage: not measured (pin-precision measured no selection with bf16_storage).")
+        self.assertIsNone(self.report.storage_text(None))
         # What the activation arena holds at its peak, from loka_model_bench's arena report.
         self.assertIn("Its activation arena is 950 MB; at its peak (at node `cross_3`) 930 MB are alive at once, "
                       "in MB: `x0` 400, `x2` 300, 3 more 230.", section)
