@@ -241,6 +241,13 @@ Status can_implement(const GemmCandidate& c, const GemmKey& key, const GemmShape
     if (key.output != DType::kBFloat16 || key.weight != DType::kFloat8E4M3FN)
       return Status::error("only QuantizedGemm's Y may be BF16 (got " + key.to_string() + ")");
     if (!cublaslt_fp8) return Status::error(c.name() + " writes FP32: cuBLASLt's FP8 kernels write a BF16 Y");
+    // Where cuBLASLt cannot apply everything itself (the exact GELU; a residual after an
+    // activation, which an add after a BF16 D would round twice), its unit-scale path sums into
+    // FP32 and a pass rewrites them: the node's own op does the same with BF16 sums, in fewer bytes.
+    const bool exact_gelu = key.epilogue == cuda::GemmEpilogue::kGelu && !c.tanh_gelu;
+    if (exact_gelu || (key.residual && key.epilogue != cuda::GemmEpilogue::kNone))
+      return Status::error(c.name() + ": a BF16 Y after the exact GELU or with a residual after its activation is the "
+                                      "node's own op's (BF16 sums, one epilogue pass)");
   }
   if (c.library == GemmLibrary::kCudnn) {
     // The graph of kernels/cuda/cudnn_fp8_gemm.h: E4M3 operands, scales, bias, ReLU and residual.

@@ -207,19 +207,23 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
     }
     problem.shapes.emplace_back(bucket, *shape);
   }
-  // BF16 storage on a shape cuBLASLt's FP8 kernels do not take (K or N not a multiple of 16): no
-  // candidate reads or writes it, and the runtime runs the node's FP32 fallback. (K and N do not
-  // change with the bucket: one shape tells.)
+  // BF16 storage that cuBLASLt's FP8 kernels do not take (K or N not a multiple of 16: the runtime
+  // runs the node's FP32 fallback; a BF16 Y after the exact GELU, or with a residual after its
+  // activation: its own op): no candidate, and the reason their rule gives. (K and N do not change
+  // with the bucket: one shape tells.)
   const bool bf16_storage = key.input == DType::kBFloat16 || key.output == DType::kBFloat16;
   if (key.weight == DType::kFloat8E4M3FN && bf16_storage && !problem.shapes.empty()) {
     kernels::CandidateOptions any;
     any.fast_accum = true;
     const kernels::GemmShape shape = problem.shapes.front().second;
     if (kernels::gemm_candidates(key, shape, any).empty()) {
+      kernels::GemmCandidate fp8;
+      fp8.precision = kernels::GemmPrecision::kFp8E4M3;
+      fp8.granularity = key.input == DType::kFloat8E4M3FN ? kernels::ScaleGranularity::kTensor : key.activation_scale;
       problem.shapes.clear();
-      problem.reason = "BF16 activation storage with K=" + std::to_string(shape.k) + ", N=" + std::to_string(shape.n) +
-                       ", which cuBLASLt's FP8 kernels do not take (multiples of 16): the CUDA runtime runs "
-                       "QuantizedGemm's FP32 fallback";
+      problem.reason = "BF16 activation storage that cuBLASLt's FP8 kernels do not take (" +
+                       kernels::can_implement(fp8, key, shape).message() +
+                       "): the CUDA runtime runs QuantizedGemm's own op or its FP32 fallback";
     }
   }
   return problem;

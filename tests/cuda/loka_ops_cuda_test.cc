@@ -298,14 +298,16 @@ TEST_F(CudaLokaOps, QuantizedGemmStoringActivationsInBf16MatchesTheCpuAndItsFloa
            {{64, 32, "row", "relu", true, true}, {false, false, true, true}},    // ... a BF16 Residual, and Y
            {{128, 256, "fp8", "relu", false, true, false, true}, {false, true, true, true}},  // FP8 X
            // No Multiplier nor Yq: the registry's cuBLASLt FP8 kernel quantizes a BF16 X and writes a
-           // BF16 Y (cuBLASLt's D; the scale epilogue's for the exact GELU, or a residual after
-           // ReLU), a residual in Y's dtype. Not the twin's kernels (its D is FP32): no bytes claim.
-           {{128, 256, "row", "gelu", false}, {true, false, false, true}},
+           // BF16 Y as its D, a residual in Y's dtype as C. Not the twin's kernels (its D is FP32):
+           // no bytes claim.
            {{64, 32, "tensor", "relu", true}, {true, false, false, false}},
+           {{64, 32, "row", "relu", true}, {true, false, false, true}},
            {{64, 32, "tensor", "none", true}, {false, false, false, true}},
            {{64, 32, "tensor", "none", true, false, true}, {false, false, true, true}},  // residual as C, BF16
-           {{64, 32, "row", "relu", true, false, true}, {true, false, true, true}},      // residual after ReLU
-           // A BF16 Residual beside an FP32 Y: QuantizedGemm's own op (its scale epilogue).
+           // QuantizedGemm's own op: a BF16 Y after the exact GELU or with a residual after its
+           // activation, and a BF16 Residual beside an FP32 Y.
+           {{128, 256, "row", "gelu", false}, {true, false, false, true}},
+           {{64, 32, "row", "relu", true, false, true}, {true, false, true, true}},
            {{64, 32, "tensor", "none", true, false, true}, {false, false, true, false}},
            // The FP32 fallback (N or K not a multiple of 16).
            {{216, 6, "row", "none", true, true, false, true}, everything},

@@ -410,11 +410,11 @@ TEST(GemmKernelKey, AQuantizedGemmHoldingBf16ActivationsRunsOnCublasLtFp8Only) {
   GemmKey bf16_x = quantized(ScaleGranularity::kTensor, DType::kBFloat16);
   GemmKey bf16_y = quantized(ScaleGranularity::kRow);
   bf16_y.output = DType::kBFloat16;
-  bf16_y.residual = true;
+  bf16_y.epilogue = cuda::GemmEpilogue::kNone;
+  bf16_y.residual = true;  // cuBLASLt's C, in BF16
   GemmKey both = quantized(ScaleGranularity::kRow, DType::kBFloat16);
   both.output = DType::kBFloat16;
-  both.epilogue = cuda::GemmEpilogue::kGelu;
-  EXPECT_EQ(both.to_string(), "QuantizedGemm:bf16*f8e4m3fn->bf16:row:nt:nobias+gelu");
+  EXPECT_EQ(both.to_string(), "QuantizedGemm:bf16*f8e4m3fn->bf16:row:nt:nobias+relu");
   const GemmCandidate fp32{GemmPrecision::kFp32, ScaleGranularity::kNone, 0, false};
   const GemmCandidate emulated{GemmPrecision::kFp8Emulated, ScaleGranularity::kNone, 0, false};
   for (const GemmKey& key : {bf16_x, bf16_y, both}) {
@@ -439,6 +439,29 @@ TEST(GemmKernelKey, AQuantizedGemmHoldingBf16ActivationsRunsOnCublasLtFp8Only) {
       EXPECT_EQ(c.library, GemmLibrary::kCublasLt) << c.name();
     }
   }
+  // Negative twins: a BF16 Y cuBLASLt cannot write in one pass (after the exact GELU; with a
+  // residual after its activation) is the node's own op's, which sums in BF16: refused, saying so.
+  // cuBLASLt's tanh GELU writes it in one pass, with no residual after it.
+  GemmKey exact_gelu = both;
+  exact_gelu.epilogue = cuda::GemmEpilogue::kGelu;
+  GemmKey residual_after_relu = both;
+  residual_after_relu.residual = true;
+  GemmCandidate fp8_row{GemmPrecision::kFp8E4M3, ScaleGranularity::kRow, 0, false};
+  GemmCandidate tanh_row = fp8_row;
+  tanh_row.tanh_gelu = true;
+  for (const auto& [key, c] : {std::pair{exact_gelu, fp8_row}, std::pair{residual_after_relu, fp8_row}}) {
+    const Status refused = can_implement(c, key, shape);
+    ASSERT_FALSE(refused.is_ok()) << key.to_string();
+    EXPECT_NE(refused.message().find("node's own op"), std::string::npos) << refused.message();
+    EXPECT_TRUE(gemm_candidates(key, shape, {2, true}).empty()) << key.to_string();
+  }
+  EXPECT_TRUE(can_implement(tanh_row, exact_gelu, shape).is_ok());
+  GemmKey tanh_with_residual = exact_gelu;
+  tanh_with_residual.residual = true;
+  EXPECT_FALSE(can_implement(tanh_row, tanh_with_residual, shape).is_ok());
+  GemmKey fp32_twin = exact_gelu;  // an FP32 Y: cuBLASLt's unit scales and the scale epilogue, as ever
+  fp32_twin.output = DType::kFloat32;
+  EXPECT_TRUE(can_implement(fp8_row, fp32_twin, shape).is_ok());
   // A BF16 Y is QuantizedGemm's alone: a float op's (FusedGemm's) is refused by every family.
   GemmKey fused_bf16_y = bf16_activation_gemm_key();
   fused_bf16_y.output = DType::kBFloat16;

@@ -10,9 +10,10 @@
 // activation is quantized (or already FP8 from LayerNormQuant) and the
 // registry's fp8_e4m3 kernel runs (gemm_candidate.h: cuBLASLt applies the
 // scales, bias, ReLU and a residual). With a Multiplier (the DCN cross),
-// output 1 (Yq), or activations stored in BF16 (a BF16 X, Multiplier or
-// Residual, or output_dtype BFLOAT16: the registry's kernels read and write
-// FP32) the E4M3 GEMM runs with unit scales into BF16 sums in the run
+// output 1 (Yq), a BF16 Residual beside an FP32 Y (or the other way round),
+// or a BF16 Y that cuBLASLt cannot write in one pass (after the exact GELU,
+// or with a residual after the activation), the E4M3 GEMM runs with unit
+// scales into BF16 sums in the run
 // scratch (2 bytes an element to write and read back instead of 4: the GEMM's
 // own output pass is write-bound at these shapes) and LoKA's scale epilogue
 // applies scales, bias, activation and both terms in one pass, writing Y (unless
@@ -305,7 +306,7 @@ class QuantizedGemmOp final : public DeviceOp {
     return op;
   }
   /// The GEMM this op runs: unit scales, each sum rounded to BF16 (half the bytes of FP32 to write
-  /// and to read again in the scale epilogue; 2^-9 of a sum, far below its FP8 operands' error).
+  /// and to read again in the scale epilogue; 2^-8 of a sum, far below its FP8 operands' error).
   static Fp8GemmProblem accumulator_problem(const Config& config) {
     return Fp8GemmProblem{config.rows, config.n, config.k, false, false, DType::kBFloat16, false, GemmEpilogue::kNone};
   }
@@ -559,8 +560,14 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   // FP8 family reads a BF16 X and writes a BF16 Y. A DCN cross node, or one whose Residual is held
   // in the other dtype than Y, keeps the built-in op, whose scale epilogue applies both terms,
   // reads and writes either dtype and writes the codes in the same pass.
+  // So does a BF16 Y that cuBLASLt cannot write in one pass (after the exact GELU, or with a
+  // residual after the activation): the own op's BF16 sums move fewer bytes than the registry's
+  // unit-scale FP32 sums (kernels/registry/gemm_kernel_key.cc refuses those keys).
   const bool residual_in_y_type = !config.has_residual || config.residual_type == config.y_type;
-  const bool own_epilogue = config.has_multiplier || config.writes_codes || !residual_in_y_type;
+  const bool bf16_y_needs_a_pass =
+      config.y_type == DType::kBFloat16 &&
+      (config.activation == GemmEpilogue::kGelu || (config.has_residual && config.activation != GemmEpilogue::kNone));
+  const bool own_epilogue = config.has_multiplier || config.writes_codes || !residual_in_y_type || bf16_y_needs_a_pass;
   key.residual = config.has_residual;
   GemmInputSlots slots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1};
   slots.residual = config.has_residual ? 6 : -1;
