@@ -198,13 +198,12 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     impl->algorithms = impl->cudnn->engine_count();
     impl->scales_in_gemm = true;
     impl->residual_in_gemm = key.residual;
-  } else if (c.precision == GemmPrecision::kFp8E4M3 && (key.epilogue != GemmEpilogue::kGelu || c.tanh_gelu) &&
-             !(bf16_y && key.residual && key.epilogue != GemmEpilogue::kNone)) {
+  } else if (c.precision == GemmPrecision::kFp8E4M3 && (key.epilogue != GemmEpilogue::kGelu || c.tanh_gelu)) {
     // Scales, bias and ReLU (or, for a tanh_gelu candidate, cuBLASLt's tanh GELU) inside
     // cuBLASLt's GEMM where it has an algorithm for them: the output is written once. The exact
-    // GELU and older cuBLASLt (no vector scales) take unit scales and LoKA's epilogue pass instead;
-    // so does a BF16 Y with a residual after its activation, which an add pass after a BF16 D
-    // would round twice.
+    // GELU and older cuBLASLt (no vector scales) take unit scales and LoKA's epilogue pass instead.
+    // (A BF16 Y gets here only where one pass suffices: can_implement leaves the rest to the
+    // node's own op.)
     auto scaled = Fp8Gemm::create(
         {shape.m, shape.n, shape.k, true, true, key.output, key.bias, key.epilogue, impl->residual_in_gemm, pitch},
         options);
@@ -219,8 +218,6 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     }
   }
   if (c.precision == GemmPrecision::kFp8E4M3) {
-    if (!impl->fp8 && !impl->cudnn && c.tanh_gelu)  // the scale epilogue computes the exact GELU
-      return Status::error(c.name() + ": a BF16 Y with a residual after cuBLASLt's tanh GELU would be rounded twice");
     if (!impl->fp8 && !impl->cudnn) {
       if (pitch != 0)  // the exact GELU: cuBLASLt's scaled GEMM was not asked, the epilogue pass runs
         return Status::error(c.name() + ": the scale epilogue writes packed rows: no row pitch (" + shape.to_string() + ")");
@@ -238,7 +235,8 @@ Result<std::unique_ptr<GemmKernel>> GemmKernel::create(const GemmCandidate& c, c
     LOKA_RETURN_IF_ERROR(impl->scratch.allocate(impl->bias_offset + static_cast<size_t>(shape.n) * sizeof(uint16_t)));
     impl->codes_offset = 0;
     impl->row_scales_offset = device_aligned(key.input == DType::kFloat8E4M3FN ? 0 : mk);
-    // The unit-scale path sums into Y when Y is FP32; a BF16 Y is too small for the FP32 sums.
+    // The unit-scale path sums into Y when Y is FP32; a BF16 Y (a cuBLASLt here without vector
+    // scales) is too small for the FP32 sums.
     impl->accumulator_offset = impl->row_scales_offset + device_aligned(per_row ? m_floats : 0);
     const size_t accumulator_bytes =
         bf16_y && !impl->scales_in_gemm ? static_cast<size_t>(shape.m * shape.n) * sizeof(float) : 0;
