@@ -35,6 +35,17 @@ struct InputSet {
 /// The error is measured on about this many outputs (whole rows).
 constexpr size_t kErrorValues = size_t{1} << 20;
 
+/// An operand held in BF16 (BF16 activation storage): its codes, with `values` replaced by what
+/// they hold, so the reference and the error are taken on the values the candidates read.
+std::vector<uint16_t> round_to_bf16(std::vector<float>& values) {
+  std::vector<uint16_t> codes(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    codes[i] = float_to_bf16(values[i]);
+    values[i] = bf16_to_float(codes[i]);
+  }
+  return codes;
+}
+
 }  // namespace
 
 Result<TuningDevice> tuning_device() {
@@ -81,16 +92,7 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
       static_cast<size_t>(n) * std::clamp<size_t>(kErrorValues / static_cast<size_t>(std::max(n, k)), 1,
                                                   static_cast<size_t>(batch * m));
 
-  // A BF16 activation (BF16 activation storage): the candidates read its codes, so the reference
-  // and the error are taken on the values they hold.
-  std::vector<uint16_t> x_bf16;
-  if (bf16_x) {
-    x_bf16.resize(x_count);
-    for (size_t i = 0; i < x_count; ++i) {
-      x_bf16[i] = float_to_bf16(x[i]);
-      x[i] = bf16_to_float(x_bf16[i]);
-    }
-  }
+  const std::vector<uint16_t> x_bf16 = bf16_x ? round_to_bf16(x) : std::vector<uint16_t>();
 
   // Quantized forms, as insert-scales writes them.
   std::vector<uint8_t> w_codes, x_codes;
@@ -124,12 +126,8 @@ Result<std::vector<GemmMeasurement>> autotune_gemm(const GemmKey& key, const Gem
   if (key.residual) {
     residual.resize(y_count);
     fill_repeating(residual, [&] { return normal(random); });
-    if (bf16_y) {  // in Y's dtype: the candidates read its codes, the reference the values they hold
-      std::vector<uint16_t> codes(y_count);
-      for (size_t i = 0; i < y_count; ++i) {
-        codes[i] = float_to_bf16(residual[i]);
-        residual[i] = bf16_to_float(codes[i]);
-      }
+    if (bf16_y) {  // in Y's dtype
+      const std::vector<uint16_t> codes = round_to_bf16(residual);
       LOKA_RETURN_IF_ERROR(d_residual.upload(codes.data(), codes.size() * sizeof(uint16_t)));
     } else {
       LOKA_RETURN_IF_ERROR(d_residual.upload(residual.data(), residual.size() * sizeof(float)));

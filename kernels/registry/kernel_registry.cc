@@ -79,6 +79,12 @@ std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& 
   return out;
 }
 
+bool has_gemm_candidate(const GemmKey& key, const GemmShape& shape) {
+  CandidateOptions exact;  // the node's own arithmetic: no tanh GELU standing in for its exact one
+  exact.fast_accum = true;
+  return !gemm_candidates(key, shape, exact).empty();
+}
+
 GemmPrecision reference_precision(const GemmKey& key) {
   return key.weight == DType::kFloat8E4M3FN ? GemmPrecision::kFp8E4M3 : GemmPrecision::kFp32;
 }

@@ -46,6 +46,13 @@ inline constexpr int kOfferedCudnnEngines = 2;
 /// Every candidate that can compute `key` at `shape`, in the registry's fixed order.
 std::vector<GemmCandidate> gemm_candidates(const GemmKey& key, const GemmShape& shape, const CandidateOptions& options);
 
+/// Whether any family takes `key` at `shape` by the static rules, computing it as the node says
+/// (a tanh_gelu candidate, an approximation offered only to be measured, does not count). Where
+/// none does, nothing is dispatched and the CUDA runtime runs the node's own op or its FP32 fallback:
+/// a QuantizedGemm holding activations in BF16 after the exact GELU, with a residual after its
+/// activation, or with K or N not multiples of 16 (gemm_kernel_key.cc's can_implement).
+bool has_gemm_candidate(const GemmKey& key, const GemmShape& shape);
+
 /// The precision a node computes in when nothing is dispatched (what the runtime
 /// runs for a node without a kernel choice): FP32 for Gemm/MatMul, FP8 for QuantizedGemm.
 GemmPrecision reference_precision(const GemmKey& key);

@@ -213,10 +213,8 @@ std::optional<GemmProblem> describe_gemm(const ir::Node& node, const std::vector
   // with the bucket: one shape tells.)
   const bool bf16_storage = key.input == DType::kBFloat16 || key.output == DType::kBFloat16;
   if (key.weight == DType::kFloat8E4M3FN && bf16_storage && !problem.shapes.empty()) {
-    kernels::CandidateOptions any;
-    any.fast_accum = true;
     const kernels::GemmShape shape = problem.shapes.front().second;
-    if (kernels::gemm_candidates(key, shape, any).empty()) {
+    if (!kernels::has_gemm_candidate(key, shape)) {
       kernels::GemmCandidate fp8;
       fp8.precision = kernels::GemmPrecision::kFp8E4M3;
       fp8.granularity = key.input == DType::kFloat8E4M3FN ? kernels::ScaleGranularity::kTensor : key.activation_scale;

@@ -37,6 +37,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/quantize_rows.h"
 #include "kernels/cuda/shared_left_matmul.h"
+#include "kernels/registry/kernel_registry.h"
 #include "loka/float8.h"
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/ops/dispatched_gemm.h"
@@ -560,15 +561,16 @@ Result<DevicePlan> plan_quantized_gemm(const DeviceOpInit& init) {
   // FP8 family reads a BF16 X and writes a BF16 Y. A DCN cross node, or one whose Residual is held
   // in the other dtype than Y, keeps the built-in op, whose scale epilogue applies both terms,
   // reads and writes either dtype and writes the codes in the same pass.
-  // So does a BF16 Y that cuBLASLt cannot write in one pass (after the exact GELU, or with a
-  // residual after the activation): the own op's BF16 sums move fewer bytes than the registry's
-  // unit-scale FP32 sums (kernels/registry/gemm_kernel_key.cc refuses those keys).
-  const bool residual_in_y_type = !config.has_residual || config.residual_type == config.y_type;
-  const bool bf16_y_needs_a_pass =
-      config.y_type == DType::kBFloat16 &&
-      (config.activation == GemmEpilogue::kGelu || (config.has_residual && config.activation != GemmEpilogue::kNone));
-  const bool own_epilogue = config.has_multiplier || config.writes_codes || !residual_in_y_type || bf16_y_needs_a_pass;
+  // So does BF16 storage the registry has no kernel for (has_gemm_candidate: a BF16 Y that
+  // cuBLASLt cannot write in one pass, after the exact GELU or with a residual after the activation,
+  // whose BF16 sums the own op moves in fewer bytes; or K or N not multiples of 16, the FP32
+  // fallback below).
   key.residual = config.has_residual;
+  const bool residual_in_y_type = !config.has_residual || config.residual_type == config.y_type;
+  const bool bf16_storage = config.x_type == DType::kBFloat16 || config.y_type == DType::kBFloat16;
+  const bool no_registry_kernel =
+      bf16_storage && !kernels::has_gemm_candidate(key, {config.rows, config.n, config.k, 1});
+  const bool own_epilogue = config.has_multiplier || config.writes_codes || !residual_in_y_type || no_registry_kernel;
   GemmInputSlots slots{0, 1, 2, config.has_bias ? 3 : -1, has_input(init, 4) ? 4 : -1};
   slots.residual = config.has_residual ? 6 : -1;
   if (!own_epilogue) {
