@@ -8,21 +8,11 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 logs=${1:?usage: gpu-check.sh LOGDIR}
 mkdir -p "$logs"
 build=${LOKA_BUILD_DIR:-/tmp/build-gpu}
-declare -a rows
-
-step() {  # step NAME COMMAND...: runs, logs, records status and seconds
-  local name=$1; shift
-  local start=$(date +%s%N)
-  "$@" >"$logs/$name.log" 2>&1
-  local rc=$?
-  local millis=$(( ($(date +%s%N) - start) / 1000000 ))
-  rows+=("$(printf '%-22s %-8s %6d.%03d s' "$name" "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" $((millis / 1000)) $((millis % 1000)))")
-  return $rc
-}
+source "$top/scripts/gpu_step_log.sh"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/device.txt"
 step configure cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-     -DLOKA_ONNX_NODE_DIR=${LOKA_DEPS:-/opt/loka-deps}/usr/share/libonnx-testdata/data/node
+     -DLOKA_ONNX_NODE_DIR="${LOKA_DEPS:-/opt/loka-deps}"/usr/share/libonnx-testdata/data/node
 step build cmake --build "$build" -j"$(nproc)"
 step ctest ctest --test-dir "$build" --output-on-failure -j8 --timeout 900
 step cuda-tests "$build/tests/loka_cuda_tests"
@@ -34,7 +24,7 @@ step zoo-full timeout 240 python3 "$top/models/make_zoo.py" --size full --device
 
 echo
 echo "== gpu-check summary ($(cat "$logs/device.txt"), $(date -u +%F))"
-printf '%s\n' "${rows[@]}" | tee "$logs/summary.txt"
+print_steps
 grep -h "tests passed\|tests failed" "$logs/ctest.log" | tail -2
 # Everything in one archive: the device tool brings back only a few files.
 tar -czf "$logs.tar.gz" --exclude='*.onnx' --exclude='calib' --exclude='eval' -C "$(dirname "$logs")" "$(basename "$logs")"

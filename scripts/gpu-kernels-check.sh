@@ -11,17 +11,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 logs=${1:?usage: gpu-kernels-check.sh LOGDIR}
 mkdir -p "$logs"
 build=${LOKA_BUILD_DIR:-/tmp/build-gpu}
-declare -a rows
-
-step() {  # step NAME COMMAND...: runs with its output in LOGDIR/NAME.log, records status and seconds
-  local name=$1; shift
-  local start=$(date +%s%N)
-  "$@" >"$logs/$name.log" 2>&1
-  local rc=$?
-  local millis=$(( ($(date +%s%N) - start) / 1000000 ))
-  rows+=("$(printf '%-34s %-8s %6d.%03d s' "$name" "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" $((millis / 1000)) $((millis % 1000)))")
-  return $rc
-}
+source "$top/scripts/gpu_step_log.sh"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/device.txt"
 step configure cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
@@ -34,7 +24,7 @@ if [ -x "$sanitizer" ]; then
   step memcheck-kernels timeout 420 "$sanitizer" --tool memcheck --error-exitcode 3 --print-limit 20 \
        "$build/tests/loka_cuda_tests" --gtest_filter='CudaGemm*:CudaLayerNorm*:CudaQuantizeRows*:CudaFp8Gemm*:*Epilogue*:*Softmax*:*Embedding*:*Copy*:*Reduce*:*Fp8Convert*:*Elementwise*:*ProbeFakeQuant*:*SharedLeft*:CudaAttention*:Cuda/ZooInputs.*:CudaRuntime.OutOfRange*:CudaRuntime.ABatchAbove*:CudaLokaOps.*'
 else
-  rows+=("memcheck-kernels                   SKIPPED  (no compute-sanitizer on this machine)")
+  step_skipped memcheck-kernels "no compute-sanitizer on this machine"
 fi
 opt_dir="$logs/optimized"
 mkdir -p "$opt_dir"
@@ -61,7 +51,7 @@ step kernel-rate-bench "$build/kernel_rate_bench"
 
 echo
 echo "== gpu-kernels-check summary ($(cat "$logs/device.txt"), $(date -u +%F))"
-printf '%s\n' "${rows[@]}" | tee "$logs/summary.txt"
+print_steps
 grep -E "^\[  (PASSED|FAILED|SKIPPED)" "$logs/cuda-tests.log" | head -40
 cat "$logs/kernel-rate-bench.log"
 grep -h "median\|throughput" "$logs"/run-cuda-opt-*.log 2>/dev/null | head -20

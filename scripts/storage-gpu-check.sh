@@ -16,17 +16,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 logs=${1:?usage: storage-gpu-check.sh LOGDIR}
 mkdir -p "$logs"
 build=${LOKA_BUILD_DIR:-$top/build-gpu}
-declare -a rows
-
-step() {  # step NAME COMMAND...: runs with its output in LOGDIR/NAME.log, records status and seconds
-  local name=$1; shift
-  local start=$(date +%s%N)
-  "$@" >"$logs/$name.log" 2>&1
-  local rc=$?
-  local millis=$(( ($(date +%s%N) - start) / 1000000 ))
-  rows+=("$(printf '%-34s %-8s %6d.%03d s' "$name" "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" $((millis / 1000)) $((millis % 1000)))")
-  return $rc
-}
+source "$top/scripts/gpu_step_log.sh"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/device.txt"
 step configure cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOKA_BUILD_TESTS=ON
@@ -55,7 +45,7 @@ done
 
 echo
 echo "== storage-gpu-check summary ($(cat "$logs/device.txt"), $(date -u +%F))"
-printf '%s\n' "${rows[@]}" | tee "$logs/summary.txt"
+print_steps
 grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran" "$logs/cuda-tests.log" | head -30
 grep -h "BF16 " "$logs"/opt-*-storage-true.log 2>/dev/null | head -4
 for log in "$logs"/run-cuda-*.log; do  # the largest GPU-CPU gap of each run, storage on beside off
