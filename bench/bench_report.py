@@ -121,6 +121,7 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
         except Exception as e:  # noqa: BLE001 - reported in the document
             problems.append(f"LoKA quality: {type(e).__name__}: {e}")
         traces = {}
+        profiles = {}
         plain_path = os.path.join(results, "loka", f"{name}.plain")
         plain = os.path.exists(plain_path)  # holds why the LoKA rows time the FP32 model
         if plain:
@@ -142,6 +143,8 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
                 rows.append(row)
                 if "kernel_trace" in b:
                     traces[b["batch"]] = b["kernel_trace"]
+                if "node_profile" in b:
+                    profiles[b["batch"]] = b["node_profile"]
         if quality and "error" in quality:
             problems.append("LoKA quality: " + quality["error"])
         for r in rows:
@@ -150,7 +153,8 @@ def collect(results: str, zoo: str, models: List[str]) -> Dict[str, dict]:
         out[name] = {"rows": rows, "floor": torch_doc.get("floor") if isinstance(torch_doc, dict) else None,
                      "peaks": torch_doc.get("peaks") if isinstance(torch_doc, dict) else None,
                      "quality": torch_doc.get("quality") if isinstance(torch_doc, dict) else None,
-                     "loka_quality": quality, "traces": traces, "problems": problems, "fp8_share": fp8_share,
+                     "loka_quality": quality, "traces": traces, "profiles": profiles, "problems": problems,
+                     "fp8_share": fp8_share,
                      "storage": storage,
                      "device": torch_doc.get("device") if isinstance(torch_doc, dict) else None}
     return out
@@ -404,7 +408,28 @@ def shortfall_lines(data: Dict[str, dict], rows: List[dict], target: float) -> L
             rest = trace["kernels"][TOP_KERNELS:]
             if rest:
                 lines.append(f"| ({len(rest)} more kernels) | {sum(k['ms_per_run'] for k in rest):.4f} | | |")
+        lines += node_profile_lines(d.get("profiles", {}).get(r["batch"]))
         lines.append("")
+    return lines
+
+
+def node_profile_lines(profile: Optional[dict]) -> List[str]:
+    """The slowest nodes of loka_model_bench's node-by-node profile (no CUDA graph, device events
+    between nodes), or why there is none; nothing without a profile."""
+    if not profile:
+        return []
+    if "error" in profile:
+        return ["", f"Node profile: unavailable ({profile['error']})."]
+    summed = profile["summed_ms"]
+    lines = ["", f"Top nodes (node by node without the CUDA graph, {profile['runs']} runs; "
+                 f"the nodes' medians sum to {summed:.4f} ms):", "",
+             "| node | op | ms | share of the sum |", "|---|---|---|---|"]
+    for n in profile["nodes"]:
+        lines.append(f"| `{n['name'][:70]}` | {n['op']} | {n['ms']:.4f} | "
+                     f"{100 * n['ms'] / summed if summed > 0 else 0:.1f}% |")
+    others = profile.get("others")
+    if others:
+        lines.append(f"| ({others['count']} more nodes) | | {others['ms']:.4f} | |")
     return lines
 
 

@@ -21,7 +21,10 @@
 // for themselves included (module code loaded on first launch, cuDNN's kernels).
 // With --kernel-trace, further runs (never the timed ones) are traced with
 // CUPTI (bench/kernel_trace.h) and the per-kernel device time per run joins
-// the row: where the graph's time goes, and how much of it no kernel uses.
+// the row: where the graph's time goes, and how much of it no kernel uses;
+// so does a node-by-node profile (Session::profile_nodes: the same number of
+// runs, enqueued without the graph, device events between nodes), which names
+// the nodes the kernels belong to.
 // ============================================================================
 #include <cuda_runtime_api.h>
 
@@ -119,6 +122,7 @@ struct Row {
   double median_ms = 0, p90_ms = 0, samples_per_s = 0, peak_mb = 0, process_mb = 0;
   nlohmann::json kernels;  ///< the kernel trace per run, or {"error": why} (null without --kernel-trace)
   nlohmann::json arena;    ///< Session::arena_report of the batch's bucket, or {"error": why}
+  nlohmann::json nodes;    ///< the slowest nodes (Session::profile_nodes), or {"error": why} (null without --kernel-trace)
 };
 
 /// The arena at its peak: its size, the node running then, and the largest buffers alive then
@@ -169,6 +173,28 @@ nlohmann::json trace_kernels(const Engine& engine, std::span<const Tensor> host,
   for (const bench::KernelTime& k : trace->kernels)
     out["kernels"].push_back({{"name", k.name}, {"launches_per_run", static_cast<double>(k.launches) / runs},
                               {"ms_per_run", k.total_ms / runs}});
+  return out;
+}
+
+/// The slowest nodes of `runs` node-by-node runs of a fresh Session (the rest summed), and the
+/// sum of every node's median.
+nlohmann::json profile_json(const Engine& engine, std::span<const Tensor> host, int runs) {
+  constexpr size_t kListed = 15;
+  auto session = engine.new_session();
+  auto profile = session->profile_nodes(host, runs);
+  if (!profile) return {{"error", profile.status().message()}};
+  std::vector<NodeTiming> nodes = std::move(profile).value();
+  double summed = 0;
+  for (const NodeTiming& node : nodes) summed += node.median_ms;
+  std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.median_ms > b.median_ms; });
+  nlohmann::json out = {{"runs", runs}, {"summed_ms", summed}, {"nodes", nlohmann::json::array()}};
+  double rest = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const std::string op = nodes[i].domain.empty() ? nodes[i].op_type : nodes[i].domain + "::" + nodes[i].op_type;
+    if (i < kListed) out["nodes"].push_back({{"name", nodes[i].name}, {"op", op}, {"ms", nodes[i].median_ms}});
+    else rest += nodes[i].median_ms;
+  }
+  if (nodes.size() > kListed) out["others"] = {{"count", nodes.size() - kListed}, {"ms", rest}};
   return out;
 }
 
@@ -239,6 +265,7 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
       DeviceInputs traced;
       LOKA_RETURN_IF_ERROR(upload(host, traced));
       row.kernels = trace_kernels(*engine, host, traced.views, trace_runs);
+      row.nodes = profile_json(*engine, host, trace_runs);
     }
     std::printf("%8lld %12.4f %12.4f %14.4g %10.1f %11.1f\n", static_cast<long long>(batch), row.median_ms, row.p90_ms,
                 row.samples_per_s, row.peak_mb, row.process_mb);
@@ -253,6 +280,7 @@ Result<int> run(const std::string& model, const std::string& data, const std::ve
                              {"process_mem_mb", row.process_mb}, {"weights_mem_mb", weights_mb},
                              {"device", cuda::device_description()}};
       if (!row.kernels.is_null()) item["kernel_trace"] = row.kernels;
+      if (!row.nodes.is_null()) item["node_profile"] = row.nodes;
       item["arena"] = row.arena;
       list.push_back(std::move(item));
     }

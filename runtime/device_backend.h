@@ -40,6 +40,9 @@ class DeviceSession {
   virtual size_t device_bytes() const = 0;
   /// The arena of the bucket for `batch` (>= 1) at its peak, planning the bucket if needed.
   virtual Result<ArenaReport> arena_report(int64_t batch) = 0;
+  /// The median device time of each step of the execution plan over `runs` runs of `inputs` after
+  /// one untimed run, its nodes enqueued one by one with events between them (Session::profile_nodes).
+  virtual Result<std::vector<double>> profile_steps(std::span<const Tensor> inputs, int runs) = 0;
 };
 
 /// The Engine-wide device state for `engine` (whose CPU plan is built).

@@ -11,6 +11,7 @@
 #include "runtime/device_backend.h"
 #include "runtime/error_text.h"
 #include "runtime/execution_plan.h"
+#include "runtime/node_profile.h"
 
 namespace loka {
 namespace {
@@ -81,6 +82,14 @@ Result<ArenaReport> Session::arena_report(int64_t batch) {
   if (!device_) return device_status_;
   if (batch < 1) return Status::error("arena_report: the batch must be >= 1, got " + std::to_string(batch));
   return device_->arena_report(batch);
+}
+
+Result<std::vector<NodeTiming>> Session::profile_nodes(std::span<const Tensor> inputs, int runs) {
+  if (runs < 1) return Status::error("profile_nodes: runs must be >= 1, got " + std::to_string(runs));
+  if (engine_.device_model() != nullptr && !device_) return one_line(device_status_);
+  auto step_ms = device_ ? device_->profile_steps(inputs, runs) : profile_steps_on_cpu(engine_, pool_.get(), inputs, runs);
+  if (!step_ms) return one_line(step_ms.status());
+  return node_timings(engine_, *step_ms);
 }
 
 Result<std::vector<DeviceView>> Session::run_on_device(std::span<const DeviceView> inputs) {

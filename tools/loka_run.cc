@@ -3,13 +3,15 @@
 // its outputs, and time it.
 //
 //   loka-run MODEL.onnx --inputs DATA [--device cpu|cuda] [--outputs DIR]
-//            [--compare DIR --tol ATOL] [--bench N]
+//            [--compare DIR --tol ATOL] [--bench N] [--profile N]
 //
 // A thin CLI over runtime::Engine and the data-directory reader: every failure
 // is one line "loka-run: <reason>" naming the file or tensor, exit 1 (2 for
 // usage errors); a --compare that finds an output off by more than ATOL prints
 // FAIL and exits 1. The first pass over the data sets doubles as warm-up for
 // --bench, which then times whole-model runs on inputs already in memory.
+// --profile times every node (Session::profile_nodes) on the first data set
+// and prints the nodes that took the most, with their share of the total.
 // ============================================================================
 #include <algorithm>
 #include <chrono>
@@ -32,6 +34,8 @@ constexpr double kDefaultTolerance = 1e-5;
 /// Data sets kept in memory for --bench (the timed loop cycles through them).
 constexpr size_t kMaxBenchSets = 64;
 constexpr int kWarmupRuns = 3;
+/// Nodes --profile lists (the rest are summed on one line).
+constexpr size_t kProfileTop = 25;
 
 cli::ArgumentParser make_parser() {
   cli::ArgumentParser parser(kProgram,
@@ -43,7 +47,8 @@ cli::ArgumentParser make_parser() {
       .option("--outputs", "DIR", "write output_<i>.pb per data set, mirroring the layout of DATA")
       .option("--compare", "DIR", "compare with the reference output_<i>.pb (or .npz output_<i>) in DIR")
       .option("--tol", "ATOL", "largest absolute difference --compare accepts (default: 1e-05)")
-      .option("--bench", "N", "after the run, time N more runs and print median/p90 latency and throughput");
+      .option("--bench", "N", "after the run, time N more runs and print median/p90 latency and throughput")
+      .option("--profile", "N", "time every node over N runs of the first data set and print where the time goes");
   return parser;
 }
 
@@ -92,6 +97,7 @@ struct Options {
   std::filesystem::path compare;
   double tolerance = kDefaultTolerance;
   int64_t bench_runs = 0;
+  int64_t profile_runs = 0;
 };
 
 /// Times `runs` whole-model runs cycling through `sets`, after a short warm-up.
@@ -115,6 +121,31 @@ Status bench(Session& session, const std::vector<std::vector<Tensor>>& sets, int
   std::printf("bench: %lld runs, median %.4g ms, p90 %.4g ms, throughput %.4g runs/s, %.4g samples/s\n",
               static_cast<long long>(runs), percentile(milliseconds, 0.5), percentile(milliseconds, 0.9),
               1000.0 * static_cast<double>(runs) / total, 1000.0 * static_cast<double>(samples) / total);
+  return Status::ok();
+}
+
+/// Times every node over `runs` runs of `inputs` and prints the slowest first, with the share of
+/// the nodes' total each takes and the running share.
+Status profile(Session& session, const std::vector<Tensor>& inputs, int64_t runs, Device device) {
+  LOKA_ASSIGN_OR_RETURN(std::vector<NodeTiming> nodes, session.profile_nodes(inputs, static_cast<int>(runs)));
+  double total = 0;
+  for (const NodeTiming& node : nodes) total += node.median_ms;
+  std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.median_ms > b.median_ms; });
+  std::printf("profile: %zu nodes, %lld runs, medians summed %.4g ms (%s)\n", nodes.size(), static_cast<long long>(runs),
+              total, device == Device::kCuda ? "device events between nodes, no CUDA graph" : "host clock per node");
+  std::printf("%10s %7s %7s  %-32s %s\n", "ms", "share", "cumul", "op", "node");
+  double running = 0;
+  const size_t listed = std::min(nodes.size(), kProfileTop);
+  for (size_t i = 0; i < listed; ++i) {
+    const NodeTiming& node = nodes[i];
+    running += node.median_ms;
+    const std::string op = node.domain.empty() ? node.op_type : node.domain + "::" + node.op_type;
+    std::printf("%10.4f %6.1f%% %6.1f%%  %-32s %s\n", node.median_ms, total > 0 ? 100 * node.median_ms / total : 0.0,
+                total > 0 ? 100 * running / total : 0.0, op.c_str(), node.name.c_str());
+  }
+  if (listed < nodes.size())
+    std::printf("%10.4f %6.1f%%          (%zu more nodes)\n", total - running, total > 0 ? 100 * (total - running) / total : 0.0,
+                nodes.size() - listed);
   return Status::ok();
 }
 
@@ -142,6 +173,7 @@ Result<int> run(const Options& options) {
   auto session = engine->new_session();
 
   std::vector<std::vector<Tensor>> bench_sets;
+  std::vector<Tensor> profile_inputs;
   size_t compared = 0, failed = 0;
   double worst_abs = 0;
   std::string worst_where;
@@ -150,6 +182,7 @@ Result<int> run(const Options& options) {
     LOKA_ASSIGN_OR_RETURN(std::vector<Tensor> ordered, order_inputs(data, input_names));
     auto outputs = session->run(ordered);
     if (!outputs) return outputs.status().with_context(data.location.string() + ": ");
+    if (options.profile_runs > 0 && index == 0) profile_inputs = ordered;
     if (options.bench_runs > 0 && bench_sets.size() < kMaxBenchSets) bench_sets.push_back(std::move(ordered));
 
     if (!options.outputs.empty())
@@ -189,6 +222,8 @@ Result<int> run(const Options& options) {
     }
   }
   if (!bench_sets.empty()) LOKA_RETURN_IF_ERROR(bench(*session, bench_sets, options.bench_runs));
+  if (options.profile_runs > 0 && inputs.size() > 0)
+    LOKA_RETURN_IF_ERROR(profile(*session, profile_inputs, options.profile_runs, options.device));
 
   if (!references) return 0;
   if (failed == 0) {
@@ -222,6 +257,12 @@ int main_checked(int argc, char** argv) {
     if (!runs) return cli::usage_error(kProgram, runs.status().message());
     if (*runs < 1) return cli::usage_error(kProgram, "--bench needs at least 1 run");
     options.bench_runs = *runs;
+  }
+  if (args.has("--profile")) {
+    auto runs = args.integer("--profile");
+    if (!runs) return cli::usage_error(kProgram, runs.status().message());
+    if (*runs < 1 || *runs > 100000) return cli::usage_error(kProgram, "--profile needs 1 to 100000 runs");
+    options.profile_runs = *runs;
   }
   auto exit_code = run(options);
   if (!exit_code) return cli::runtime_error(kProgram, exit_code.status().message());

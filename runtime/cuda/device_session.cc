@@ -13,6 +13,7 @@
 #include "runtime/cpu_executor.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/execution_plan.h"
+#include "runtime/node_profile.h"
 
 namespace loka {
 
@@ -337,7 +338,7 @@ Result<std::unique_ptr<CudaDeviceSession::Bucket>> CudaDeviceSession::plan_bucke
   return bucket;
 }
 
-Status CudaDeviceSession::enqueue_steps(const Bucket& bucket) const {
+Status CudaDeviceSession::enqueue_steps(const Bucket& bucket, std::span<const cudaEvent_t> step_ends) const {
   const auto& steps = engine_.plan().steps();
   DeviceRunContext context{stream_, workspace_.data(), workspace_.bytes(), static_cast<int*>(bucket.error_flags.data())};
   std::vector<DeviceTensor> inputs, outputs;
@@ -365,6 +366,7 @@ Status CudaDeviceSession::enqueue_steps(const Bucket& bucket) const {
         return status.with_context("node '" + steps[static_cast<size_t>(concat)].name + "' (early encode of input " +
                                    std::to_string(slot) + "): ");
     }
+    if (!step_ends.empty()) LOKA_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_ends[s], stream_));
   }
   return cuda_status(cudaGetLastError(), "launching the bucket's kernels");
 }
@@ -397,6 +399,28 @@ Result<std::vector<Tensor>> CudaDeviceSession::run_selected(std::span<const Tens
     if (o >= engine_.plan().output_ids().size())
       return Status::error("output " + std::to_string(o) + " does not exist (the model has " +
                            std::to_string(engine_.plan().output_ids().size()) + ")");
+  LOKA_ASSIGN_OR_RETURN(const StagedRun staged, stage_host_inputs(inputs));
+  Bucket* bucket = staged.bucket;
+  const int64_t batch = staged.batch;
+  const ExecutionPlan& plan = engine_.plan();
+  std::byte* staging = static_cast<std::byte*>(bucket->staging.data());
+  LOKA_RETURN_IF_ERROR(launch(*bucket));
+
+  std::vector<Tensor> outputs;
+  for (size_t o : wanted) {
+    const DeviceTensor& slot = bucket->values[static_cast<size_t>(plan.output_ids()[o])];
+    Tensor output = Tensor::zeros(slot.dtype, run_shape(slot.shape, bucket->batch, batch));
+    LOKA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + bucket->output_offsets[o], slot.data, output.byte_size(),
+                                              cudaMemcpyDeviceToHost, stream_));
+    outputs.push_back(std::move(output));
+  }
+  LOKA_RETURN_IF_ERROR(wait_and_check_error_flags(*bucket));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::memcpy(outputs[i].raw(), staging + bucket->output_offsets[wanted[i]], outputs[i].byte_size());
+  return outputs;
+}
+
+Result<CudaDeviceSession::StagedRun> CudaDeviceSession::stage_host_inputs(std::span<const Tensor> inputs) {
   std::vector<InputDescription> described;
   std::vector<const Shape*> shapes;
   for (const Tensor& input : inputs) {
@@ -419,23 +443,64 @@ Result<std::vector<Tensor>> CudaDeviceSession::run_selected(std::span<const Tens
     if (bytes < capacity)  // padding rows: zeros (valid ids, finite values)
       LOKA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(static_cast<std::byte*>(slot.data) + bytes, 0, capacity - bytes, stream_));
   }
-  LOKA_RETURN_IF_ERROR(launch(*bucket));
+  return StagedRun{bucket, batch};
+}
 
-  std::vector<Tensor> outputs;
-  for (size_t o : wanted) {
-    const DeviceTensor& slot = bucket->values[static_cast<size_t>(plan.output_ids()[o])];
-    Tensor output = Tensor::zeros(slot.dtype, run_shape(slot.shape, bucket->batch, batch));
-    LOKA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + bucket->output_offsets[o], slot.data, output.byte_size(),
-                                              cudaMemcpyDeviceToHost, stream_));
-    outputs.push_back(std::move(output));
-  }
-  LOKA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + bucket->flags_offset, bucket->error_flags.data(),
-                                            bucket->error_flags.bytes(), cudaMemcpyDeviceToHost, stream_));
+Status CudaDeviceSession::wait_and_check_error_flags(Bucket& bucket) {
+  std::byte* staging = static_cast<std::byte*>(bucket.staging.data());
+  LOKA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + bucket.flags_offset, bucket.error_flags.data(),
+                                            bucket.error_flags.bytes(), cudaMemcpyDeviceToHost, stream_));
   LOKA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  LOKA_RETURN_IF_ERROR(check_error_flags(*bucket));
-  for (size_t i = 0; i < outputs.size(); ++i)
-    std::memcpy(outputs[i].raw(), staging + bucket->output_offsets[wanted[i]], outputs[i].byte_size());
-  return outputs;
+  return check_error_flags(bucket);
+}
+
+namespace {
+
+/// Events for timing steps, destroyed with it.
+class StepEvents {
+ public:
+  ~StepEvents() {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+  Status create(size_t count) {
+    events_.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      cudaEvent_t event = nullptr;
+      LOKA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&event));
+      events_.push_back(event);
+    }
+    return Status::ok();
+  }
+  std::span<const cudaEvent_t> all() const { return events_; }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+
+}  // namespace
+
+Result<std::vector<double>> CudaDeviceSession::profile_steps(std::span<const Tensor> inputs, int runs) {
+  // Untimed: plans the bucket (and captures its graph), loads the kernels, warms the caches.
+  LOKA_RETURN_IF_ERROR(run_selected(inputs, {}).status());
+  LOKA_ASSIGN_OR_RETURN(const StagedRun staged, stage_host_inputs(inputs));
+  Bucket& bucket = *staged.bucket;
+  const size_t steps = engine_.plan().steps().size();
+  StepEvents events;  // [0] before the first step, [s + 1] after step s
+  LOKA_RETURN_IF_ERROR(events.create(steps + 1));
+  std::vector<std::vector<double>> samples(static_cast<size_t>(runs), std::vector<double>(steps, 0.0));
+  for (auto& run_ms : samples) {
+    LOKA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(bucket.error_flags.data(), 0, bucket.error_flags.bytes(), stream_));
+    LOKA_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.all()[0], stream_));
+    // Node by node, not the graph: events between graph nodes would need a graph per profile.
+    LOKA_RETURN_IF_ERROR(enqueue_steps(bucket, events.all().subspan(1)));
+    LOKA_RETURN_IF_ERROR(wait_and_check_error_flags(bucket));
+    for (size_t s = 0; s < steps; ++s) {
+      float ms = 0;
+      LOKA_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events.all()[s], events.all()[s + 1]));
+      run_ms[s] = ms;
+    }
+  }
+  return median_per_step(samples);
 }
 
 Result<std::vector<DeviceView>> CudaDeviceSession::run_on_device(std::span<const DeviceView> inputs) {

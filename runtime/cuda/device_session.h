@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "runtime/cuda/device_buffer.h"
@@ -37,15 +38,25 @@ class CudaDeviceSession final : public DeviceSession {
   void* stream() const override { return stream_; }
   size_t device_bytes() const override;
   Result<ArenaReport> arena_report(int64_t batch) override;
+  Result<std::vector<double>> profile_steps(std::span<const Tensor> inputs, int runs) override;
 
  private:
   struct Bucket;
   CudaDeviceSession(const Engine& engine, const CudaDeviceModel& model) : engine_(engine), model_(model) {}
   Result<Bucket*> bucket_for(int64_t batch);
   Result<std::unique_ptr<Bucket>> plan_bucket(size_t index);
-  Status enqueue_steps(const Bucket& bucket) const;
+  /// Enqueues every step; with `step_ends` (one event per step), records step s's event after its work.
+  Status enqueue_steps(const Bucket& bucket, std::span<const cudaEvent_t> step_ends = {}) const;
   Status launch(Bucket& bucket);
   Status check_error_flags(const Bucket& bucket) const;
+  /// Copies the error flags back, waits for the stream, and reports the first flagged node.
+  Status wait_and_check_error_flags(Bucket& bucket);
+  /// A run's bucket with host `inputs` (checked) copied into its input slots, padding rows zeroed.
+  struct StagedRun {
+    Bucket* bucket = nullptr;
+    int64_t batch = 0;  ///< the rows asked for (the bucket may hold more)
+  };
+  Result<StagedRun> stage_host_inputs(std::span<const Tensor> inputs);
 
   const Engine& engine_;
   const CudaDeviceModel& model_;

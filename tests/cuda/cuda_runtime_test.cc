@@ -5,7 +5,8 @@
 // matches the CPU runtime; batches between buckets are padded and sliced
 // back; run_on_device agrees with run; out-of-range ids fail naming the node;
 // 8 serving threads give the single-thread outputs with flat device memory;
-// the arena report names the buffers alive at the arena's peak;
+// the arena report names the buffers alive at the arena's peak; profile_nodes
+// times every step;
 // the hostile run-time inputs of tests/runtime (zoo_inputs_cases_util.cc) on
 // the GPU.
 // Skips visibly without a GPU.
@@ -231,6 +232,46 @@ TEST_F(CudaRuntime, TheArenaReportNamesWhatIsAliveAtThePeak) {
   EXPECT_EQ(largest->batch, 64);
   EXPECT_FALSE(session->arena_report(65));  // above the largest bucket
   EXPECT_FALSE(session->arena_report(0));
+}
+
+/// profile_nodes enqueues node by node with events between them, outside the bucket's graph: every
+/// step gets a time, the one that does the work the most, and later graph runs are unchanged.
+TEST_F(CudaRuntime, ProfileNodesTimesEveryStepAndLeavesTheGraphRunsAsTheyWere) {
+  std::mt19937 rng(31);
+  testing::ModelBuilder builder(17);
+  builder.input("x", DType::kFloat32, {-1, 512})
+      .initializer("w", testing::random_tensor(rng, {512, 512}))
+      .initializer("shape", Tensor::from_int64s({3}, std::vector<int64_t>{-1, 256, 2}))
+      .node("Neg", {"x"}, {"a"}, {}, "negate")
+      .node("MatMul", {"a", "w"}, {"b"}, {}, "project")
+      .node("Reshape", {"b", "shape"}, {"c"}, {}, "view")
+      .node("Relu", {"c"}, {"y"}, {}, "rectify")
+      .output("y", DType::kFloat32, {-1, 256, 2});
+  EngineOptions options;
+  options.device = Device::kCuda;
+  auto engine = builder.build_engine(options);
+  ASSERT_TRUE(engine) << engine.status().message();
+  auto session = (*engine)->new_session();
+  const std::vector<Tensor> inputs = {testing::random_tensor(rng, {4096, 512})};
+  auto before = session->run(inputs);
+  ASSERT_TRUE(before) << before.status().message();
+  auto profile = session->profile_nodes(inputs, 5);
+  ASSERT_TRUE(profile) << profile.status().message();
+  std::vector<std::string> names;
+  for (const NodeTiming& node : *profile) names.push_back(node.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"negate", "project", "view", "rectify"}));
+  for (const NodeTiming& node : *profile) EXPECT_GE(node.median_ms, 0.0) << node.name;
+  // 4096 x 512 x 512 multiply-adds against a pass over 2M floats; the Reshape is a view (no kernel).
+  EXPECT_GT((*profile)[1].median_ms, 0.0);
+  EXPECT_GT((*profile)[1].median_ms, (*profile)[2].median_ms);
+  EXPECT_LT((*profile)[2].median_ms, 0.05) << "a view launches nothing";
+  auto after = session->run(inputs);
+  ASSERT_TRUE(after) << after.status().message();
+  EXPECT_EQ(max_difference(*before, *after), 0.0f);
+  const std::vector<Tensor> narrow = {testing::random_tensor(rng, {8, 511})};
+  auto refused = session->profile_nodes(narrow, 3);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.status().message().find("'x'"), std::string::npos) << refused.status().message();
 }
 
 /// The serving pattern: one Engine, a Session per thread, many runs.

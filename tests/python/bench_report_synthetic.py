@@ -76,9 +76,12 @@ def make_results(root):
                                      {"values": ["x2"], "stored": False, "reason": "'x2' is read by Relu 'r'"}]}})
     trace = {"runs": 20, "busy_ms_per_run": 0.15, "dropped_records": 0,
              "kernels": [{"name": f"kernel_{i}", "launches_per_run": 1, "ms_per_run": 0.15 / 15} for i in range(15)]}
+    profile = {"runs": 20, "summed_ms": 0.32,
+               "nodes": [{"name": f"node_{i}", "op": "ai.loka::QuantizedGemm", "ms": 0.02} for i in range(15)],
+               "others": {"count": 4, "ms": 0.02}}
     write_json(os.path.join(results, "loka", "dlrm_dcnv2.bench.json"), [
         {"batch": 512, "latency_ms": 0.2, "p90_ms": 0.21, "samples_per_s": 2.56e6, "peak_mem_mb": 900,
-         "device": "Fake H100", "kernel_trace": trace},
+         "device": "Fake H100", "kernel_trace": trace, "node_profile": profile},
         {"batch": 4096, "latency_ms": 0.405, "p90_ms": 0.41, "samples_per_s": 1e7, "peak_mem_mb": 1000,
          "weights_mem_mb": 20.0, "device": "Fake H100", "kernel_trace": trace,
          "arena": {"arena_mb": 950.0, "peak_mb": 930.0, "peak_node": "cross_3",
@@ -89,7 +92,8 @@ def make_results(root):
                {"model": "dhen", "device": "Fake H100", "errors": [], "rows": torch_rows("dhen", 512, {"torch-bf16-graph": 1.0})})
     write_json(os.path.join(results, "loka", "dhen.opt.json"), {"precision": {"fp8_flop_share": 0.9}})
     write_json(os.path.join(results, "loka", "dhen.bench.json"),
-               [{"batch": 512, "latency_ms": 0.8, "device": "Fake H100", "kernel_trace": {"error": "CUPTI: nope"}}])
+               [{"batch": 512, "latency_ms": 0.8, "device": "Fake H100", "kernel_trace": {"error": "CUPTI: nope"},
+                 "node_profile": {"error": "node 'x': boom"}}])
     with open(os.path.join(results, "loka", "dhen.plain"), "w") as f:
         f.write("the optimized model failed on the GPU\n")
     # LoKA's outputs and the FP32 predictions on two eval sets (labels 0/1 alternate).
@@ -250,7 +254,15 @@ class BenchReportTest(unittest.TestCase):
         self.assertAlmostEqual(row["speedup_vs_best_bf16"], 1.0 / 0.8)
         self.assertIn("the optimized model failed on the GPU", row["note"])
         self.assertIn("Kernel breakdown: unavailable (CUPTI: nope)", self.md)
+        self.assertIn("Node profile: unavailable (node 'x': boom)", self.md)
         self.assertIn("Floor: not available", self.md)
+
+    def test_shortfall_section_names_the_slowest_nodes(self):
+        section = self.md.split("### dlrm_dcnv2, batch 512", 1)[1].split("###", 1)[0]
+        self.assertIn("Top nodes (node by node without the CUDA graph, 20 runs; the nodes' medians sum to 0.3200 ms)",
+                      section)
+        self.assertIn("| `node_0` | ai.loka::QuantizedGemm | 0.0200 | 6.2% |", section)
+        self.assertIn("| (4 more nodes) | | 0.0200 | |", section)
 
     def test_shortfall_section_shows_kernels_and_floors(self):
         self.assertIn("### dlrm_dcnv2, batch 512", self.md)

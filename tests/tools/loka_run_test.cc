@@ -1,7 +1,7 @@
 // ============================================================================
 // tests/tools/loka_run_test.cc — the loka-run binary, end to end: help, usage
 // and run-time errors (exit codes, one line), output layouts, --compare
-// verdicts against references computed here, .npz inputs and --bench.
+// verdicts against references computed here, .npz inputs, --bench and --profile.
 // ============================================================================
 #include <gtest/gtest.h>
 
@@ -113,7 +113,7 @@ TEST_F(LokaRun, HelpListsEveryOption) {
   const auto result = loka_run("--help");
   EXPECT_EQ(result.exit_code, 0) << result.output;
   for (const char* needle : {"usage: loka-run MODEL.onnx --inputs DATA", "--device cpu|cuda", "--outputs DIR",
-                             "--compare DIR", "--tol ATOL", "--bench N"})
+                             "--compare DIR", "--tol ATOL", "--bench N", "--profile N"})
     EXPECT_NE(result.output.find(needle), std::string::npos) << needle;
 }
 
@@ -125,6 +125,8 @@ TEST_F(LokaRun, UsageErrorsExitTwoWithOneLine) {
   expect_one_line_failure(loka_run(model + " --inputs " + data + " --frobnicate"), 2, {"--frobnicate"});
   expect_one_line_failure(loka_run(model + " --inputs " + data + " --bench lots"), 2, {"--bench", "lots"});
   expect_one_line_failure(loka_run(model + " --inputs " + data + " --bench 0"), 2, {"--bench"});
+  expect_one_line_failure(loka_run(model + " --inputs " + data + " --profile 0"), 2, {"--profile"});
+  expect_one_line_failure(loka_run(model + " --inputs " + data + " --profile many"), 2, {"--profile", "many"});
   expect_one_line_failure(loka_run(model + " --inputs " + data + " --device gpu"), 2, {"--device", "gpu"});
   expect_one_line_failure(loka_run(model + " --inputs " + data + " --tol 1e-3"), 2, {"--tol", "--compare"});
   expect_one_line_failure(loka_run(model + " --inputs " + data + " --compare " + data + " --tol abc"), 2, {"--tol", "abc"});
@@ -263,6 +265,22 @@ TEST_F(LokaRun, BenchReportsLatencyAndThroughput) {
   EXPECT_EQ(result.exit_code, 0) << result.output;
   for (const char* needle : {"bench: 20 runs", "median", "p90", "runs/s", "samples/s", "PASS"})
     EXPECT_NE(result.output.find(needle), std::string::npos) << needle << " not in: " << result.output;
+}
+
+TEST_F(LokaRun, ProfileListsEveryNodeSlowestFirstWithItsShare) {
+  const fs::path data = dir_ / "data";
+  make_numbered_sets(data, {8, 8}, true);
+  const auto result = loka_run(quoted(model_) + " --inputs " + quoted(data) + " --profile 9");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  for (const char* needle : {"profile: 3 nodes, 9 runs, medians summed", "host clock per node", "share", "cumul"})
+    EXPECT_NE(result.output.find(needle), std::string::npos) << needle << " not in: " << result.output;
+  // One line per node (3 of them, fewer than the listed maximum), each naming its op and node.
+  for (const char* line_end : {"Gemm                             gemm\n", "Relu                             relu\n",
+                               "Neg                              neg\n"})
+    EXPECT_NE(result.output.find(line_end), std::string::npos) << line_end << " not in: " << result.output;
+  EXPECT_EQ(result.output.find("more nodes"), std::string::npos) << result.output;
+  // The shares add up: the last listed node's running share is the whole.
+  EXPECT_NE(result.output.find("100.0%"), std::string::npos) << result.output;
 }
 
 }  // namespace

@@ -47,6 +47,14 @@ struct ArenaReport {
   std::vector<ArenaBuffer> live_at_peak;  ///< largest first
 };
 
+/// How long one node of the execution order took (Session::profile_nodes).
+struct NodeTiming {
+  std::string name;
+  std::string op_type;
+  std::string domain;
+  double median_ms = 0;  ///< over the timed runs; 0 for a node that does no work there (a view on the GPU)
+};
+
 class Session {
  public:
   explicit Session(const Engine& engine);
@@ -84,6 +92,14 @@ class Session {
   /// The arena of the bucket a run of `batch` rows uses, at its peak (plans the bucket if no run
   /// has). CUDA engines only: the CPU runtime allocates each value from a pool instead.
   Result<ArenaReport> arena_report(int64_t batch);
+
+  /// Where a run's time goes: runs the model on `inputs` once untimed, then `runs` (>= 1) more
+  /// times, timing every node, and returns the nodes in execution order with their median times.
+  /// A CUDA engine enqueues node by node with device events between them, not as one CUDA graph:
+  /// the sum is the device time of the kernels and the gaps between them that a graph launch
+  /// shortens. The CPU runtime times each node's kernel with a steady clock (the observer, if
+  /// any, is not called meanwhile).
+  Result<std::vector<NodeTiming>> profile_nodes(std::span<const Tensor> inputs, int runs);
 
  private:
   const Engine& engine_;
