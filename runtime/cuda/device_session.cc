@@ -4,8 +4,11 @@
 #include "runtime/cuda/device_session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 
 #include "runtime/arena_plan.h"
@@ -477,6 +480,45 @@ class StepEvents {
   std::vector<cudaEvent_t> events_;
 };
 
+/// Holds a stream back until the host has enqueued a run's steps behind it, so the device runs
+/// them back to back: enqueued one by one against a running device, a step's interval would also
+/// hold the host's launch time of the next (longer than a small kernel). A host function the stream
+/// waits on blocks until open() (or a deadline, should the launch queue fill first: then the
+/// steps still run, with the host's gaps); the destructor opens the gate and waits for the stream,
+/// so the function never outlives it.
+class StreamGate {
+ public:
+  explicit StreamGate(cudaStream_t stream) : stream_(stream) {}
+  ~StreamGate() {
+    open();
+    if (held_) cudaStreamSynchronize(stream_);
+  }
+  Status hold() {
+    LOKA_CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(stream_, &StreamGate::wait, this));
+    held_ = true;
+    return Status::ok();
+  }
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+
+ private:
+  static void CUDART_CB wait(void* self) {
+    auto* gate = static_cast<StreamGate*>(self);
+    std::unique_lock<std::mutex> lock(gate->mutex_);
+    gate->opened_.wait_for(lock, std::chrono::seconds(2), [gate] { return gate->open_; });
+  }
+  cudaStream_t stream_;
+  bool held_ = false;
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
+
 }  // namespace
 
 Result<std::vector<double>> CudaDeviceSession::profile_steps(std::span<const Tensor> inputs, int runs) {
@@ -490,9 +532,13 @@ Result<std::vector<double>> CudaDeviceSession::profile_steps(std::span<const Ten
   std::vector<std::vector<double>> samples(static_cast<size_t>(runs), std::vector<double>(steps, 0.0));
   for (auto& run_ms : samples) {
     LOKA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(bucket.error_flags.data(), 0, bucket.error_flags.bytes(), stream_));
-    LOKA_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.all()[0], stream_));
-    // Node by node, not the graph: events between graph nodes would need a graph per profile.
-    LOKA_RETURN_IF_ERROR(enqueue_steps(bucket, events.all().subspan(1)));
+    {
+      StreamGate gate(stream_);
+      LOKA_RETURN_IF_ERROR(gate.hold());
+      LOKA_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.all()[0], stream_));
+      // Step by step, not the graph: events between a graph's nodes would need a graph per profile.
+      LOKA_RETURN_IF_ERROR(enqueue_steps(bucket, events.all().subspan(1)));
+    }  // opened: the device runs the queued steps back to back
     LOKA_RETURN_IF_ERROR(wait_and_check_error_flags(bucket));
     for (size_t s = 0; s < steps; ++s) {
       float ms = 0;

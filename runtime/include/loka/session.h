@@ -95,10 +95,11 @@ class Session {
 
   /// Where a run's time goes: runs the model on `inputs` once untimed, then `runs` (>= 1) more
   /// times, timing every node, and returns the nodes in execution order with their median times.
-  /// A CUDA engine enqueues node by node with device events between them, not as one CUDA graph:
-  /// the sum is the device time of the kernels and the gaps between them that a graph launch
-  /// shortens. The CPU runtime times each node's kernel with a steady clock (the observer, if
-  /// any, is not called meanwhile).
+  /// A CUDA engine enqueues the steps one by one with device events between them (not as its CUDA
+  /// graph), all queued before the device starts them, so they run back to back: a node's time is
+  /// from the end of the node before to its own end, kernels and the gaps between them. The CPU
+  /// runtime times each node's kernel with a steady clock (the observer, if any, is not called
+  /// meanwhile).
   Result<std::vector<NodeTiming>> profile_nodes(std::span<const Tensor> inputs, int runs);
 
  private:
