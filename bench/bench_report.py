@@ -413,6 +413,11 @@ def shortfall_lines(data: Dict[str, dict], rows: List[dict], target: float) -> L
     return lines
 
 
+def table_cell(text: str) -> str:
+    """`text` safe in one Markdown table cell: model names may hold any byte, '|' and newlines too."""
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7f else c for c in text).replace("|", "\\|")
+
+
 def node_profile_lines(profile: Optional[dict]) -> List[str]:
     """The slowest nodes of loka_model_bench's node-by-node profile (no CUDA graph, device events
     between nodes), or why there is none; nothing without a profile."""
@@ -425,7 +430,7 @@ def node_profile_lines(profile: Optional[dict]) -> List[str]:
                  f"the nodes' medians sum to {summed:.4f} ms):", "",
              "| node | op | ms | share of the sum |", "|---|---|---|---|"]
     for n in profile["nodes"]:
-        lines.append(f"| `{n['name'][:70]}` | {n['op']} | {n['ms']:.4f} | "
+        lines.append(f"| `{table_cell(n['name'][:70])}` | {table_cell(n['op'])} | {n['ms']:.4f} | "
                      f"{100 * n['ms'] / summed if summed > 0 else 0:.1f}% |")
     others = profile.get("others")
     if others:

@@ -85,7 +85,9 @@ Result<ArenaReport> Session::arena_report(int64_t batch) {
 }
 
 Result<std::vector<NodeTiming>> Session::profile_nodes(std::span<const Tensor> inputs, int runs) {
-  if (runs < 1) return Status::error("profile_nodes: runs must be >= 1, got " + std::to_string(runs));
+  if (runs < 1 || runs > kMaxProfileRuns)
+    return Status::error("profile_nodes: runs must be 1 to " + std::to_string(kMaxProfileRuns) + ", got " +
+                         std::to_string(runs));
   if (engine_.device_model() != nullptr && !device_) return one_line(device_status_);
   auto step_ms = device_ ? device_->profile_steps(inputs, runs) : profile_steps_on_cpu(engine_, pool_.get(), inputs, runs);
   if (!step_ms) return one_line(step_ms.status());

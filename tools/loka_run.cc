@@ -23,6 +23,7 @@
 
 #include "loka/engine.h"
 #include "loka/session.h"
+#include "runtime/error_text.h"
 #include "runtime/test_data.h"
 #include "tools/cli/arguments.h"
 
@@ -140,8 +141,10 @@ Status profile(Session& session, const std::vector<Tensor>& inputs, int64_t runs
     const NodeTiming& node = nodes[i];
     running += node.median_ms;
     const std::string op = node.domain.empty() ? node.op_type : node.domain + "::" + node.op_type;
+    // Names come from the model and may hold any byte: one line per node all the same.
     std::printf("%10.4f %6.1f%% %6.1f%%  %-32s %s\n", node.median_ms, total > 0 ? 100 * node.median_ms / total : 0.0,
-                total > 0 ? 100 * running / total : 0.0, op.c_str(), node.name.c_str());
+                total > 0 ? 100 * running / total : 0.0, escape_control_characters(op).c_str(),
+                escape_control_characters(node.name).c_str());
   }
   if (listed < nodes.size())
     std::printf("%10.4f %6.1f%%          (%zu more nodes)\n", total - running, total > 0 ? 100 * (total - running) / total : 0.0,
@@ -261,7 +264,8 @@ int main_checked(int argc, char** argv) {
   if (args.has("--profile")) {
     auto runs = args.integer("--profile");
     if (!runs) return cli::usage_error(kProgram, runs.status().message());
-    if (*runs < 1 || *runs > 100000) return cli::usage_error(kProgram, "--profile needs 1 to 100000 runs");
+    if (*runs < 1 || *runs > Session::kMaxProfileRuns)
+      return cli::usage_error(kProgram, "--profile needs 1 to " + std::to_string(Session::kMaxProfileRuns) + " runs");
     options.profile_runs = *runs;
   }
   auto exit_code = run(options);

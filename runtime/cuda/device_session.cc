@@ -8,6 +8,7 @@
 #include <climits>
 #include <condition_variable>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <numeric>
 
@@ -483,40 +484,49 @@ class StepEvents {
 /// Holds a stream back until the host has enqueued a run's steps behind it, so the device runs
 /// them back to back: enqueued one by one against a running device, a step's interval would also
 /// hold the host's launch time of the next (longer than a small kernel). A host function the stream
-/// waits on blocks until open() (or a deadline, should the launch queue fill first: then the
-/// steps still run, with the host's gaps); the destructor opens the gate and waits for the stream,
-/// so the function never outlives it.
+/// waits on blocks until open(), or a deadline should the launch queue fill first (the host then
+/// blocks in a launch while the stream waits: released_by_deadline() says so). The function and
+/// the gate share its state, so neither outlives it; the destructor opens the gate.
 class StreamGate {
  public:
-  explicit StreamGate(cudaStream_t stream) : stream_(stream) {}
-  ~StreamGate() {
-    open();
-    if (held_) cudaStreamSynchronize(stream_);
-  }
+  explicit StreamGate(cudaStream_t stream) : stream_(stream), state_(std::make_shared<State>()) {}
+  ~StreamGate() { open(); }
   Status hold() {
-    LOKA_CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(stream_, &StreamGate::wait, this));
-    held_ = true;
+    auto* shared = new std::shared_ptr<State>(state_);  // the host function's reference; it deletes it
+    if (const cudaError_t error = cudaLaunchHostFunc(stream_, &StreamGate::wait, shared); error != cudaSuccess) {
+      delete shared;
+      return cuda_status(error, "holding the stream for the profile");
+    }
     return Status::ok();
   }
   void open() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      open_ = true;
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->open = true;
     }
-    opened_.notify_all();
+    state_->opened.notify_all();
+  }
+  /// After the stream passed the gate: whether the deadline, not open(), let it through.
+  bool released_by_deadline() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->deadline_passed;
   }
 
  private:
-  static void CUDART_CB wait(void* self) {
-    auto* gate = static_cast<StreamGate*>(self);
-    std::unique_lock<std::mutex> lock(gate->mutex_);
-    gate->opened_.wait_for(lock, std::chrono::seconds(2), [gate] { return gate->open_; });
+  struct State {
+    std::mutex mutex;
+    std::condition_variable opened;
+    bool open = false;
+    bool deadline_passed = false;
+  };
+  static void CUDART_CB wait(void* user_data) {
+    const std::unique_ptr<std::shared_ptr<State>> shared(static_cast<std::shared_ptr<State>*>(user_data));
+    State& state = **shared;
+    std::unique_lock<std::mutex> lock(state.mutex);
+    state.deadline_passed = !state.opened.wait_for(lock, std::chrono::seconds(2), [&state] { return state.open; });
   }
   cudaStream_t stream_;
-  bool held_ = false;
-  std::mutex mutex_;
-  std::condition_variable opened_;
-  bool open_ = false;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace
@@ -524,22 +534,27 @@ class StreamGate {
 Result<std::vector<double>> CudaDeviceSession::profile_steps(std::span<const Tensor> inputs, int runs) {
   // Untimed: plans the bucket (and captures its graph), loads the kernels, warms the caches.
   LOKA_RETURN_IF_ERROR(run_selected(inputs, {}).status());
-  LOKA_ASSIGN_OR_RETURN(const StagedRun staged, stage_host_inputs(inputs));
-  Bucket& bucket = *staged.bucket;
   const size_t steps = engine_.plan().steps().size();
   StepEvents events;  // [0] before the first step, [s + 1] after step s
   LOKA_RETURN_IF_ERROR(events.create(steps + 1));
   std::vector<std::vector<double>> samples(static_cast<size_t>(runs), std::vector<double>(steps, 0.0));
   for (auto& run_ms : samples) {
+    // The inputs again each run: the arena reuses an input's bytes after its last reader.
+    LOKA_ASSIGN_OR_RETURN(const StagedRun staged, stage_host_inputs(inputs));
+    Bucket& bucket = *staged.bucket;
     LOKA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(bucket.error_flags.data(), 0, bucket.error_flags.bytes(), stream_));
-    {
-      StreamGate gate(stream_);
-      LOKA_RETURN_IF_ERROR(gate.hold());
-      LOKA_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.all()[0], stream_));
-      // Step by step, not the graph: events between a graph's nodes would need a graph per profile.
-      LOKA_RETURN_IF_ERROR(enqueue_steps(bucket, events.all().subspan(1)));
-    }  // opened: the device runs the queued steps back to back
+    StreamGate gate(stream_);
+    LOKA_RETURN_IF_ERROR(gate.hold());
+    LOKA_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.all()[0], stream_));
+    // Step by step, not the graph: events between a graph's nodes would need a graph per profile.
+    const Status enqueued = enqueue_steps(bucket, events.all().subspan(1));
+    gate.open();  // the device runs the queued steps back to back
     LOKA_RETURN_IF_ERROR(wait_and_check_error_flags(bucket));
+    LOKA_RETURN_IF_ERROR(enqueued);
+    if (gate.released_by_deadline())
+      return Status::error("profile: the CUDA launch queue filled before the " + std::to_string(steps) +
+                           " steps were queued, so the device would wait on the host between steps and the "
+                           "times would count the host's launches");
     for (size_t s = 0; s < steps; ++s) {
       float ms = 0;
       LOKA_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events.all()[s], events.all()[s + 1]));

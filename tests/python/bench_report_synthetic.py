@@ -77,7 +77,8 @@ def make_results(root):
     trace = {"runs": 20, "busy_ms_per_run": 0.15, "dropped_records": 0,
              "kernels": [{"name": f"kernel_{i}", "launches_per_run": 1, "ms_per_run": 0.15 / 15} for i in range(15)]}
     profile = {"runs": 20, "summed_ms": 0.32,
-               "nodes": [{"name": f"node_{i}", "op": "ai.loka::QuantizedGemm", "ms": 0.02} for i in range(15)],
+               "nodes": [{"name": f"node_{i}", "op": "ai.loka::QuantizedGemm", "ms": 0.02} for i in range(14)]
+               + [{"name": "odd|name\n", "op": "Relu", "ms": 0.02}],
                "others": {"count": 4, "ms": 0.02}}
     write_json(os.path.join(results, "loka", "dlrm_dcnv2.bench.json"), [
         {"batch": 512, "latency_ms": 0.2, "p90_ms": 0.21, "samples_per_s": 2.56e6, "peak_mem_mb": 900,
@@ -263,6 +264,7 @@ class BenchReportTest(unittest.TestCase):
                       section)
         self.assertIn("| `node_0` | ai.loka::QuantizedGemm | 0.0200 | 6.2% |", section)
         self.assertIn("| (4 more nodes) | | 0.0200 | |", section)
+        self.assertIn("| `odd\\|name\\x0a` | Relu | 0.0200 | 6.2% |", section)  # one cell, one line
 
     def test_shortfall_section_shows_kernels_and_floors(self):
         self.assertIn("### dlrm_dcnv2, batch 512", self.md)

@@ -82,7 +82,8 @@ TEST(Session, ProfileNodesRefusesNoRunsAndBadInputsInOneLine) {
   const std::vector<Tensor> inputs = {testing::random_tensor(rng, {4, 256})};
   auto none = session->profile_nodes(inputs, 0);
   ASSERT_FALSE(none);
-  EXPECT_NE(none.status().message().find("runs must be >= 1"), std::string::npos) << none.status().message();
+  EXPECT_NE(none.status().message().find("runs must be 1 to 100000, got 0"), std::string::npos) << none.status().message();
+  EXPECT_FALSE(session->profile_nodes(inputs, Session::kMaxProfileRuns + 1));
   const std::vector<Tensor> narrow = {testing::random_tensor(rng, {4, 255})};
   auto wrong = session->profile_nodes(narrow, 3);
   ASSERT_FALSE(wrong);

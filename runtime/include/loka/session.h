@@ -101,6 +101,8 @@ class Session {
   /// runtime times each node's kernel with a steady clock (the observer, if any, is not called
   /// meanwhile).
   Result<std::vector<NodeTiming>> profile_nodes(std::span<const Tensor> inputs, int runs);
+  /// The most runs profile_nodes takes (it keeps every run's time of every node until the medians).
+  static constexpr int kMaxProfileRuns = 100000;
 
  private:
   const Engine& engine_;
