@@ -45,6 +45,7 @@
 #include "kernels/cuda/device_memory.h"
 #include "loka/engine.h"
 #include "loka/session.h"
+#include "runtime/node_profile.h"
 #include "runtime/test_data.h"
 #include "tools/cli/arguments.h"
 
@@ -183,16 +184,14 @@ nlohmann::json profile_json(const Engine& engine, std::span<const Tensor> host, 
   auto session = engine.new_session();
   auto profile = session->profile_nodes(host, runs);
   if (!profile) return {{"error", profile.status().message()}};
-  std::vector<NodeTiming> nodes = std::move(profile).value();
-  double summed = 0;
-  for (const NodeTiming& node : nodes) summed += node.median_ms;
-  std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.median_ms > b.median_ms; });
+  const auto [nodes, summed] = slowest_first(std::move(profile).value());
   nlohmann::json out = {{"runs", runs}, {"summed_ms", summed}, {"nodes", nlohmann::json::array()}};
   double rest = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const std::string op = nodes[i].domain.empty() ? nodes[i].op_type : nodes[i].domain + "::" + nodes[i].op_type;
-    if (i < kListed) out["nodes"].push_back({{"name", nodes[i].name}, {"op", op}, {"ms", nodes[i].median_ms}});
-    else rest += nodes[i].median_ms;
+    if (i < kListed)
+      out["nodes"].push_back({{"name", nodes[i].name}, {"op", nodes[i].qualified_op()}, {"ms", nodes[i].median_ms}});
+    else
+      rest += nodes[i].median_ms;
   }
   if (nodes.size() > kListed) out["others"] = {{"count", nodes.size() - kListed}, {"ms", rest}};
   return out;

@@ -66,4 +66,12 @@ std::vector<NodeTiming> node_timings(const Engine& engine, const std::vector<dou
   return timings;
 }
 
+SlowestNodes slowest_first(std::vector<NodeTiming> nodes) {
+  SlowestNodes out;
+  for (const NodeTiming& node : nodes) out.total_ms += node.median_ms;
+  std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.median_ms > b.median_ms; });
+  out.nodes = std::move(nodes);
+  return out;
+}
+
 }  // namespace loka

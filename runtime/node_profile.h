@@ -35,4 +35,12 @@ Result<std::vector<double>> profile_steps_on_cpu(const Engine& engine, BufferPoo
 /// The plan's steps with their times (`step_ms`, one per step), in execution order.
 std::vector<NodeTiming> node_timings(const Engine& engine, const std::vector<double>& step_ms);
 
+/// A profile as its readers list it (loka-run --profile, the benchmark's node table): the nodes
+/// slowest first (ties in execution order) and the sum of every node's median.
+struct SlowestNodes {
+  std::vector<NodeTiming> nodes;
+  double total_ms = 0;
+};
+SlowestNodes slowest_first(std::vector<NodeTiming> nodes);
+
 }  // namespace loka

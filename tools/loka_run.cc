@@ -24,6 +24,7 @@
 #include "loka/engine.h"
 #include "loka/session.h"
 #include "runtime/error_text.h"
+#include "runtime/node_profile.h"
 #include "runtime/test_data.h"
 #include "tools/cli/arguments.h"
 
@@ -128,10 +129,8 @@ Status bench(Session& session, const std::vector<std::vector<Tensor>>& sets, int
 /// Times every node over `runs` runs of `inputs` and prints the slowest first, with the share of
 /// the nodes' total each takes and the running share.
 Status profile(Session& session, const std::vector<Tensor>& inputs, int64_t runs, Device device) {
-  LOKA_ASSIGN_OR_RETURN(std::vector<NodeTiming> nodes, session.profile_nodes(inputs, static_cast<int>(runs)));
-  double total = 0;
-  for (const NodeTiming& node : nodes) total += node.median_ms;
-  std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.median_ms > b.median_ms; });
+  LOKA_ASSIGN_OR_RETURN(std::vector<NodeTiming> profile, session.profile_nodes(inputs, static_cast<int>(runs)));
+  const auto [nodes, total] = slowest_first(std::move(profile));
   std::printf("profile: %zu nodes, %lld runs, medians summed %.4g ms (%s)\n", nodes.size(), static_cast<long long>(runs),
               total, device == Device::kCuda ? "device events between nodes, no CUDA graph" : "host clock per node");
   std::printf("%10s %7s %7s  %-32s %s\n", "ms", "share", "cumul", "op", "node");
@@ -140,10 +139,9 @@ Status profile(Session& session, const std::vector<Tensor>& inputs, int64_t runs
   for (size_t i = 0; i < listed; ++i) {
     const NodeTiming& node = nodes[i];
     running += node.median_ms;
-    const std::string op = node.domain.empty() ? node.op_type : node.domain + "::" + node.op_type;
     // Names come from the model and may hold any byte: one line per node all the same.
     std::printf("%10.4f %6.1f%% %6.1f%%  %-32s %s\n", node.median_ms, total > 0 ? 100 * node.median_ms / total : 0.0,
-                total > 0 ? 100 * running / total : 0.0, escape_control_characters(op).c_str(),
+                total > 0 ? 100 * running / total : 0.0, escape_control_characters(node.qualified_op()).c_str(),
                 escape_control_characters(node.name).c_str());
   }
   if (listed < nodes.size())

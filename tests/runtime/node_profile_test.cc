@@ -26,6 +26,17 @@ TEST(NodeProfile, EachStepsMedianIsItsMiddleSampleUnmovedByOneSlowRun) {
   EXPECT_TRUE(median_per_step({}).empty());
 }
 
+TEST(NodeProfile, ReadersListTheSlowestFirstTiesInExecutionOrderWithTheSum) {
+  const SlowestNodes slowest = slowest_first({{"a", "Relu", "", 1.0}, {"b", "FusedGemm", "ai.loka", 3.0},
+                                              {"c", "Neg", "", 1.0}, {"d", "Add", "", 0.5}});
+  std::vector<std::string> order;
+  for (const NodeTiming& node : slowest.nodes) order.push_back(node.name);
+  EXPECT_EQ(order, (std::vector<std::string>{"b", "a", "c", "d"}));
+  EXPECT_EQ(slowest.total_ms, 5.5);
+  EXPECT_EQ(slowest.nodes[0].qualified_op(), "ai.loka::FusedGemm");
+  EXPECT_EQ(slowest.nodes[1].qualified_op(), "Relu");
+}
+
 /// Counts the hooks it sees: profile_nodes must not call a Session's observer.
 class CountingObserver final : public Observer {
  public:

@@ -53,6 +53,8 @@ struct NodeTiming {
   std::string op_type;
   std::string domain;
   double median_ms = 0;  ///< over the timed runs; 0 for a node that does no work there (a view on the GPU)
+  /// "domain::op_type", or op_type alone in the ONNX domain.
+  std::string qualified_op() const { return domain.empty() ? op_type : domain + "::" + op_type; }
 };
 
 class Session {
