@@ -1,6 +1,7 @@
 // ============================================================================
 // kernels/cpu/e4m3_encode.h — a few-instruction FLOAT8E4M3FN encoder for the
-// CPU, bit-identical to loka/float8.h's float_to_fp8e4m3fn (saturating).
+// CPU, bit-identical to loka/float8.h's float_to_fp8e4m3fn (saturating), and
+// the decoded value of each of the 256 codes as a table.
 //
 // Why: insert-scales encodes every element of the embedding tables it turns
 // into FP8 (325 M values for full-size DLRM-DCNv2). The portable codec in
@@ -14,12 +15,18 @@
 // nearest even; |v| >= 448 and infinities become +-448 (0x7E/0xFE); NaN keeps
 // its sign (0x7F/0xFF); zeros keep theirs. Saturating only: the non-saturating
 // mode stays in loka/float8.h.
+// The same goes for decoding (ldexpf per value): a FP8 quantize-dequantize
+// round trip through the portable codec was three quarters of the Probe's
+// and pin-precision's CPU time (perf, dlrm_dcnv2, 2026-12-07).
 // ============================================================================
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+
+#include "loka/float8.h"
 
 namespace loka::cpu {
 
@@ -40,6 +47,18 @@ inline uint8_t e4m3fn_code(float value) {
   // Below 2^-6 the codes are multiples of 2^-9 (8 of them is 2^-6, code 0x08). Scaling by a
   // power of two is exact; rint rounds ties to even in the default rounding mode.
   return sign | static_cast<uint8_t>(std::rint(std::bit_cast<float>(magnitude) * 512.0f));
+}
+
+/// The value of each E4M3FN code, exactly fp8e4m3fn_to_float (NaN codes decode to NaN).
+/// Take the reference once outside a loop: each call checks the table's one-time initialization.
+inline const std::array<float, 256>& e4m3fn_values() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> values{};
+    for (int code = 0; code < 256; ++code)
+      values[static_cast<size_t>(code)] = fp8e4m3fn_to_float(static_cast<uint8_t>(code));
+    return values;
+  }();
+  return table;
 }
 
 }  // namespace loka::cpu

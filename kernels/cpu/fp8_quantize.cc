@@ -3,6 +3,7 @@
 // ============================================================================
 #include "kernels/cpu/fp8_quantize.h"
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -12,10 +13,20 @@
 namespace loka::cpu {
 namespace {
 
-inline float round_trip(float value, Fp8Format format) {
-  return format == Fp8Format::kE4M3FN ? fp8e4m3fn_to_float(float_to_fp8e4m3fn(value))
-                                      : fp8e5m2_to_float(float_to_fp8e5m2(value));
-}
+/// decode(encode(value)) in one format. E4M3FN, the Probe's and the runtime's hot path, takes the
+/// fast encoder and the decode table (bit-identical to loka/float8.h, tests/kernels/e4m3_encode_test.cc);
+/// E5M2 the portable codec.
+class RoundTrip {
+ public:
+  explicit RoundTrip(Fp8Format format) : format_(format), e4m3_values_(e4m3fn_values()) {}
+  float operator()(float value) const {
+    return format_ == Fp8Format::kE4M3FN ? e4m3_values_[e4m3fn_code(value)] : fp8e5m2_to_float(float_to_fp8e5m2(value));
+  }
+
+ private:
+  Fp8Format format_;
+  const std::array<float, 256>& e4m3_values_;
+};
 
 }  // namespace
 
@@ -48,8 +59,9 @@ void quantize_e4m3fn(std::span<const float> values, float scale, uint8_t* codes)
 }
 
 void fake_quantize_per_tensor(std::span<float> values, float scale, Fp8Format format) {
+  const RoundTrip round_trip(format);
   // Divide (not multiply by a reciprocal): bit-exact with ONNX QuantizeLinear.
-  for (float& v : values) v = round_trip(v / scale, format) * scale;
+  for (float& v : values) v = round_trip(v / scale) * scale;
 }
 
 void fake_quantize_per_row(std::span<float> values, int64_t rows, int64_t cols, Fp8Format format) {
@@ -68,11 +80,12 @@ void fake_quantize_per_column(std::span<float> values, int64_t rows, int64_t col
     }
   std::vector<float> scale(static_cast<size_t>(cols));
   for (int64_t c = 0; c < cols; ++c) scale[static_cast<size_t>(c)] = fp8_scale_for_amax(amax[static_cast<size_t>(c)], format);
+  const RoundTrip round_trip(format);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       float& v = values[static_cast<size_t>(r * cols + c)];
       const float s = scale[static_cast<size_t>(c)];
-      v = round_trip(v / s, format) * s;
+      v = round_trip(v / s) * s;
     }
 }
 

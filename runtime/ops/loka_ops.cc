@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/e4m3_encode.h"
 #include "kernels/cpu/fp8_quantize.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layer_norm.h"
@@ -41,16 +42,6 @@ constexpr const char* kDomain = "ai.loka";
 
 // ----------------------------------------------------------------------------
 // Shared checks.
-
-/// The value of each of the 256 E4M3FN codes (decoding per element is slow).
-const std::array<float, 256>& e4m3_values() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> values{};
-    for (int code = 0; code < 256; ++code) values[static_cast<size_t>(code)] = fp8e4m3fn_to_float(static_cast<uint8_t>(code));
-    return values;
-  }();
-  return table;
-}
 
 Status require_e4m3(const Tensor& tensor, const char* what) {
   if (tensor.dtype() != DType::kFloat8E4M3FN)
@@ -248,7 +239,7 @@ Status run_quantized_gemm(const QuantizedGemmAttributes& attrs, std::span<const 
   if (rows == 0 || n == 0) return Status::ok();
 
   // xq[r,k]: the activation as the FP8 GEMM sees it, dequantized.
-  const std::array<float, 256>& decode = e4m3_values();
+  const std::array<float, 256>& decode = cpu::e4m3fn_values();
   std::vector<float> xq;
   if (x_is_fp8) {
     xq.resize(static_cast<size_t>(rows * k));
@@ -410,7 +401,7 @@ Status run_layer_norm_quant(float epsilon, std::span<const Tensor> in, std::span
     uint8_t* codes = py + r * c;
     // Divide, not multiply by a reciprocal: bit-exact with ONNX QuantizeLinear.
     cpu::layer_norm_row(px + r * c, c, epsilon, scale, bias,
-                   [&](int64_t j, float value) { codes[j] = float_to_fp8e4m3fn(value / y_scale); });
+                   [&](int64_t j, float value) { codes[j] = cpu::e4m3fn_code(value / y_scale); });
   }
   return Status::ok();
 }
@@ -474,7 +465,7 @@ Result<std::unique_ptr<OpKernel>> make_residual_layer_norm(const KernelInit& ini
 template <typename Index>
 Status gather_rows(const Index* ids, int64_t count, const uint8_t* table, int64_t v, int64_t d, const float* row_scale,
                    bool per_row, float* y) {
-  const std::array<float, 256>& decode = e4m3_values();
+  const std::array<float, 256>& decode = cpu::e4m3fn_values();
   for (int64_t i = 0; i < count; ++i) {
     const int64_t id = static_cast<int64_t>(ids[i]);
     if (id < -v || id >= v)
@@ -551,7 +542,7 @@ struct BagTable {
 template <typename Index>
 Status pool_bags(const Index* ids, int64_t batch, int64_t h, const std::vector<int64_t>& offsets,
                  const std::vector<BagTable>& tables, int64_t d, float* y) {
-  const std::array<float, 256>& decode = e4m3_values();
+  const std::array<float, 256>& decode = cpu::e4m3fn_values();
   std::vector<double> acc(static_cast<size_t>(d));
   const int64_t t_count = static_cast<int64_t>(tables.size());
   for (int64_t b = 0; b < batch; ++b) {
