@@ -44,8 +44,8 @@ constexpr int64_t kCols = 16;  ///< output columns per micro-tile (two AVX2 / fo
 #define LOKA_GEMM_TARGETS
 #endif
 
-/// A full kRows x kCols tile of C (rows i0.., the strip's columns; `c` points at its first
-/// column): its accumulators live in registers for the whole k loop (constant trip counts, so
+/// A full kRows x kCols tile of C (rows i0.. of op(A), the strip's columns; `c` points at the
+/// tile's first element): its accumulators live in registers for the whole k loop (constant trip counts, so
 /// the compiler unrolls and vectorizes them), and each step reads kCols floats of the panel and
 /// kRows of A for 2 * kRows * kCols FLOPs.
 template <bool kTransA>
@@ -65,7 +65,7 @@ template <bool kTransA>
   }
   const float* rows[kRows] = {acc0, acc1, acc2, acc3};
   for (int64_t r = 0; r < kRows; ++r) {
-    float* c_row = c + (i0 + r) * ldc;
+    float* c_row = c + r * ldc;
     for (int64_t j = 0; j < kCols; ++j)
       c_row[j] = beta == 0.0f ? alpha * rows[r][j] : alpha * rows[r][j] + beta * c_row[j];
   }
@@ -121,10 +121,27 @@ void gemm_f32(const GemmShape& shape, bool trans_a, bool trans_b, float alpha, c
   for (int64_t j0 = 0; full_rows > 0 && j0 < full_cols; j0 += kCols) {
     for (int64_t p = 0; p < k; ++p) std::copy_n(panel + p * panel_ld + j0, kCols, strip.data() + p * kCols);
     for (int64_t i0 = 0; i0 < full_rows; i0 += kRows)
-      gemm_tile(trans_a, i0, k, alpha, a, lda, strip.data(), beta, c + j0, ldc);
+      gemm_tile(trans_a, i0, k, alpha, a, lda, strip.data(), beta, c + i0 * ldc + j0, ldc);
+  }
+  // The last columns (fewer than kCols) through the same tiles, their strip padded with zeros and
+  // C staged through a kRows x kCols buffer, not one scalar output at a time: for the narrow
+  // matrices of small models (n = 8, every column an edge) that loop was half of a Probe's time
+  // (tiny DHEN, 2026-12-07). Each kept output sums the same terms in the same order.
+  if (const int64_t edge_cols = n - full_cols; full_rows > 0 && edge_cols > 0) {
+    for (int64_t p = 0; p < k; ++p) {
+      float* row = strip.data() + p * kCols;
+      std::copy_n(panel + p * panel_ld + full_cols, edge_cols, row);
+      std::fill(row + edge_cols, row + kCols, 0.0f);
+    }
+    float staged[kRows * kCols] = {};
+    for (int64_t i0 = 0; i0 < full_rows; i0 += kRows) {
+      for (int64_t r = 0; r < kRows && beta != 0.0f; ++r)
+        std::copy_n(c + (i0 + r) * ldc + full_cols, edge_cols, staged + r * kCols);
+      gemm_tile(trans_a, i0, k, alpha, a, lda, strip.data(), beta, staged, kCols);
+      for (int64_t r = 0; r < kRows; ++r) std::copy_n(staged + r * kCols, edge_cols, c + (i0 + r) * ldc + full_cols);
+    }
   }
   gemm_edge(full_rows, m, 0, n, k, trans_a, alpha, a, lda, panel, panel_ld, beta, c, ldc);
-  gemm_edge(0, full_rows, full_cols, n, k, trans_a, alpha, a, lda, panel, panel_ld, beta, c, ldc);
 }
 
 }  // namespace loka::cpu
