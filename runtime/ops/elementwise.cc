@@ -123,10 +123,40 @@ std::vector<double> to_doubles(const Tensor& tensor) {
   return {values.begin(), values.end()};
 }
 
+/// Elementwise integer arithmetic, wrapping (see WrapType); an integer division by zero fails.
+template <typename T>
+Status apply_integer_arithmetic(BinaryOp op, const T* pa, const Shape& a_shape, const T* pb, const Shape& b_shape, T* po,
+                                const Shape& out_shape) {
+  bool divided_by_zero = false;
+  for_each_broadcast(out_shape, a_shape, b_shape, [&](int64_t o, int64_t i, int64_t j) {
+    const T x = pa[i], y = pb[j];
+    using W = WrapType<T>;
+    switch (op) {
+      case BinaryOp::kAdd: po[o] = static_cast<T>(static_cast<W>(x) + static_cast<W>(y)); break;
+      case BinaryOp::kSub: po[o] = static_cast<T>(static_cast<W>(x) - static_cast<W>(y)); break;
+      case BinaryOp::kMul: po[o] = static_cast<T>(static_cast<W>(x) * static_cast<W>(y)); break;
+      case BinaryOp::kDiv:
+        if (y == 0) {
+          divided_by_zero = true;
+          po[o] = 0;
+        } else if (std::is_signed_v<T> && x == std::numeric_limits<T>::lowest() && y == static_cast<T>(-1)) {
+          po[o] = x;  // the one signed quotient that overflows (and traps on x86): wraps to itself
+        } else {
+          po[o] = static_cast<T>(x / y);
+        }
+        break;
+      case BinaryOp::kMax: po[o] = x > y ? x : y; break;
+      case BinaryOp::kMin: po[o] = x < y ? x : y; break;
+      default: break;
+    }
+  });
+  if (divided_by_zero) return Status::error("integer division by zero");
+  return Status::ok();
+}
+
 template <typename T>
 Status apply_binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   const T* pa = a.data<T>();
-  bool divided_by_zero = false;
   if (op == BinaryOp::kPow) {
     // pow in double, then to T: exact for every float32 and for integer results below 2^53.
     const std::vector<double> exponent = to_doubles(b);
@@ -152,42 +182,26 @@ Status apply_binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) 
     return Status::ok();
   }
   T* po = out.data<T>();
-  for_each_broadcast(out.shape(), a.shape(), b.shape(), [&](int64_t o, int64_t i, int64_t j) {
-    const T x = pa[i], y = pb[j];
-    if constexpr (std::is_integral_v<T>) {
-      using W = WrapType<T>;
-      switch (op) {
-        case BinaryOp::kAdd: po[o] = static_cast<T>(static_cast<W>(x) + static_cast<W>(y)); break;
-        case BinaryOp::kSub: po[o] = static_cast<T>(static_cast<W>(x) - static_cast<W>(y)); break;
-        case BinaryOp::kMul: po[o] = static_cast<T>(static_cast<W>(x) * static_cast<W>(y)); break;
-        case BinaryOp::kDiv:
-          if (y == 0) {
-            divided_by_zero = true;
-            po[o] = 0;
-          } else if (std::is_signed_v<T> && x == std::numeric_limits<T>::lowest() && y == static_cast<T>(-1)) {
-            po[o] = x;  // the one signed quotient that overflows (and traps on x86): wraps to itself
-          } else {
-            po[o] = static_cast<T>(x / y);
-          }
-          break;
-        case BinaryOp::kMax: po[o] = x > y ? x : y; break;
-        case BinaryOp::kMin: po[o] = x < y ? x : y; break;
-        default: break;
-      }
-    } else {
-      switch (op) {
-        case BinaryOp::kAdd: po[o] = x + y; break;
-        case BinaryOp::kSub: po[o] = x - y; break;
-        case BinaryOp::kMul: po[o] = x * y; break;
-        case BinaryOp::kDiv: po[o] = x / y; break;
-        case BinaryOp::kMax: po[o] = (std::isnan(x) || x > y) ? x : y; break;
-        case BinaryOp::kMin: po[o] = (std::isnan(x) || x < y) ? x : y; break;
-        default: break;
-      }
+  if constexpr (std::is_floating_point_v<T>) {
+    // One loop per operation, not a switch per element: the loops vectorize (elementwise
+    // arithmetic was an eighth of a Probe's time on tiny DHEN).
+    const auto combine = [&](auto fn) {
+      for_each_broadcast(out.shape(), a.shape(), b.shape(),
+                         [&](int64_t o, int64_t i, int64_t j) { po[o] = fn(pa[i], pb[j]); });
+    };
+    switch (op) {
+      case BinaryOp::kAdd: combine([](T x, T y) { return x + y; }); break;
+      case BinaryOp::kSub: combine([](T x, T y) { return x - y; }); break;
+      case BinaryOp::kMul: combine([](T x, T y) { return x * y; }); break;
+      case BinaryOp::kDiv: combine([](T x, T y) { return x / y; }); break;
+      case BinaryOp::kMax: combine([](T x, T y) { return (std::isnan(x) || x > y) ? x : y; }); break;
+      case BinaryOp::kMin: combine([](T x, T y) { return (std::isnan(x) || x < y) ? x : y; }); break;
+      default: break;
     }
-  });
-  if (divided_by_zero) return Status::error("integer division by zero");
-  return Status::ok();
+    return Status::ok();
+  } else {
+    return apply_integer_arithmetic(op, pa, a.shape(), pb, b.shape(), po, out.shape());
+  }
 }
 
 Status run_binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, KernelContext& context) {
