@@ -163,7 +163,7 @@ Status run_softmax(const SoftmaxAttributes& attrs, std::span<const Tensor> in, s
       const float* row = px + o * n * inner + i;
       float* y = py + o * n * inner + i;
       float max = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < n; ++j) max = std::fmax(max, row[j * inner]);
+      for (int64_t j = 0; j < n; ++j) max = row[j * inner] > max ? row[j * inner] : max;  // skips NaN as fmax does
       // A NaN anywhere makes the whole row NaN, as exp/sum would.
       for (int64_t j = 0; j < n; ++j)
         if (std::isnan(row[j * inner])) max = row[j * inner];
