@@ -219,7 +219,8 @@ def missing_loka_rows(data: Dict[str, dict], batches: List[int], stages: List[di
     out = []
     for name, d in data.items():
         have = {r["batch"] for r in d["rows"] if r["impl"] == "loka"}
-        feeding = {"build", "tools", f"zoo-{name}", f"opt-{name}", f"loka-bench-{name}", f"loka-quality-{name}"}
+        feeding = {"build", "tools", f"zoo-{name}", f"opt-{name}", f"loka-bench-{name}", f"loka-bench-untraced-{name}",
+                   f"loka-quality-{name}"}
         failed = [s for s in stages if s["stage"] in feeding and s["status"] != "ok"]
         reason = ("; ".join(f"{s['stage']}: {s['status']}" + (f" ({s['note']})" if s["note"] else "") for s in failed)
                   or "no LoKA result (stage did not run)")
