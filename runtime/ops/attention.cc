@@ -69,6 +69,7 @@ Status run_attention(const AttentionAttributes& attrs, std::span<const Tensor> i
   float* py = out[0].data<float>();
   const int64_t cq = q.dim(2), ck = k.dim(2), cv = v.dim(2);
   std::vector<float> scores(static_cast<size_t>(nk));
+  std::vector<double> exps(static_cast<size_t>(nk));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       const float* keys = pk + b * nk * ck + attrs.offset[1] + h * dim;
@@ -86,12 +87,16 @@ Status run_attention(const AttentionAttributes& attrs, std::span<const Tensor> i
           has_nan |= std::isnan(s);
         }
         if (has_nan) max = std::numeric_limits<float>::quiet_NaN();  // the whole row is NaN, as Softmax
+        // Each exponential once, for the sum and the weights (as Softmax).
         double sum = 0.0;
-        for (int64_t j = 0; j < nk; ++j) sum += std::exp(static_cast<double>(scores[static_cast<size_t>(j)] - max));
+        for (int64_t j = 0; j < nk; ++j) {
+          exps[static_cast<size_t>(j)] = std::exp(static_cast<double>(scores[static_cast<size_t>(j)] - max));
+          sum += exps[static_cast<size_t>(j)];
+        }
         float* y = py + (b * nq + i) * heads * dim + h * dim;
         for (int64_t e = 0; e < dim; ++e) y[e] = 0.0f;
         for (int64_t j = 0; j < nk; ++j) {
-          const float p = static_cast<float>(std::exp(static_cast<double>(scores[static_cast<size_t>(j)] - max)) / sum);
+          const float p = static_cast<float>(exps[static_cast<size_t>(j)] / sum);
           for (int64_t e = 0; e < dim; ++e) y[e] += p * values[j * cv + e];
         }
       }
