@@ -20,6 +20,8 @@
 #              alone on the same H200)
 #   loka-NAME  loka_model_bench (CUDA events, CUDA graph, CUPTI kernel trace) and loka-run on the
 #              eval data for quality — after loka-opt, so the GPU is never shared
+#   torch-more-NAME  the PyTorch rows a share skipped for time (torch_bench.py --resume), in
+#              what the run has left
 #   report     bench/bench_report.py: prints the table, writes OUTDIR/benchmarks.{md,json} and
 #              (not in a dry run) docs/benchmarks.{md,json} in the checkout
 # The whole run has a deadline (full 540 s, quick 300 s): each stage's budget is cut to what is
@@ -267,6 +269,20 @@ for m in "${model_list[@]}"; do
       fi
     fi
   fi
+done
+
+# ---- PyTorch rows the shares skipped, in the time left ----------------------------------
+# Each model's PyTorch share is fixed before loka-opt runs, and loka-opt's reserve errs long, so a
+# run often ends with time to spare while a share skipped rows (torch.compile at batch 512 on
+# Wukong, with 132 s of the deadline unused: H100, 2026-12-07). That time goes to them now, the GPU
+# again to PyTorch alone; a row that still does not fit stays skipped and says so.
+for m in "${model_list[@]}"; do
+  [ -f "$out/torch/$m.json" ] && grep -q "skipped: the model's time budget" "$out/torch/$m.json" || continue
+  more=$(( $(left) - 20 ))  # timeout's kill grace (15 s) must not eat the report's reserve
+  (( more >= 45 )) || { record "torch-more-$m" skipped 0 "$(( more + 20 )) s left of the run"; continue; }
+  stage "torch-more-$m" "$more" "$py" "$top/bench/torch_bench.py" --model-dir "$zoo/$m" --resume \
+    --out "$out/torch/$m.json" --batches "$batches" --runs "$runs" --budget-s $(( more - 30 )) \
+    --peaks "$out/torch/peaks.json" "${dry[@]}" ${LOKA_BENCH_TORCH_IMPLS:+--impls "$LOKA_BENCH_TORCH_IMPLS"} || true
 done
 
 # ---- the table ----------------------------------------------------------------------

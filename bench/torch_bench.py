@@ -4,13 +4,14 @@ baseline (bench/torch_impls.py) at each batch, quality on the held-out labelled 
 model's physical floor (GEMM FLOPs and FP8 bytes per sample, the device's measured peaks).
 
     torch_bench.py --model-dir ZOO/NAME --out OUT.json [--batches 512,4096,16384] [--runs 50]
-                   [--budget-s 120] [--device cuda|cpu] [--dry-run] [--peaks PEAKS.json]
+                   [--budget-s 120] [--device cuda|cpu] [--dry-run] [--peaks PEAKS.json] [--resume]
 
 The model folder is make_zoo.py's (with --save-state: model.pt holds the trained weights, so
 PyTorch and LoKA run the same weights on the same inputs). The JSON is written after every
 measurement, so a model that fails or runs out of time still leaves its finished rows; every row
-that did not run says why in `status`. --dry-run: CPU, tiny batch, 3 timed runs (a smoke test of
-the whole path on a machine without a GPU).
+that did not run says why in `status`; --resume takes up such a file later, measuring only the rows
+a budget cut skipped (the benchmark's leftover time at its end). --dry-run: CPU, tiny batch, 3
+timed runs (a smoke test of the whole path on a machine without a GPU).
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def parse_args(argv):
     p.add_argument("--peaks", help="device peaks JSON: read if present, else measured and written")
     p.add_argument("--fp32-probs", help="also save the FP32 eval predictions here (.npy, eval sets in order)")
     p.add_argument("--dry-run", action="store_true", help="CPU, batch 8, 3 timed runs")
+    p.add_argument("--resume", action="store_true",
+                   help="take up an earlier call's OUT: measure only its rows skipped for time, keep the rest")
     args = p.parse_args(argv)
     if args.dry_run:
         args.device, args.batches, args.runs = "cpu", "8", 3
@@ -186,129 +189,196 @@ class Writer:
         os.replace(tmp, self.path)
 
 
+BUDGET_SKIP = "skipped: the model's time budget"
+
+
+def read_resumable(path: str, name: str):
+    """An earlier run's document for this model, or None when there is none to take up."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot --resume it: {e}") from None
+    if not isinstance(doc, dict) or doc.get("model") != name or "quality" not in doc or "rows" not in doc:
+        raise ValueError(f"{path}: not a torch_bench.py result of {name} with its quality pass; cannot --resume it")
+    return doc
+
+
+def schedule_of(args) -> list:
+    """(batch, impl) in measuring order: the batch that matters most first, and the slow paths after
+    every other path at every batch, so a budget cut loses the least. Those go largest batch next:
+    compiled code beat the CUDA graph at 4096 and lost to it at 512 on every model (H100, 2026-11-27)."""
+    fast = [i for i in args.impls if i not in impls.SLOW_IMPLS]
+    slow = [i for i in args.impls if i in impls.SLOW_IMPLS]
+    schedule = [(b, i) for b in sorted(args.batches, key=lambda b: (b != 4096, b)) for i in fast]
+    return schedule + [(b, i) for b in sorted(args.batches, key=lambda b: (b != 4096, -b)) for i in slow]
+
+
+def prepare_models(args, model) -> tuple[dict, str | None]:
+    """The FP32 model on the device, its BF16 copy and, where the device runs it, the naive FP8 copy."""
+    dev = args.device
+    models = {"fp32": model.to(dev)}
+    models["bf16"] = impls.bf16_copy(models["fp32"])
+    fp8_reason = impls.fp8_reference_check(dev)
+    if fp8_reason is None:
+        models["fp8"], n8, kept = impls.fp8_naive_copy(models["fp32"])
+        models["fp8_note"] = f"{n8} Linears FP8, {kept} bf16 (K or N not a multiple of 16)"
+    return models, fp8_reason
+
+
+def record_peaks(args, out: Writer):
+    if args.peaks and os.path.exists(args.peaks):
+        with open(args.peaks) as f:
+            out.doc["peaks"] = json.load(f)
+        return
+    try:
+        out.doc["peaks"] = measure_peaks(args.device)
+    except Exception as e:  # noqa: BLE001 - the floors are then reported as unavailable
+        out.doc["peaks"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
+    if args.peaks:
+        with open(args.peaks, "w") as f:
+            json.dump(out.doc["peaks"], f, indent=1)
+
+
+def record_quality(args, out: Writer, models: dict, facts: dict, dense_np, sparse_np, labels):
+    """The model's floor, and quality on the held-out eval data per precision, in eval-set-sized chunks."""
+    dev = args.device
+    probe_rows = min(len(dense_np), 512)
+    with torch.no_grad():
+        out.doc["floor"] = model_floor(models["fp32"], facts, torch.from_numpy(dense_np[:probe_rows]).to(dev),
+                                       torch.from_numpy(sparse_np[:probe_rows]).to(dev))
+    out.flush()
+    chunk = 4096
+    probs = {}
+    with torch.no_grad():
+        for precision in ("fp32", "bf16", "fp8"):
+            if precision not in models:
+                continue
+            fn = impls.predict_fn(precision, models)
+            parts = [fn(torch.from_numpy(dense_np[s:s + chunk]).to(dev),
+                        torch.from_numpy(sparse_np[s:s + chunk]).to(dev)).float().cpu().numpy()
+                     for s in range(0, len(dense_np), chunk)]
+            probs[precision] = np.concatenate(parts)
+    if args.fp32_probs:
+        np.save(args.fp32_probs, probs["fp32"])
+    out.doc["quality"] = {p: quality(v, labels) for p, v in probs.items()}
+    out.flush()
+
+
+def put_row(out: Writer, row: dict):
+    """Adds the row, in place of an earlier one of the same batch and implementation (a resumed skip)."""
+    key = (row["batch"], row["impl"])
+    out.doc["rows"] = [r for r in out.doc["rows"] if (r["batch"], r["impl"]) != key] + [row]
+    out.flush()
+
+
+def measure(args, out: Writer, name: str, models: dict, fp8_reason, schedule: list, dense_np, sparse_np,
+            start: float):
+    """Times each (batch, impl) of the schedule and appends its row; rows past the budget say so."""
+    dev = args.device
+    device_name = out.doc["device"]
+    q = out.doc["quality"]
+    timer = Timer(dev)
+    inputs = {}  # a batch's device inputs, freed after its last entry in the schedule
+    last_use = {b: i for i, (b, _) in enumerate(schedule)}
+    for at, (batch, impl_name) in enumerate(schedule):
+        if batch not in inputs:
+            inputs[batch] = (torch.from_numpy(fill(dense_np, batch)).to(dev),
+                             torch.from_numpy(fill(sparse_np, batch)).to(dev))
+        dense, sparse = inputs[batch] if last_use[batch] != at else inputs.pop(batch)
+        row = {"model": name, "batch": batch, "impl": impl_name, "device": device_name}
+        precision = impls.QUALITY_OF[impl_name]
+        if precision in q:
+            row["logloss"], row["auc"] = q[precision]["logloss"], q[precision]["auc"]
+            row["logloss_drift_rel"] = (q[precision]["logloss"] - q["fp32"]["logloss"]) / q["fp32"]["logloss"]
+            row["auc_drift"] = q[precision]["auc"] - q["fp32"]["auc"]
+        why_not = impls.needs_cuda(impl_name) if dev != "cuda" else None
+        if why_not is None and precision == "fp8" and fp8_reason:
+            why_not = fp8_reason
+        if why_not is None and args.budget_s and time.time() - start > args.budget_s:
+            why_not = f"{BUDGET_SKIP} ({args.budget_s:.0f} s) was spent"
+        if why_not:
+            row["status"] = why_not
+            put_row(out, row)
+            continue
+        t0 = time.time()
+        try:
+            if dev == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
+            with torch.no_grad():
+                impl = impls.build(impl_name, models, dense, sparse)
+                median, p90 = timer.measure(impl.run, args.runs)
+            row.update({"latency_ms": median, "p90_ms": p90, "samples_per_s": batch / (median / 1e3),
+                        "status": "ok", "setup_and_timing_s": round(time.time() - t0, 2)})
+            if impl.note:
+                row["note"] = impl.note
+            if dev == "cuda":
+                # Everything the measurement added beyond the shared FP32/BF16/FP8 models and inputs:
+                # activations, workspaces, graph pools, compiled buffers.
+                # Peak beyond the inputs and the other precisions' models, plus this precision's weights
+                # (LoKA's figure includes its weights too).
+                weights = impls.weight_bytes(models[precision])
+                row["peak_mem_mb"] = (torch.cuda.max_memory_allocated() - base + weights) / 2 ** 20
+                row["weights_mem_mb"] = weights / 2 ** 20
+            del impl
+        except Exception as e:  # noqa: BLE001 - recorded in the row; the other rows go on
+            row["status"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            out.doc["errors"].append({"impl": impl_name, "batch": batch, "trace": traceback.format_exc()[-2000:]})
+        put_row(out, row)
+        print(f"[torch {name}] batch {batch} {impl_name}: {row.get('latency_ms', float('nan')):.4f} ms "
+              f"({row['status']})", flush=True)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     start = time.time()
     torch.manual_seed(0)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu (dry run)"
     name = os.path.basename(os.path.normpath(args.model_dir))
-    out = Writer(args.out, {"model": name, "device": device_name, "date": datetime.date.today().isoformat(),
-                            "torch": torch.__version__, "rows": [], "errors": []})
+    try:
+        previous = read_resumable(args.out, name) if args.resume else None
+    except ValueError as e:
+        print(f"torch_bench.py: {e}", file=sys.stderr)
+        return 2
+    if previous is not None:
+        # Take up only what an earlier call's budget cut skipped; every other row stays as it was.
+        # (Each skipped row stays in the file until its new one replaces it: a call killed midway
+        # still leaves every cell saying what happened to it.)
+        schedule = [(r["batch"], r["impl"]) for r in previous["rows"] if r.get("status", "").startswith(BUDGET_SKIP)]
+        out = Writer(args.out, previous)
+        if not schedule:
+            print(f"[torch {name}] nothing to resume: no row was skipped for time", flush=True)
+            return 0
+    else:
+        schedule = schedule_of(args)
+        out = Writer(args.out, {"model": name, "device": device_name, "date": datetime.date.today().isoformat(),
+                                "torch": torch.__version__, "rows": [], "errors": []})
     try:
         model, facts = load_model(args.model_dir)
         (dense_np, sparse_np, labels), _ = read_eval(args.model_dir)
-        out.doc["eval_samples"] = int(len(labels))
-        if args.peaks and os.path.exists(args.peaks):
-            with open(args.peaks) as f:
-                out.doc["peaks"] = json.load(f)
-        else:
-            try:
-                out.doc["peaks"] = measure_peaks(args.device)
-            except Exception as e:  # noqa: BLE001 - the floors are then reported as unavailable
-                out.doc["peaks"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
-            if args.peaks:
-                with open(args.peaks, "w") as f:
-                    json.dump(out.doc["peaks"], f, indent=1)
-        out.flush()
-        dev = args.device
-        models = {"fp32": model.to(dev)}
-        models["bf16"] = impls.bf16_copy(models["fp32"])
-        fp8_reason = impls.fp8_reference_check(dev)
-        if fp8_reason is None:
-            models["fp8"], n8, kept = impls.fp8_naive_copy(models["fp32"])
-            models["fp8_note"] = f"{n8} Linears FP8, {kept} bf16 (K or N not a multiple of 16)"
-        probe_rows = min(len(dense_np), 512)
-        with torch.no_grad():
-            out.doc["floor"] = model_floor(models["fp32"], facts, torch.from_numpy(dense_np[:probe_rows]).to(dev),
-                                           torch.from_numpy(sparse_np[:probe_rows]).to(dev))
-        out.flush()
-
-        # Quality on the held-out eval data, per precision, in eval-set-sized chunks.
-        chunk = 4096
-        probs = {}
-        with torch.no_grad():
-            for precision in ("fp32", "bf16", "fp8"):
-                if precision not in models:
-                    continue
-                fn = impls.predict_fn(precision, models)
-                parts = [fn(torch.from_numpy(dense_np[s:s + chunk]).to(dev),
-                            torch.from_numpy(sparse_np[s:s + chunk]).to(dev)).float().cpu().numpy()
-                         for s in range(0, len(dense_np), chunk)]
-                probs[precision] = np.concatenate(parts)
-        if args.fp32_probs:
-            np.save(args.fp32_probs, probs["fp32"])
-        q = {p: quality(v, labels) for p, v in probs.items()}
-        out.doc["quality"] = q
-        out.flush()
-
-        timer = Timer(dev)
-        # The batch that matters most first, and the slow paths after every other path at every
-        # batch, so a budget cut loses the least. Those go largest batch next: compiled code beat
-        # the CUDA graph at 4096 and lost to it at 512 on every model (H100, 2026-11-27).
-        fast = [i for i in args.impls if i not in impls.SLOW_IMPLS]
-        slow = [i for i in args.impls if i in impls.SLOW_IMPLS]
-        schedule = [(b, i) for b in sorted(args.batches, key=lambda b: (b != 4096, b)) for i in fast]
-        schedule += [(b, i) for b in sorted(args.batches, key=lambda b: (b != 4096, -b)) for i in slow]
-        inputs = {}  # a batch's device inputs, freed after its last entry in the schedule
-        last_use = {b: i for i, (b, _) in enumerate(schedule)}
-        for at, (batch, impl_name) in enumerate(schedule):
-            if batch not in inputs:
-                inputs[batch] = (torch.from_numpy(fill(dense_np, batch)).to(dev),
-                                 torch.from_numpy(fill(sparse_np, batch)).to(dev))
-            dense, sparse = inputs[batch] if last_use[batch] != at else inputs.pop(batch)
-            row = {"model": name, "batch": batch, "impl": impl_name, "device": device_name}
-            precision = impls.QUALITY_OF[impl_name]
-            if precision in q:
-                row["logloss"], row["auc"] = q[precision]["logloss"], q[precision]["auc"]
-                row["logloss_drift_rel"] = (q[precision]["logloss"] - q["fp32"]["logloss"]) / q["fp32"]["logloss"]
-                row["auc_drift"] = q[precision]["auc"] - q["fp32"]["auc"]
-            why_not = impls.needs_cuda(impl_name) if dev != "cuda" else None
-            if why_not is None and precision == "fp8" and fp8_reason:
-                why_not = fp8_reason
-            if why_not is None and args.budget_s and time.time() - start > args.budget_s:
-                why_not = f"skipped: the model's time budget ({args.budget_s:.0f} s) was spent"
-            if why_not:
-                row["status"] = why_not
-                out.doc["rows"].append(row)
-                out.flush()
-                continue
-            t0 = time.time()
-            try:
-                if dev == "cuda":
-                    torch.cuda.synchronize()
-                    torch.cuda.empty_cache()
-                    torch.cuda.reset_peak_memory_stats()
-                    base = torch.cuda.memory_allocated()
-                with torch.no_grad():
-                    impl = impls.build(impl_name, models, dense, sparse)
-                    median, p90 = timer.measure(impl.run, args.runs)
-                row.update({"latency_ms": median, "p90_ms": p90, "samples_per_s": batch / (median / 1e3),
-                            "status": "ok", "setup_and_timing_s": round(time.time() - t0, 2)})
-                if impl.note:
-                    row["note"] = impl.note
-                if dev == "cuda":
-                    # Everything the measurement added beyond the shared FP32/BF16/FP8 models and inputs:
-                    # activations, workspaces, graph pools, compiled buffers.
-                    # Peak beyond the inputs and the other precisions' models, plus this precision's weights
-                    # (LoKA's figure includes its weights too).
-                    weights = impls.weight_bytes(models[precision])
-                    row["peak_mem_mb"] = (torch.cuda.max_memory_allocated() - base + weights) / 2 ** 20
-                    row["weights_mem_mb"] = weights / 2 ** 20
-                del impl
-            except Exception as e:  # noqa: BLE001 - recorded in the row; the other rows go on
-                row["status"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-                out.doc["errors"].append({"impl": impl_name, "batch": batch, "trace": traceback.format_exc()[-2000:]})
-            out.doc["rows"].append(row)
+        models, fp8_reason = prepare_models(args, model)
+        if previous is None:
+            out.doc["eval_samples"] = int(len(labels))
+            record_peaks(args, out)
             out.flush()
-            print(f"[torch {name}] batch {batch} {impl_name}: {row.get('latency_ms', float('nan')):.4f} ms "
-                  f"({row['status']})", flush=True)
+            record_quality(args, out, models, facts, dense_np, sparse_np, labels)
+        measure(args, out, name, models, fp8_reason, schedule, dense_np, sparse_np, start)
         out.doc["weight_mb"] = {p: impls.weight_bytes(models[p]) / 2 ** 20 for p in ("fp32", "bf16", "fp8") if p in models}
     except Exception as e:  # noqa: BLE001 - the file says what failed
         out.doc["errors"].append({"fatal": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-4000:]})
         out.flush()
         print(f"[torch {name}] failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    out.doc["seconds"] = round(time.time() - start, 1)
+    seconds = round(time.time() - start, 1)
+    if previous is not None:
+        out.doc["resumed_seconds"] = seconds
+    else:
+        out.doc["seconds"] = seconds
     out.flush()
     return 0
 
