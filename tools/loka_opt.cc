@@ -31,7 +31,9 @@
 #include "passes/pass_cache.h"
 #include "passes/pass_manager.h"
 #include "passes/pipelines.h"
+#include "passes/mods/pin_precision.h"
 #include "passes/probe/annotations.h"
+#include "passes/probe/budget.h"
 #include "passes/probe/metrics.h"
 #include "runtime/file_io.h"
 #include "runtime/test_data.h"
@@ -263,6 +265,11 @@ int main_checked(int argc, char** argv) {
   for (const PipelineEntry& entry : *pipeline)
     if (entry.pass == "probe" && !args.has("--calib"))
       return cli::usage_error(kProgram, "the probe pass needs calibration data: --calib DATA (or --pipeline without probe)");
+  // Read only by late passes, so checked here: a typo must not cost a Probe's minutes first.
+  if (auto budget = probe::parse_budget(args.value("--budget")); !budget)
+    return cli::usage_error(kProgram, budget.status().message());
+  if (Status pins = check_pin_rules(args.values("--pin")); !pins.is_ok())
+    return cli::usage_error(kProgram, pins.message());
 
   g_crash_note = "model: " + std::filesystem::absolute(model_path).string() + "\npipeline: " + resolved + "\n";
   std::signal(SIGSEGV, on_crash);

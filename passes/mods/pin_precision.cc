@@ -738,6 +738,8 @@ PassInfo pin_precision_pass_info() {
                   /*result_cacheable=*/true};
 }
 
+Status check_pin_rules(const std::vector<std::string>& rules) { return parse_rules(rules).status(); }
+
 std::unique_ptr<Pass> make_pin_precision_pass() { return std::make_unique<PinPrecisionPass>(); }
 
 }  // namespace loka

@@ -39,6 +39,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "passes/pass.h"
 
@@ -48,5 +50,8 @@ namespace loka {
 PassInfo pin_precision_pass_info();
 /// A fresh `pin-precision` pass.
 std::unique_ptr<Pass> make_pin_precision_pass();
+/// Checks --pin rules ('REGEX=fp8|bf16|fp32') as the pass will read them, so a tool can refuse a
+/// bad one before the Probe spends minutes ahead of it.
+Status check_pin_rules(const std::vector<std::string>& rules);
 
 }  // namespace loka

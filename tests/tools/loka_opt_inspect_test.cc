@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <utility>
 
 #include "test_support.h"
 
@@ -34,6 +35,33 @@ TEST(LokaOpt, HelpUsageErrorsAndPassList) {
   auto missing = testing::run_command(tool("loka-opt") + " /no/such/model.onnx -o /dev/null --pipeline infer-shapes");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("/no/such/model.onnx"), std::string::npos);
+}
+
+// --budget and --pin are read by passes late in the pipeline; a bad one is a usage error before
+// anything runs: no model loaded, no Probe, no crash reproducer left behind.
+TEST(LokaOpt, BadBudgetOrPinIsAUsageErrorBeforeAnyPassRuns) {
+  const std::string opt = "LOKA_PASS_CACHE=off " + tool("loka-opt") + " /no/such/model.onnx -o /dev/null --calib " +
+                          zoo("dlrm_dot") + "/calib ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"--budget logloss=abc", "--budget 'logloss=abc': expected"},
+      {"--budget logloss=-1", "--budget 'logloss=-1': expected"},
+      {"--budget bogus=1", "--budget 'bogus=1': expected"},
+      {"--pin linear=fp16", "--pin 'linear=fp16': expected REGEX=fp8|bf16|fp32 (got precision 'fp16')"},
+      {"--pin '(=fp8'", "--pin '(=fp8': invalid regex"},
+      {"--pin linear=bf16 --pin nothing", "--pin 'nothing': expected"},
+  };
+  for (const auto& [flags, message] : cases) {
+    auto run = testing::run_command(opt + flags);
+    EXPECT_EQ(run.exit_code, 2) << flags << "\n" << run.output;
+    EXPECT_NE(run.output.find(message), std::string::npos) << flags << "\n" << run.output;
+    // The model path is never reached: the refusal comes first, in one line.
+    EXPECT_EQ(run.output.find("/no/such/model.onnx"), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("reproducer"), std::string::npos) << run.output;
+    EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  }
+  auto good = testing::run_command(opt + "--budget logloss=0.001 --pin linear=bf16 --pipeline canonicalize");
+  EXPECT_EQ(good.exit_code, 1) << good.output;  // past the checks, the missing model is what fails
+  EXPECT_NE(good.output.find("/no/such/model.onnx"), std::string::npos) << good.output;
 }
 
 // A second loka-opt of the same model reuses the Probe's and pin-precision's stored results
