@@ -29,6 +29,9 @@ struct PassOption {
   OptionType type;
   std::string default_value;
   std::string help;
+  /// A string option's accepted values, checked when the pipeline is parsed (empty: any text), so
+  /// a typo is refused before the passes ahead of it run.
+  std::vector<std::string> choices = {};
 };
 
 struct PassInfo {

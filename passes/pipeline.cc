@@ -3,6 +3,7 @@
 // ============================================================================
 #include "passes/pipeline.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -31,7 +32,13 @@ Status check_option_value(const PassOption& option, const std::string& value) {
       if (value != "true" && value != "false" && value != "1" && value != "0")
         return Status::error("option '" + option.name + "' needs true or false, got '" + value + "'");
       break;
-    case OptionType::kString: break;
+    case OptionType::kString:
+      if (!option.choices.empty() && std::find(option.choices.begin(), option.choices.end(), value) == option.choices.end()) {
+        std::string accepted;
+        for (const std::string& choice : option.choices) accepted += (accepted.empty() ? "" : ", ") + choice;
+        return Status::error("option '" + option.name + "' needs one of " + accepted + ", got '" + value + "'");
+      }
+      break;
   }
   return Status::ok();
 }

@@ -595,7 +595,8 @@ PassInfo dispatch_pass_info() {
       "through the perf DB, or the cost model)",
       {{"device", OptionType::kString, "auto",
         "where times come from: cuda (autotune on this GPU, perf DB), cpu (the cost model), auto (cuda when a GPU "
-        "is usable in this build, else cpu)"},
+        "is usable in this build, else cpu)",
+        {"auto", "cpu", "cuda"}},
        {"perf_db", OptionType::kString, "",
         "perf DB file (default: $LOKA_PERF_DB, else ~/.cache/loka/perfdb.json)"},
        {"buckets", OptionType::kString, "512:4096:16384",

@@ -304,7 +304,8 @@ PassInfo migrate_outliers_pass_info() {
                    {"pow2", OptionType::kBool, "true", "round factors to powers of two (bit-exact folds)"},
                    {"device", OptionType::kString, "auto",
                     "where the calibration run executes: cuda (one model with the site activations as outputs), cpu "
-                    "(the CPU runtime), auto (cuda when this build and machine have a GPU)"}},
+                    "(the CPU runtime), auto (cuda when this build and machine have a GPU)",
+                    {"auto", "cpu", "cuda"}}},
                   {"sites-considered", "sites-migrated", "sites-skipped-non-finite", "calibration-restored",
                    "calibration-seconds"}};
 }

@@ -706,7 +706,8 @@ PassInfo pin_precision_pass_info() {
                   {{"measure", OptionType::kString, "auto",
                     "verify each added site by running the Probe's switched model with the selection on the "
                     "calibration data: auto (when --calib is given and there is a GPU), true (on the CPU without "
-                    "one) or false (predict only)"},
+                    "one) or false (predict only)",
+                    {"auto", "true", "false", "1", "0"}},
                    // 1: the noise bound is the room for eval data (ErrorModel::measured_bound). With
                    // it, margin 0.85 left the GEMMs of four tiny zoo models all in FP32; 1.0 kept all
                    // five within a 0.02% eval budget on the CPU runtime (2026-11-26).

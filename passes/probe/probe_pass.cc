@@ -831,11 +831,13 @@ PassInfo probe_pass_info() {
                    {"device", OptionType::kString, "auto",
                     "where the model runs: cuda (amax calibration through one model with the site operands as "
                     "outputs; errors through one model with switches on the operands, a run per site and recipe), "
-                    "cpu (the CPU runtime), auto (cuda when this build and machine have a GPU)"},
+                    "cpu (the CPU runtime), auto (cuda when this build and machine have a GPU)",
+                    {"auto", "cpu", "cuda"}},
                    {"method", OptionType::kString, "auto",
                     "hooks (observer hooks, replaying each site's prefix; CPU only) or switches (ai.loka.ProbeFakeQuant on "
                     "the operands, a Mode input per run; the only way on the GPU, bit-identical to hooks on the CPU); "
-                    "auto: switches on the GPU, hooks on the CPU"}},
+                    "auto: switches on the GPU, hooks on the CPU",
+                    {"auto", "hooks", "switches"}}},
                   {"sites", "safe-sites", "batches", "site-batches-skipped", "calibration-seconds"},
                   /*result_cacheable=*/true};
 }

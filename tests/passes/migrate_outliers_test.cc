@@ -6,9 +6,13 @@
 // ============================================================================
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "canonicalize_test_util.h"
 #include "mods_test_util.h"
 #include "passes/ir/text_format.h"
+#include "passes/mods/migrate_outliers.h"
 #include "passes/probe/annotations.h"
 #include "runtime/tensor_proto.h"
 #include "test_support.h"
@@ -198,15 +202,25 @@ TEST(MigrateOutliers, CalibratesOnTheDeviceAskedForAndSaysHowLong) {
   EXPECT_TRUE(result.changed);
   EXPECT_GE(result.statistics.at("calibration-seconds"), 0.0);
   EXPECT_EQ(result.statistics.count("calibration-restored"), 0u);
-  // Negative twin: a device that is not one is refused, naming the option.
+  // Negative twin: a device that is not one is refused, naming the option: by the pipeline's
+  // parser (the option's choices), and by the pass itself when run with options of its own.
   auto graph = ir::parse_graph(norm_into_gemm("[1, 1, 1, 64]"));
   ASSERT_TRUE(graph);
   CompileSettings settings;
   settings.calibration_data = alternating_rows();
   auto records = testing::run_pipeline(**graph, "migrate-outliers{device=tpu}", settings);
   ASSERT_FALSE(records);
-  EXPECT_NE(records.status().message().find("option device='tpu': expected auto, cpu or cuda"), std::string::npos)
+  EXPECT_NE(records.status().message().find("option 'device' needs one of auto, cpu, cuda, got 'tpu'"),
+            std::string::npos)
       << records.status().message();
+  std::map<std::string, std::string> options;
+  for (const PassOption& option : migrate_outliers_pass_info().options) options[option.name] = option.default_value;
+  options["device"] = "tpu";
+  PassContext context(settings, options);
+  auto direct = make_migrate_outliers_pass()->run(**graph, context);
+  ASSERT_FALSE(direct.is_ok());
+  EXPECT_NE(direct.status().message().find("option device='tpu': expected auto, cpu or cuda"), std::string::npos)
+      << direct.status().message();
 }
 
 // --------------------------------------------------------------- numerics --
