@@ -261,10 +261,11 @@ for m in "${model_list[@]}"; do
     if ! stage "loka-bench-$m" 120 "${bench[@]}" --kernel-trace &&
        ! stage "loka-bench-untraced-$m" 90 "${bench[@]}" &&
        [ "$model" != "$zoo/$m/model.onnx" ]; then
-      # The optimized model does not run on the GPU: time the FP32 model, so the runtime still has a figure.
+      # The optimized model does not run on the GPU: time the FP32 model (untraced: the trace may be
+      # what failed), so the runtime still has a figure.
       if stage "loka-bench-fp32-$m" 90 "$build/loka_model_bench" "$zoo/$m/model.onnx" --data "$zoo/$m/eval" \
-          --batches "$batches" --runs "$runs" --json "$out/loka/$m.bench.json" --kernel-trace; then
-        echo "the optimized model failed on the GPU (logs/loka-bench-$m.log): LoKA timings are of the FP32 ONNX model (no FP8)" \
+          --batches "$batches" --runs "$runs" --json "$out/loka/$m.bench.json"; then
+        echo "the optimized model failed on the GPU (logs/loka-bench-$m.log, logs/loka-bench-untraced-$m.log): LoKA timings are of the FP32 ONNX model (no FP8)" \
           > "$out/loka/$m.plain"
       fi
     fi
@@ -276,10 +277,18 @@ done
 # run often ends with time to spare while a share skipped rows (torch.compile at batch 512 on
 # Wukong, with 132 s of the deadline unused: H100, 2026-12-07). That time goes to them now, the GPU
 # again to PyTorch alone; a row that still does not fit stays skipped and says so.
+# (torch_bench.py writes every row as stopped before it measures any, so a stage stopped by its
+# limit leaves its unmeasured rows marked too.) The time left is shared like the first shares.
+pending=()
 for m in "${model_list[@]}"; do
-  [ -f "$out/torch/$m.json" ] && grep -q "skipped: the model's time budget" "$out/torch/$m.json" || continue
-  more=$(( $(left) - 20 ))  # timeout's kill grace (15 s) must not eat the report's reserve
-  (( more >= 45 )) || { record "torch-more-$m" skipped 0 "$(( more + 20 )) s left of the run"; continue; }
+  if [ -f "$out/torch/$m.json" ] && grep -q "skipped: the model's time budget" "$out/torch/$m.json"; then pending+=("$m"); fi
+done
+i=0
+for m in "${pending[@]}"; do
+  i=$(( i + 1 ))
+  # timeout's kill grace (15 s) must not eat the report's reserve
+  more=$(( ($(left) - 20) / (${#pending[@]} - i + 1) ))
+  (( more >= 45 )) || { record "torch-more-$m" skipped 0 "$(( $(left) - 20 )) s left of the run"; continue; }
   stage "torch-more-$m" "$more" "$py" "$top/bench/torch_bench.py" --model-dir "$zoo/$m" --resume \
     --out "$out/torch/$m.json" --batches "$batches" --runs "$runs" --budget-s $(( more - 30 )) \
     --peaks "$out/torch/peaks.json" "${dry[@]}" ${LOKA_BENCH_TORCH_IMPLS:+--impls "$LOKA_BENCH_TORCH_IMPLS"} || true

@@ -53,7 +53,8 @@ def parse_args(argv):
     p.add_argument("--fp32-probs", help="also save the FP32 eval predictions here (.npy, eval sets in order)")
     p.add_argument("--dry-run", action="store_true", help="CPU, batch 8, 3 timed runs")
     p.add_argument("--resume", action="store_true",
-                   help="take up an earlier call's OUT: measure only its rows skipped for time, keep the rest")
+                   help="take up an earlier call's OUT (which must exist): measure only its rows skipped or stopped "
+                        "for time, keep the rest")
     args = p.parse_args(argv)
     if args.dry_run:
         args.device, args.batches, args.runs = "cpu", "8", 3
@@ -192,18 +193,24 @@ class Writer:
 BUDGET_SKIP = "skipped: the model's time budget"
 
 
-def read_resumable(path: str, name: str):
-    """An earlier run's document for this model, or None when there is none to take up."""
-    if not os.path.exists(path):
-        return None
+def read_resumable(path: str, name: str) -> dict:
+    """An earlier run's document for this model, to take up."""
     try:
         with open(path) as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: cannot --resume it: {e}") from None
-    if not isinstance(doc, dict) or doc.get("model") != name or "quality" not in doc or "rows" not in doc:
+    if (not isinstance(doc, dict) or doc.get("model") != name or "quality" not in doc or "rows" not in doc
+            or not all(isinstance(r, dict) and isinstance(r.get("status"), str) for r in doc["rows"])):
         raise ValueError(f"{path}: not a torch_bench.py result of {name} with its quality pass; cannot --resume it")
     return doc
+
+
+def pending_rows(doc: dict, schedule: list) -> list:
+    """What a resume measures, in schedule order: the rows skipped for time, and any the schedule
+    has that the file lacks (a row started just before the stage was stopped)."""
+    status = {(r["batch"], r["impl"]): r["status"] for r in doc["rows"]}
+    return [key for key in schedule if key not in status or status[key].startswith(BUDGET_SKIP)]
 
 
 def schedule_of(args) -> list:
@@ -267,19 +274,42 @@ def record_quality(args, out: Writer, models: dict, facts: dict, dense_np, spars
     out.flush()
 
 
+def row_of(out: Writer, name: str, batch: int, impl_name: str) -> dict:
+    """A row's identity and its precision's quality (drift against FP32), before any timing."""
+    row = {"model": name, "batch": batch, "impl": impl_name, "device": out.doc["device"]}
+    q = out.doc["quality"]
+    precision = impls.QUALITY_OF[impl_name]
+    if precision in q:
+        row["logloss"], row["auc"] = q[precision]["logloss"], q[precision]["auc"]
+        row["logloss_drift_rel"] = (q[precision]["logloss"] - q["fp32"]["logloss"]) / q["fp32"]["logloss"]
+        row["auc_drift"] = q[precision]["auc"] - q["fp32"]["auc"]
+    return row
+
+
 def put_row(out: Writer, row: dict):
-    """Adds the row, in place of an earlier one of the same batch and implementation (a resumed skip)."""
-    key = (row["batch"], row["impl"])
-    out.doc["rows"] = [r for r in out.doc["rows"] if (r["batch"], r["impl"]) != key] + [row]
+    """Writes the row in place of an earlier one of the same batch and implementation, else after the rest."""
+    rows = out.doc["rows"]
+    at = next((i for i, r in enumerate(rows) if (r["batch"], r["impl"]) == (row["batch"], row["impl"])), None)
+    if at is None:
+        rows.append(row)
+    else:
+        rows[at] = row
     out.flush()
 
 
+# What a row says until it is measured: should the stage be stopped (its time limit) while a row
+# runs, the file still accounts for it and every row after it, and --resume takes them up.
+STOPPED = f"{BUDGET_SKIP} ran out before this row was measured (its stage was stopped)"
+
+
 def measure(args, out: Writer, name: str, models: dict, fp8_reason, schedule: list, dense_np, sparse_np,
-            start: float):
-    """Times each (batch, impl) of the schedule and appends its row; rows past the budget say so."""
+            start: float, resuming: bool = False):
+    """Times each (batch, impl) of the schedule and writes its row; rows past the budget say so (a
+    resumed row that again does not fit keeps what the first call wrote)."""
     dev = args.device
-    device_name = out.doc["device"]
-    q = out.doc["quality"]
+    if not resuming:
+        for batch, impl_name in schedule:
+            put_row(out, dict(row_of(out, name, batch, impl_name), status=STOPPED))
     timer = Timer(dev)
     inputs = {}  # a batch's device inputs, freed after its last entry in the schedule
     last_use = {b: i for i, (b, _) in enumerate(schedule)}
@@ -288,16 +318,14 @@ def measure(args, out: Writer, name: str, models: dict, fp8_reason, schedule: li
             inputs[batch] = (torch.from_numpy(fill(dense_np, batch)).to(dev),
                              torch.from_numpy(fill(sparse_np, batch)).to(dev))
         dense, sparse = inputs[batch] if last_use[batch] != at else inputs.pop(batch)
-        row = {"model": name, "batch": batch, "impl": impl_name, "device": device_name}
+        row = row_of(out, name, batch, impl_name)
         precision = impls.QUALITY_OF[impl_name]
-        if precision in q:
-            row["logloss"], row["auc"] = q[precision]["logloss"], q[precision]["auc"]
-            row["logloss_drift_rel"] = (q[precision]["logloss"] - q["fp32"]["logloss"]) / q["fp32"]["logloss"]
-            row["auc_drift"] = q[precision]["auc"] - q["fp32"]["auc"]
         why_not = impls.needs_cuda(impl_name) if dev != "cuda" else None
         if why_not is None and precision == "fp8" and fp8_reason:
             why_not = fp8_reason
         if why_not is None and args.budget_s and time.time() - start > args.budget_s:
+            if resuming:
+                continue
             why_not = f"{BUDGET_SKIP} ({args.budget_s:.0f} s) was spent"
         if why_not:
             row["status"] = why_not
@@ -349,7 +377,7 @@ def main(argv=None) -> int:
         # Take up only what an earlier call's budget cut skipped; every other row stays as it was.
         # (Each skipped row stays in the file until its new one replaces it: a call killed midway
         # still leaves every cell saying what happened to it.)
-        schedule = [(r["batch"], r["impl"]) for r in previous["rows"] if r.get("status", "").startswith(BUDGET_SKIP)]
+        schedule = pending_rows(previous, schedule_of(args))
         out = Writer(args.out, previous)
         if not schedule:
             print(f"[torch {name}] nothing to resume: no row was skipped for time", flush=True)
@@ -361,16 +389,18 @@ def main(argv=None) -> int:
     try:
         model, facts = load_model(args.model_dir)
         (dense_np, sparse_np, labels), _ = read_eval(args.model_dir)
-        models, fp8_reason = prepare_models(args, model)
         if previous is None:
             out.doc["eval_samples"] = int(len(labels))
-            record_peaks(args, out)
+            record_peaks(args, out)  # before the models take device memory
             out.flush()
+        models, fp8_reason = prepare_models(args, model)
+        if previous is None:
             record_quality(args, out, models, facts, dense_np, sparse_np, labels)
-        measure(args, out, name, models, fp8_reason, schedule, dense_np, sparse_np, start)
+        measure(args, out, name, models, fp8_reason, schedule, dense_np, sparse_np, start, resuming=previous is not None)
         out.doc["weight_mb"] = {p: impls.weight_bytes(models[p]) / 2 ** 20 for p in ("fp32", "bf16", "fp8") if p in models}
     except Exception as e:  # noqa: BLE001 - the file says what failed
-        out.doc["errors"].append({"fatal": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-4000:]})
+        what = "resume: " if previous is not None else ""
+        out.doc["errors"].append({"fatal": f"{what}{type(e).__name__}: {e}", "trace": traceback.format_exc()[-4000:]})
         out.flush()
         print(f"[torch {name}] failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
