@@ -329,6 +329,12 @@ int main_checked(int argc, char** argv) {
   }
 
   const Summary summary = summarize(**graph);
+  // A --pin that matches no site pins nothing: say so even under --quiet (a mistyped node name
+  // would otherwise pass unnoticed). Site names: loka-inspect on the output.
+  if (summary.precision.is_object())
+    for (const nlohmann::json& rule : summary.precision.value("pins_matching_no_site", nlohmann::json::array()))
+      std::fprintf(stderr, "%s: warning: --pin '%s' matched no candidate site (loka-inspect %s lists them)\n", kProgram,
+                   rule.get<std::string>().c_str(), output_path.string().c_str());
   if (!args.has("--quiet")) {
     std::printf("loka-opt: %s -> %s in %.2f s\n", model_path.string().c_str(), output_path.string().c_str(), seconds);
     std::printf("  pipeline   %s\n", resolved.c_str());

@@ -61,17 +61,36 @@ Result<std::vector<PinRule>> parse_rules(const std::vector<std::string>& texts) 
   return rules;
 }
 
+Result<bool> rule_matches(const PinRule& rule, const std::string& name) {
+  try {
+    return std::regex_search(name, rule.pattern);
+  } catch (const std::regex_error& error) {  // e.g. the regex engine's complexity limit
+    return Status::error("--pin '" + rule.text + "' on node '" + name + "': " + error.what());
+  }
+}
+
 /// The last rule matching `name` (later rules win), or null.
 Result<const PinRule*> matching_rule(const std::vector<PinRule>& rules, const std::string& name) {
   const PinRule* match = nullptr;
   for (const PinRule& rule : rules) {
-    try {
-      if (std::regex_search(name, rule.pattern)) match = &rule;
-    } catch (const std::regex_error& error) {
-      return Status::error("--pin '" + rule.text + "' on node '" + name + "': " + error.what());
-    }
+    LOKA_ASSIGN_OR_RETURN(const bool matches, rule_matches(rule, name));
+    if (matches) match = &rule;
   }
   return match;
+}
+
+/// The rules that match no site's name: they pin nothing, most likely a mistyped node name.
+Result<json> rules_matching_no_site(const std::vector<PinRule>& rules, const std::vector<probe::Site>& sites) {
+  json unmatched = json::array();
+  for (const PinRule& rule : rules) {
+    bool matched = false;
+    for (const probe::Site& site : sites) {
+      LOKA_ASSIGN_OR_RETURN(matched, rule_matches(rule, site.node));
+      if (matched) break;
+    }
+    if (!matched) unmatched.push_back(rule.text);
+  }
+  return unmatched;
 }
 
 // ----------------------------------------------------------------- budget ---
@@ -247,6 +266,7 @@ class PinPrecisionPass final : public Pass {
                              site.node + "' has none");
       candidates.push_back(std::move(c));
     }
+    LOKA_ASSIGN_OR_RETURN(const json unmatched_pins, rules_matching_no_site(rules, sites));
 
     LOKA_ASSIGN_OR_RETURN(const bool measure, measure_requested(context));
     SiteError total;
@@ -278,7 +298,8 @@ class PinPrecisionPass final : public Pass {
     } else {
       select_greedy(candidates, sites, model, total);
     }
-    return write_decisions(graph, context, document, before, candidates, sites, budget, model, total, measured);
+    return write_decisions(graph, context, document, before, candidates, sites, budget, model, total, measured,
+                           unmatched_pins);
   }
 
  private:
@@ -601,7 +622,7 @@ class PinPrecisionPass final : public Pass {
   static Result<bool> write_decisions(ir::Graph& graph, PassContext& context, json& document, const std::string& before,
                                       const std::vector<Candidate>& candidates, const std::vector<probe::Site>& sites,
                                       const probe::Budget& budget, const ErrorModel& model, const SiteError& total,
-                                      const std::optional<Measurement>& measured) {
+                                      const std::optional<Measurement>& measured, const json& unmatched_pins) {
     json& nodes = document["nodes"];
     double site_flops = 0, fp8_flops = 0;
     size_t fp8 = 0, bf16 = 0, pinned = 0;
@@ -643,6 +664,7 @@ class PinPrecisionPass final : public Pass {
                                       {"reserve", model.reserve},
                                       {"selection_limit", model.limit},
                                       {"measured", measured.has_value()}};
+    if (!unmatched_pins.empty()) summary["pins_matching_no_site"] = unmatched_pins;
     if (measured) {
       summary["measured_error"] = measured_error;
       summary["measured_calibration_error"] = measured->selected.value;

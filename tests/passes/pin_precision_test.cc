@@ -319,6 +319,21 @@ TEST(PinPrecision, LaterRulesWinAndBf16OnlyWhenPinned) {
   EXPECT_EQ(unpinned.records[1].statistics.at("bf16-sites"), 0);
 }
 
+// A rule whose regex matches no site's name pins nothing: the summary lists it (loka-opt warns),
+// and only it: a rule that matches a site but loses to a later rule everywhere is not listed.
+TEST(PinPrecision, RulesThatMatchNoSiteAreListedInTheSummary) {
+  auto graph = annotated_chain(site("safe", 0.001, 0.002), site("safe", 0.001, 0.002), site("safe", 0.001, 0.002));
+  const Outcome outcome = pin(*graph, "rel_l2=0.5", {"^a$=fp32", "fc_typo=bf16", "a=bf16", "zz|yy=fp8"});
+  ASSERT_TRUE(outcome.status) << outcome.status.message();
+  EXPECT_EQ(outcome.document["model"]["precision"]["pins_matching_no_site"], json({"fc_typo=bf16", "zz|yy=fp8"}));
+  EXPECT_EQ(precision_of(outcome, "a"), "bf16");  // "^a$=fp32" matched, then lost to the later rule
+
+  auto twin = annotated_chain(site("safe", 0.001, 0.002), site("safe", 0.001, 0.002), site("safe", 0.001, 0.002));
+  const Outcome matched = pin(*twin, "rel_l2=0.5", {"a=fp32", "[bc]=bf16"});
+  ASSERT_TRUE(matched.status) << matched.status.message();
+  EXPECT_FALSE(matched.document["model"]["precision"].contains("pins_matching_no_site"));
+}
+
 TEST(PinPrecision, MalformedRulesAreErrorsNamingTheRule) {
   for (const std::string rule : {"([=fp8", "no-equals-sign", "a=int8", "=fp8"}) {
     auto graph = chain_model();

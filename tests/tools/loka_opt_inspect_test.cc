@@ -64,6 +64,19 @@ TEST(LokaOpt, BadBudgetOrPinIsAUsageErrorBeforeAnyPassRuns) {
   EXPECT_NE(good.output.find("/no/such/model.onnx"), std::string::npos) << good.output;
 }
 
+// A --pin whose regex matches no site is a warning on stderr, under --quiet too; the run goes on.
+TEST(LokaOpt, APinMatchingNoSiteIsAWarning) {
+  const auto dir = testing::make_temp_dir("loka-opt-pin");
+  const std::string out = (dir / "pinned.onnx").string();
+  auto run = testing::run_command("LOKA_PASS_CACHE=off " + tool("loka-opt") + " " + zoo("dlrm_dot") + "/model.onnx -o " +
+                                  out + " --calib " + zoo("dlrm_dot") + "/calib --quiet --pin no_such_node=fp32 --pin " +
+                                  "'.=fp32'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("loka-opt: warning: --pin 'no_such_node=fp32' matched no candidate site"), std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("'.=fp32'"), std::string::npos) << run.output;  // it matched: no warning
+}
+
 // A second loka-opt of the same model reuses the Probe's and pin-precision's stored results
 // (LOKA_PASS_CACHE), says so, and writes the same bytes; LOKA_PASS_CACHE=off stores nothing.
 TEST(LokaOpt, ASecondRunReusesStoredProbeResultsAndWritesTheSameModel) {
