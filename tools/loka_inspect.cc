@@ -40,7 +40,7 @@ cli::ArgumentParser make_parser() {
       .option("--dot", "FILE", "write the graph in Graphviz dot, coloured by precision and verdict")
       .option("--html", "FILE", "write a self-contained HTML report: graph (needs Graphviz's dot), site table, histograms")
       .option("--sort", "KEY", "table order").choices({"order", "error", "flops"}).default_value("order")
-      .option("--top", "N", "how many sensitive sites to rank").default_value("5");
+      .option("--top", "N", "how many sensitive sites to rank (0: none)").default_value("5");
   return parser;
 }
 
@@ -153,6 +153,7 @@ void print_table(const ir::Graph& graph, nlohmann::json nodes, const std::string
                 node["precision"].get<std::string>().c_str(), verdict.c_str(), error.c_str(), sqnr.c_str(), amax.c_str(),
                 batches.c_str(), kernel.c_str());
   }
+  if (top == 0) return;  // --top 0: the table alone
   std::vector<nlohmann::json> sites;
   for (const auto& node : nodes)
     if (error_mean(node) >= 0) sites.push_back(node);
@@ -186,6 +187,7 @@ int main_checked(int argc, char** argv) {
   if (auto exit_code = cli::parse_or_exit_code(parser, argc, argv, args)) return *exit_code;
   auto top = args.integer("--top");
   if (!top) return cli::usage_error(kProgram, top.status().message());
+  if (*top < 0) return cli::usage_error(kProgram, "--top must be >= 0, got " + std::to_string(*top));
   auto graph = onnx_io::import_model_file(args.positionals()[0]);
   if (!graph) return cli::runtime_error(kProgram, graph.status().message());
   if (Status status = ir::infer_shapes(**graph); !status)

@@ -228,6 +228,18 @@ TEST(LokaOpt, ProbeAnnotatesEverySiteAndInspectShowsThem) {
   }
   auto ranked = testing::run_command(tool("loka-inspect") + " " + out);
   EXPECT_NE(ranked.output.find("most sensitive sites"), std::string::npos);
+  // --top N ranks N sites; 0 leaves the ranking out; a negative count is a usage error.
+  auto two = testing::run_command(tool("loka-inspect") + " " + out + " --top 2");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const std::string ranking = two.output.substr(two.output.find("most sensitive sites"));
+  EXPECT_NE(ranking.find("\n  2. "), std::string::npos) << ranking;
+  EXPECT_EQ(ranking.find("\n  3. "), std::string::npos) << ranking;
+  auto none = testing::run_command(tool("loka-inspect") + " " + out + " --top 0");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_EQ(none.output.find("most sensitive sites"), std::string::npos) << none.output;
+  auto negative = testing::run_command(tool("loka-inspect") + " " + out + " --top -1");
+  EXPECT_EQ(negative.exit_code, 2) << negative.output;
+  EXPECT_NE(negative.output.find("--top must be >= 0, got -1"), std::string::npos) << negative.output;
 }
 
 }  // namespace

@@ -236,6 +236,7 @@ std::string histogram_svg(const nlohmann::json& stats, const std::string& captio
 }
 
 std::string worst_sites_section(const HtmlReportInput& input) {
+  if (input.worst_sites <= 0) return "";  // --top 0: no histograms asked for
   std::vector<const nlohmann::json*> sites;
   for (const auto& node : input.nodes)
     if (is_site(node) && error_mean(node) >= 0) sites.push_back(&node);
